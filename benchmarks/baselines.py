@@ -1,0 +1,327 @@
+"""The systems every table compares, behind one interface.
+
+    state = system.dispatch((x, topk_idx, topk_weights))
+    y     = system.fake_gemm(state)        # expert output = tokens * (1 + rank)
+    out   = system.combine(y, state)       # [T, H]
+    out   = system.run(inputs)             # the three in a row
+
+ReferenceSystem  the pure-torch reference (all_gather everything, compute locally): scale.
+NcclSystem       sort + all_to_all_single + sort: what a user writes without custom kernels.
+SymmMemSystem    torch.distributed._symmetric_memory all_to_all_vdev_2d (+ _offset twin).
+MoeA2ASystem     this library (kept here so every system shares the interface).
+A constructor raises Unsupported(reason) when its system cannot run a shape; tables then
+show "unsupported: <reason>" instead of a number.
+"""
+import common  # noqa: F401  (first: pins multicast off before torch.distributed)
+import torch
+import torch.distributed as dist
+
+from common import gather_rows, has_extension, import_moe_a2a, reference
+from fake_gemm import scale_experts, scale_segments
+
+RTOL, ATOL = 1e-2, 5e-3  # the challenge's check
+
+
+class Unsupported(Exception):
+    pass
+
+
+class System:
+    name = "?"
+    note = ""  # shown in the report (e.g. which fake-GEMM path ran)
+
+    def __init__(self, ctx, shape):
+        self.ctx, self.shape = ctx, shape
+        if shape.experts % ctx.world:
+            raise Unsupported(f"{shape.experts} experts not divisible by world {ctx.world}")
+        self.epr = shape.experts // ctx.world  # experts per rank
+
+    def dispatch(self, inputs):
+        raise NotImplementedError
+
+    def fake_gemm(self, state):
+        raise NotImplementedError
+
+    def combine(self, expert_y, state):
+        raise NotImplementedError
+
+    def run(self, inputs):
+        state = self.dispatch(inputs)
+        return self.combine(self.fake_gemm(state), state)
+
+    def synchronize(self):
+        torch.cuda.synchronize()
+
+    def close(self):
+        pass
+
+    def check(self, all_inputs):
+        """Compare run() on this rank's inputs with moe_a2a.reference.moe_reference.
+        all_inputs: every rank's (x, idx, w), identical on all ranks. Returns (ok on every
+        rank, max abs error over ranks)."""
+        out = self.run(all_inputs[self.ctx.rank])
+        self.synchronize()
+        ref = reference().moe_reference(all_inputs, self.ctx.rank, self.shape.experts,
+                                        self.ctx.world)
+        return compare(self.ctx, out, ref)
+
+
+def compare(ctx, out, ref):
+    out, ref = out.float(), ref.to(out.device).float()
+    ok = out.shape == ref.shape and torch.allclose(out, ref, rtol=RTOL, atol=ATOL)
+    err = (out - ref).abs().max().item() if out.shape == ref.shape and out.numel() else 0.0
+    t = torch.tensor([0.0 if ok else 1.0, err], device=ctx.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=ctx.group)
+    return t[0].item() == 0.0, t[1].item()
+
+
+# ----------------------------------------------------------------------------- reference
+class ReferenceSystem(System):
+    """dispatch = all_gather of every rank's x / idx / weights (padded: T differs per rank);
+    combine = the reference computed locally on the GPU. Slow on purpose: it is the scale."""
+    name = "reference"
+
+    def dispatch(self, inputs):
+        parts = [gather_rows(self.ctx, t) for t in inputs]
+        return list(zip(*parts))
+
+    def fake_gemm(self, state):
+        return None  # the reference applies the fake GEMM itself
+
+    def combine(self, expert_y, state):
+        return reference().moe_reference(state, self.ctx.rank, self.shape.experts,
+                                         self.ctx.world)
+
+
+# ----------------------------------------------------------------------------- NCCL
+# Pure tensor steps, separate from the communication so a single process can test them.
+META_COLS = 3  # (local expert, source token, k) as int32, carried in the tail of each row
+
+
+def nccl_plan(idx, world, epr):
+    """Order of the (token, k) pairs sorted by destination rank, and the per-rank counts."""
+    dest = idx.reshape(-1).long() // epr
+    order = torch.argsort(dest, stable=True)
+    return order, torch.bincount(dest, minlength=world)
+
+
+def nccl_pack(x, idx, order, epr):
+    """Rows to send, in `order`: the token followed by its metadata bit-cast to the token
+    dtype, so one all_to_all_single carries both (one collective fewer)."""
+    k = idx.shape[1]
+    h = x.shape[1]
+    tok = order // k
+    meta = torch.stack([idx.reshape(-1)[order].long() % epr, tok, order % k], 1).to(torch.int32)
+    meta = meta.view(x.dtype)                       # [P, 3 * 4 / elem_size]
+    send = torch.empty(order.numel(), h + meta.shape[1], dtype=x.dtype, device=x.device)
+    send[:, :h] = x.index_select(0, tok)
+    send[:, h:] = meta
+    return send, tok
+
+
+def nccl_group(recv, hidden, epr):
+    """Received rows -> expert-major layout. Returns (expert_x [N, H] grouped by local
+    expert, counts [epr], order2 (grouped row i = received row order2[i]), meta [N, 3])."""
+    meta = recv[:, hidden:].contiguous().view(torch.int32)
+    le = meta[:, 0].long()
+    order2 = torch.argsort(le, stable=True)
+    return recv[:, :hidden].index_select(0, order2), torch.bincount(le, minlength=epr), order2, meta
+
+
+def nccl_ungroup(expert_y, order2):
+    back = torch.empty_like(expert_y)
+    back.index_copy_(0, order2, expert_y)  # back to received order
+    return back
+
+
+def nccl_reduce(ret, tok, w_sorted, num_tokens, dtype):
+    """Weighted sum of the returned rows into [T, H], in fp32."""
+    out = torch.zeros(num_tokens, ret.shape[1], dtype=torch.float32, device=ret.device)
+    out.index_add_(0, tok, ret.float() * w_sorted.float()[:, None])
+    return out.to(dtype)
+
+
+class NcclSystem(System):
+    name = "nccl"
+
+    def dispatch(self, inputs):
+        x, idx, w = inputs
+        order, send_counts = nccl_plan(idx, self.ctx.world, self.epr)
+        recv_counts = torch.empty_like(send_counts)
+        dist.all_to_all_single(recv_counts, send_counts, group=self.ctx.group)
+        send, tok = nccl_pack(x, idx, order, self.epr)
+        # The one host sync: NCCL takes split sizes as host integers.
+        send_list, recv_list = torch.stack([send_counts, recv_counts]).cpu().tolist()
+        recv = send.new_empty(sum(recv_list), send.shape[1])
+        dist.all_to_all_single(recv, send, recv_list, send_list, group=self.ctx.group)
+        expert_x, counts, order2, meta = nccl_group(recv, x.shape[1], self.epr)
+        return dict(expert_x=expert_x, counts=counts, order2=order2, meta=meta, tok=tok,
+                    w_sorted=w.reshape(-1)[order], send_list=send_list, recv_list=recv_list,
+                    num_tokens=x.shape[0], dtype=x.dtype)
+
+    def fake_gemm(self, st):
+        # Every received row is valid here (sizes known on the host), so a dense multiply.
+        return st["expert_x"] * (1 + self.ctx.rank)
+
+    def combine(self, expert_y, st):
+        back = nccl_ungroup(expert_y, st["order2"])
+        ret = back.new_empty(sum(st["send_list"]), back.shape[1])
+        dist.all_to_all_single(ret, back, st["send_list"], st["recv_list"], group=self.ctx.group)
+        return nccl_reduce(ret, st["tok"], st["w_sorted"], st["num_tokens"], st["dtype"])
+
+
+# ----------------------------------------------------------------------------- symm_mem
+# Limits read from torch 2.11's nvshmem_extension.cu: the dispatch kernel keeps one
+# 32-thread tile per local expert in a 512-thread block (<= 16 experts per rank) and scans
+# ranks within a warp; the _offset (combine) kernel swaps the two roles (<= 16 ranks,
+# <= 32 experts per rank). A violated device assert would kill the process, so check here.
+SYMM_MAX_EXPERTS_PER_RANK = 16
+SYMM_MAX_WORLD = 16
+
+
+def symm_mem_unsupported(world, shape):
+    """Reason why all_to_all_vdev_2d cannot run this shape here, or '' when it can."""
+    ops = getattr(torch.ops, "symm_mem", None)
+    for op in ("all_to_all_vdev_2d", "all_to_all_vdev_2d_offset"):
+        if ops is None or not hasattr(ops, op):
+            return f"torch {torch.__version__} has no symm_mem.{op}"
+    try:
+        import torch.distributed._symmetric_memory as symm
+        if not symm.is_nvshmem_available():
+            return "NVSHMEM not available"
+    except Exception as e:
+        return f"symmetric memory unavailable: {e}"
+    if shape.experts % world:
+        return f"{shape.experts} experts not divisible by world {world}"
+    epr = shape.experts // world
+    if epr > SYMM_MAX_EXPERTS_PER_RANK:
+        return f"{epr} experts/rank > {SYMM_MAX_EXPERTS_PER_RANK}"
+    if world > SYMM_MAX_WORLD:
+        return f"world {world} > {SYMM_MAX_WORLD}"
+    return ""
+
+
+def use_nvshmem_backend(device):
+    """all_to_all_vdev_2d needs NVSHMEM-backed buffers. The backend is process-global and
+    fixed by the first symmetric allocation, so everything symm_mem here goes through this."""
+    import torch.distributed._symmetric_memory as symm
+    try:
+        if symm.get_backend(device) == "NVSHMEM":
+            return
+    except Exception:
+        pass
+    symm.set_backend("NVSHMEM")
+
+
+class SymmMemSystem(System):
+    """Dispatch sends the (token, k) pairs sorted by global expert (rank-major), which the op
+    lays out expert-major on the owner; combine sends them back with the _offset twin, which
+    restores the sorted order, so the source reduces with the same permutation."""
+    name = "symm_mem"
+
+    def __init__(self, ctx, shape):
+        super().__init__(ctx, shape)
+        why = symm_mem_unsupported(ctx.world, shape)
+        if why:
+            raise Unsupported(why)
+        import torch.distributed._symmetric_memory as symm
+        use_nvshmem_backend(ctx.device)
+        s, dev = shape, ctx.device
+        self.group_name = ctx.group.group_name
+        self.max_in = s.max_tokens * s.topk
+        # worst case every pair of every rank lands here; + one row per expert because the
+        # op rounds an empty expert up to major_align (1) rows
+        self.max_out = ctx.world * self.max_in + self.epr
+        self.inp = symm.empty(self.max_in, s.hidden, dtype=s.dtype, device=dev)
+        self.out = symm.empty(self.max_out, s.hidden, dtype=s.dtype, device=dev)
+        self.in_splits = symm.empty(s.experts, dtype=torch.int64, device=dev)
+        self.out_so = symm.empty(2, s.experts, dtype=torch.int64, device=dev)
+        self.comb_out = symm.empty(self.max_in, s.hidden, dtype=s.dtype, device=dev)
+        self.comb_so = symm.empty(2, s.experts, dtype=torch.int64, device=dev)
+        for t in (self.inp, self.out, self.in_splits, self.out_so, self.comb_out, self.comb_so):
+            symm.rendezvous(t, self.group_name)  # collective, same order on every rank
+
+    def dispatch(self, inputs):
+        x, idx, w = inputs
+        flat = idx.reshape(-1).long()
+        p = flat.numel()
+        order = torch.argsort(flat, stable=True)
+        tok = order // idx.shape[1]
+        torch.index_select(x, 0, tok, out=self.inp[:p])
+        self.in_splits.copy_(torch.bincount(flat, minlength=self.shape.experts))
+        torch.ops.symm_mem.all_to_all_vdev_2d(self.inp, self.out, self.in_splits, self.out_so,
+                                              self.group_name, major_align=1)
+        return dict(tok=tok, w_sorted=w.reshape(-1)[order], num_tokens=x.shape[0], p=p,
+                    dtype=x.dtype)
+
+    def fake_gemm(self, st):
+        # segments (local expert, source rank): offsets in out_so[1], counts in out_so[0];
+        # one expert receives at most max_tokens rows from one source (distinct experts)
+        scale_segments(self.out, self.out, self.out_so[1], self.out_so[0],
+                       self.shape.max_tokens, 1 + self.ctx.rank)
+        return self.out
+
+    def combine(self, expert_y, st):
+        if expert_y.data_ptr() != self.out.data_ptr():
+            raise ValueError("symm_mem combine reads the symmetric dispatch buffer in place")
+        torch.ops.symm_mem.all_to_all_vdev_2d_offset(self.out, self.comb_out, self.out_so,
+                                                     self.comb_so, self.group_name)
+        return nccl_reduce(self.comb_out[: st["p"]], st["tok"], st["w_sorted"],
+                           st["num_tokens"], st["dtype"])
+
+
+# ----------------------------------------------------------------------------- moe_a2a
+class MoeA2ASystem(System):
+    name = "moe_a2a"
+
+    def __init__(self, ctx, shape, profile=False):
+        super().__init__(ctx, shape)
+        mod, why = import_moe_a2a()
+        if not has_extension(mod):
+            raise Unsupported(why or "moe_a2a extension not built")
+        kw = {"profile": True} if profile else {}
+        s = shape
+        self.ep = mod.AllToAll(ctx.group, s.experts, s.topk, s.hidden, s.max_tokens, s.dtype, **kw)
+        self.y = None
+
+    def dispatch(self, inputs):
+        return self.ep.dispatch(*inputs)
+
+    def fake_gemm(self, d):
+        # A separate output, as a real GEMM writes; only the first expert_num_tokens rows of
+        # each expert are touched, on the device (no host sync).
+        if self.y is None or self.y.shape != d.expert_x.shape:
+            self.y = torch.empty_like(d.expert_x)
+        return scale_experts(d.expert_x, d.expert_num_tokens, 1 + self.ctx.rank, out=self.y)
+
+    def combine(self, expert_y, d):
+        return self.ep.combine(expert_y, d)
+
+    def synchronize(self):
+        self.ep.synchronize()  # also raises errors the kernels reported
+
+    def close(self):
+        self.ep.close()
+
+
+SYSTEMS = {"reference": ReferenceSystem, "nccl": NcclSystem, "symm_mem": SymmMemSystem,
+           "moe_a2a": MoeA2ASystem}
+
+
+def build(name, ctx, shape, **kw):
+    """(system, '') or (None, 'unsupported: reason'). Construction is collective for the
+    communicating systems, so every rank gets the same answer or the run fails loudly."""
+    sys_, why = None, ""
+    try:
+        sys_ = SYSTEMS[name](ctx, shape, **kw)
+    except Unsupported as e:
+        why = f"unsupported: {e}"
+    except (RuntimeError, ValueError, TypeError, ImportError) as e:  # e.g. NVSHMEM init
+        why = f"unsupported: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+    # A system that failed on one rank must not run on the others (they would hang).
+    flag = torch.tensor([0 if sys_ is None else 1], device=ctx.device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=ctx.group)
+    if flag.item() == 0 and sys_ is not None:
+        sys_.close()
+        sys_, why = None, "unsupported: failed on another rank"
+    return sys_, why

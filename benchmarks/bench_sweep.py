@@ -1,0 +1,161 @@
+"""Dispatch and combine latency and bandwidth against tokens per rank, DeepSeek-V3 shape
+(256 experts, top-8, hidden 7168, bf16), for moe_a2a and the NCCL path.
+
+    torchrun --nproc-per-node=<N> benchmarks/bench_sweep.py [--tokens 1,2,4,...]
+
+Every rank sends exactly T tokens (no random T) so the x axis means one thing.
+"""
+import os
+import sys
+
+for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
+               ("NVSHMEM_DISABLE_NVLS", "1")):  # multicast off before torch.distributed loads
+    os.environ.setdefault(_k, _v)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import argparse  # noqa: E402
+
+import common  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from bench_all2all import (Routing, add_common_args, add_vs_nccl, get_micro, measure,  # noqa: E402
+                           phase_row, write_outputs)
+from common import fmt  # noqa: E402
+
+PHASES = ("dispatch", "combine")
+DEFAULT_TOKENS = ",".join(str(1 << i) for i in range(13))  # 1 .. 4096
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--tokens", default=DEFAULT_TOKENS,
+                   help="comma list of tokens per rank (default 1,2,4,...,4096)")
+    p.add_argument("--shape", default="256,8,7168",
+                   help="experts,topk,hidden (default DeepSeek-V3: 256,8,7168)")
+    p.add_argument("--dtype", default="bf16", choices=sorted(common.DTYPES))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--systems", default="moe_a2a,nccl",
+                   help="comma list from reference,nccl,symm_mem,moe_a2a (default moe_a2a,nccl)")
+    p.add_argument("--check", action=argparse.BooleanOptionalAction, default=True,
+                   help="verify each system against moe_a2a.reference per token count")
+    add_common_args(p)
+    args = p.parse_args(argv)
+    try:
+        args.token_list = [int(t) for t in args.tokens.split(",") if t.strip()]
+        e, k, h = (int(v) for v in args.shape.split(","))
+    except ValueError:
+        p.error("--tokens wants integers, --shape wants experts,topk,hidden")
+    if not args.token_list or min(args.token_list) < 1:
+        p.error("--tokens: positive integers")
+    args.shape_list = [common.Shape(e, k, h, t, common.DTYPES[args.dtype], args.seed)
+                       for t in args.token_list]
+    args.system_list = [s.strip() for s in args.systems.split(",") if s.strip()]
+    if args.iters < 50:
+        p.error("--iters must be >= 50 (BENCHMARKS.md)")
+    return args
+
+
+def bench_tokens(ctx, shape, args, micro, flusher):
+    from baselines import build
+    t = shape.max_tokens
+    pool = common.InputPool(ctx, shape, args.pool, num_tokens=t)
+    routing = Routing(ctx, shape, pool, micro)
+    check_inputs = None
+    if args.check:
+        check_inputs = [common.make_inputs(shape, r, ctx.world, common.pool_seed(shape, -1),
+                                           ctx.device, num_tokens=t) for r in range(ctx.world)]
+    rows = []
+    for name in args.system_list:
+        system, why = build(name, ctx, shape)
+        info = {"shape": shape.label, "tokens": t, "world": ctx.world, "system": name,
+                "tokens_per_rank": t}
+        if system is None:
+            rows += [dict(info, phase=ph, status=why) for ph in PHASES]
+            continue
+        try:
+            check = "-"
+            if check_inputs is not None:
+                ok, err = system.check(check_inputs)
+                check = f"pass ({err:.1e})" if ok else f"FAIL ({err:.1e})"
+            times = measure(ctx, system, pool, args, flusher, phases=PHASES)
+            rows += [dict(info, phase=ph, status="ok", check=check,
+                          **phase_row(times[ph], routing, args.warmup, ph)) for ph in PHASES]
+        except Exception as e:
+            rows += [dict(info, phase=ph, status=f"error: {type(e).__name__}: {e}") for ph in PHASES]
+        system.close()
+    add_vs_nccl(rows)
+    del pool
+    torch.cuda.empty_cache()
+    return rows
+
+
+def print_report(rows, micro):
+    print(f"\nB = {micro['B_GBps']:.0f} GB/s, L = {micro['L_us']:.2f} us; bytes = busiest GPU, "
+          "distinct remote ranks per token; xSoL = time / SoL; vsNCCL = NCCL time / time")
+    heads = ["tokens", "system", "phase", "MB", "med us", "p10", "p90", "GB/s", "xSoL", "vsNCCL",
+             "check"]
+    lines = []
+    for r in rows:
+        if "us_median" not in r:
+            lines.append([r["tokens"], r["system"], r["phase"], r["status"]] + [""] * 7)
+        else:
+            lines.append([r["tokens"], r["system"], r["phase"], fmt(r["bytes"] / 1e6, 3),
+                          fmt(r["us_median"]), fmt(r["us_p10"]), fmt(r["us_p90"]),
+                          fmt(r["GBps"]), fmt(r["x_sol"], 2), fmt(r.get("vs_nccl"), 2),
+                          r["check"]])
+    common.print_table(heads, lines)
+
+
+def plot(rows, micro, path):
+    plt = common.pyplot()
+    if plt is None:
+        return
+    fig, (ax_t, ax_b) = plt.subplots(1, 2, figsize=(14, 5))
+    for s in dict.fromkeys(r["system"] for r in rows):
+        for ph, style in (("dispatch", "-o"), ("combine", "--s")):
+            pts = [(r["tokens"], r["us_median"], r["GBps"]) for r in rows
+                   if r["system"] == s and r["phase"] == ph and "us_median" in r]
+            if pts:
+                x, t, b = zip(*pts)
+                ax_t.plot(x, t, style, label=f"{s} {ph}", markersize=4)
+                ax_b.plot(x, b, style, label=f"{s} {ph}", markersize=4)
+    sol = sorted({(r["tokens"], r["sol_us"]) for r in rows if "sol_us" in r})
+    if sol:
+        ax_t.plot(*zip(*sol), "k:", label="speed of light (one phase)")
+    ax_b.axhline(micro["B_GBps"], color="k", linestyle=":", label="B (peer store)")
+    for ax, yl in ((ax_t, "median latency (us)"), (ax_b, "GB/s (busiest GPU)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("tokens per rank")
+        ax.set_ylabel(yl)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    ax_t.set_yscale("log")
+    rows0 = rows[0] if rows else {}
+    fig.suptitle(f"{rows0.get('shape', '').rsplit('-T', 1)[0]}, world {rows0.get('world')}")
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    print(f"wrote {path}")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    ctx = common.init_distributed()
+    micro = get_micro(ctx, args)
+    flusher = common.L2Flusher(ctx.device, args.flush_mib * common.MiB)
+    rows = []
+    for shape in args.shape_list:
+        if ctx.rank == 0:
+            print(f"== tokens/rank {shape.max_tokens}", flush=True)
+        rows += bench_tokens(ctx, shape, args, micro, flusher)
+    if ctx.rank == 0:
+        print_report(rows, micro)
+        plot(rows, micro, os.path.join(args.out, "bench_sweep.png"))
+    write_outputs(ctx, args, "bench_sweep", rows, micro)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

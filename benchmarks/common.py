@@ -1,0 +1,382 @@
+"""Shared benchmark plumbing: distributed init, timing, statistics, inputs, metadata, output.
+
+Import this module before anything that may initialise NCCL, NVSHMEM or torch symmetric
+memory: the first lines pin NVLink multicast off for this process and its children.
+"""
+import os
+
+# Multicast (NVLS) can take a shared host's GPUs out of service; every process keeps it off.
+# setdefault keeps a value the launcher already set; _check_multicast_env() warns if that
+# value turns multicast back on.
+_NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                 "NVSHMEM_DISABLE_NVLS": "1"}
+for _k, _v in _NO_MULTICAST.items():
+    os.environ.setdefault(_k, _v)
+
+import csv  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import platform  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(BENCH_DIR)
+if BENCH_DIR not in sys.path:  # sibling modules import by plain name, however this was loaded
+    sys.path.insert(0, BENCH_DIR)
+MiB = 1 << 20
+
+
+def _check_multicast_env():
+    for k, v in _NO_MULTICAST.items():
+        if os.environ.get(k) != v:
+            print(f"WARNING: {k}={os.environ.get(k)!r}; multicast must stay off ({k}={v})",
+                  file=sys.stderr)
+
+
+_check_multicast_env()
+
+
+# ----------------------------------------------------------------------------- moe_a2a
+def import_moe_a2a():
+    """(module or None, reason). Falls back to the in-tree python/ folder when not installed.
+
+    The pure-python modules (reference, sol) may import while the compiled extension is
+    missing, so callers test for the attribute they need (AllToAll, SymmetricHeap, ...).
+    """
+    try:
+        import moe_a2a
+        return moe_a2a, ""
+    except ImportError:
+        pass
+    path = os.path.join(REPO_ROOT, "python")
+    if path not in sys.path:
+        sys.path.append(path)
+    try:
+        import moe_a2a
+        return moe_a2a, ""
+    except Exception as e:  # a half-built package raises more than ImportError
+        return None, f"import moe_a2a failed: {type(e).__name__}: {e}"
+
+
+def has_extension(mod):
+    return mod is not None and hasattr(mod, "AllToAll")
+
+
+_REF = None
+
+
+def reference():
+    """moe_a2a.reference, or the local stand-in (fallback_ref.py) while it does not exist."""
+    global _REF
+    if _REF is None:
+        mod, _ = import_moe_a2a()
+        try:
+            from moe_a2a import reference as ref  # noqa: F811
+            _REF = ref
+        except Exception as e:
+            import fallback_ref as ref
+            print(f"NOTE: moe_a2a.reference unavailable ({type(e).__name__}: {e}); "
+                  "using benchmarks/fallback_ref.py", file=sys.stderr)
+            _REF = ref
+    return _REF
+
+
+# ----------------------------------------------------------------------------- distributed
+@dataclass
+class Ctx:
+    rank: int
+    world: int
+    local_rank: int
+    device: torch.device
+    group: object
+
+    def align(self):
+        """Tiny all_reduce enqueued on the stream: every GPU enters the next timed region at
+        about the same moment, without a host sync, so one rank's time is not its wait for a
+        late peer."""
+        dist.all_reduce(self._one, group=self.group)
+
+    def barrier(self):
+        dist.barrier(group=self.group)
+
+
+def init_distributed():
+    """Process group from torchrun's env:// variables; one GPU per process (LOCAL_RANK)."""
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        raise SystemExit("launch with torchrun --nproc-per-node=<N> (RANK/WORLD_SIZE unset)")
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    torch.cuda.set_device(local_rank)
+    device = torch.device("cuda", local_rank)
+    # device_id binds the NCCL communicator to this GPU up front (eager init).
+    dist.init_process_group("nccl", init_method="env://", device_id=device)
+    ctx = Ctx(dist.get_rank(), dist.get_world_size(), local_rank, device, dist.group.WORLD)
+    ctx._one = torch.ones(1, device=device)
+    if not 2 <= ctx.world <= 8 and ctx.rank == 0:
+        print(f"WARNING: world size {ctx.world} is outside the 2..8 this suite targets",
+              file=sys.stderr)
+    return ctx
+
+
+def gather_rows(ctx, t):
+    """all_gather of a tensor whose dim 0 differs per rank: pad to the max, gather, trim."""
+    n = torch.tensor([t.shape[0]], device=ctx.device)
+    ns = [torch.zeros_like(n) for _ in range(ctx.world)]
+    dist.all_gather(ns, n, group=ctx.group)
+    ns = [int(v.item()) for v in ns]
+    pad = t.new_zeros((max(ns),) + tuple(t.shape[1:]))
+    pad[: t.shape[0]].copy_(t)
+    outs = [torch.empty_like(pad) for _ in range(ctx.world)]
+    dist.all_gather(outs, pad.contiguous(), group=ctx.group)
+    return [o[:m] for o, m in zip(outs, ns)]
+
+
+def max_over_ranks(ctx, values):
+    t = torch.tensor(values, dtype=torch.float64, device=ctx.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=ctx.group)
+    return t.tolist()
+
+
+# ----------------------------------------------------------------------------- timing
+class L2Flusher:
+    """Writes a buffer larger than any L2 (H200: 60 MB, MI300X: 256 MB Infinity Cache) so
+    every timed iteration starts cold, as a real layer would after the attention block.
+    Enqueued just before the start event, it also gives the host time to queue the timed
+    work, so host launch gaps are not counted as device time."""
+
+    def __init__(self, device, nbytes=256 * MiB):
+        self.buf = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
+
+    def flush(self):
+        self.buf.zero_()
+
+
+def time_device(ctx, fn, iters, warmup, prepare=None, flusher=None):
+    """Per-iteration device time in us of fn(prepare(i)), measured with events on every rank,
+    then the max over ranks per iteration (reduced after the loop, outside the timed region).
+
+    prepare(i) runs untimed before each iteration (pick a pool entry, or dispatch before a
+    combine is timed)."""
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    for i in range(warmup + iters):
+        arg = prepare(i) if prepare is not None else i
+        ctx.align()
+        if flusher is not None:
+            flusher.flush()
+        j = i - warmup
+        if j >= 0:
+            starts[j].record()
+        fn(arg)
+        if j >= 0:
+            ends[j].record()
+    torch.cuda.synchronize()
+    local = [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
+    return max_over_ranks(ctx, local)
+
+
+def time_harness(ctx, fn, get_inputs, iters, warmup):
+    """The challenge harness: host wall clock on rank 0 between two barriers, inputs cloned
+    inside the timed region. Returns rank 0's per-iteration times in us (broadcast).
+    A synchronize before the closing barrier makes sure the work itself is inside."""
+    times = []
+    for i in range(warmup + iters):
+        inputs = get_inputs(i)
+        ctx.barrier()
+        t0 = time.perf_counter()
+        cloned = tuple(t.clone() for t in inputs)
+        fn(cloned)
+        torch.cuda.synchronize()
+        ctx.barrier()
+        t1 = time.perf_counter()
+        if i >= warmup:
+            times.append((t1 - t0) * 1e6)
+    t = torch.tensor(times, dtype=torch.float64, device=ctx.device)
+    dist.broadcast(t, src=0, group=ctx.group)
+    return t.tolist()
+
+
+# ----------------------------------------------------------------------------- statistics
+def quantile(values, q):
+    """Linear interpolation between order statistics (numpy's default method)."""
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    pos = (len(s) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def summarize(values):
+    return {"median": quantile(values, 0.5), "p10": quantile(values, 0.1),
+            "p90": quantile(values, 0.9), "n": len(values)}
+
+
+def geomean(values):
+    v = [x for x in values if x and x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in v) / len(v)) if v else float("nan")
+
+
+# ----------------------------------------------------------------------------- shapes, inputs
+DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16,
+          "float16": torch.float16, "half": torch.float16}
+DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+CHALLENGE_SHAPES = "8,2,6144,16;64,6,2048,32;128,4,2880,128;128,8,4096,256;256,8,7168,256"
+
+
+@dataclass(frozen=True)
+class Shape:
+    experts: int
+    topk: int
+    hidden: int
+    max_tokens: int
+    dtype: torch.dtype = torch.bfloat16
+    seed: int = 0
+
+    @property
+    def label(self):
+        return f"E{self.experts}-K{self.topk}-H{self.hidden}-T{self.max_tokens}"
+
+
+def parse_shapes(text, default_dtype="bf16", default_seed=0):
+    """'E,K,H,T[,dtype[,seed]];...' -> [Shape]. Empty items (a trailing ';') are skipped."""
+    shapes = []
+    for item in text.split(";"):
+        item = item.strip()
+        if not item:
+            continue
+        f = [p.strip() for p in item.split(",")]
+        if not 4 <= len(f) <= 6:
+            raise ValueError(f"shape {item!r}: want E,K,H,T[,dtype[,seed]]")
+        e, k, h, t = (int(v) for v in f[:4])
+        dname = f[4] if len(f) > 4 else default_dtype
+        if dname not in DTYPES:
+            raise ValueError(f"shape {item!r}: dtype {dname!r} not in {sorted(DTYPES)}")
+        seed = int(f[5]) if len(f) > 5 else default_seed
+        if min(e, k, h, t) <= 0 or k > e:
+            raise ValueError(f"shape {item!r}: need positive sizes and topk <= experts")
+        shapes.append(Shape(e, k, h, t, DTYPES[dname], seed))
+    return shapes
+
+
+def pool_seed(shape, j):
+    """Seed of pool entry j. Entry -1 is the correctness-check input. A wide stride keeps
+    seeds apart even if the generator adds the rank to the seed."""
+    return shape.seed + 1_000_003 * (j + 1)
+
+
+def make_inputs(shape, rank, world, seed, device, num_tokens=None):
+    x, idx, w = reference().generate_rank_inputs(
+        rank, world, shape.experts, shape.topk, shape.hidden, shape.max_tokens, shape.dtype,
+        seed, device="cpu", num_tokens=num_tokens)
+    return x.to(device), idx.to(device), w.to(device)
+
+
+class InputPool:
+    """Pre-generated inputs cycled through, so each iteration sees fresh tokens and routing
+    while generation stays out of the timed region. Also keeps every rank's routing of every
+    entry (for the byte counts and the speed of light)."""
+
+    def __init__(self, ctx, shape, size, num_tokens=None):
+        self.items = [make_inputs(shape, ctx.rank, ctx.world, pool_seed(shape, j), ctx.device,
+                                  num_tokens) for j in range(size)]
+        # all_idx[j][r]: rank r's topk_idx of entry j (on this device)
+        self.all_idx = [gather_rows(ctx, it[1]) for it in self.items]
+
+    def __len__(self):
+        return len(self.items)
+
+    def get(self, i):
+        return self.items[i % len(self.items)]
+
+    def routing(self, i):
+        return self.all_idx[i % len(self.items)]
+
+
+# ----------------------------------------------------------------------------- metadata
+def _run(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=20,
+                              cwd=REPO_ROOT).stdout.strip()
+    except Exception:
+        return ""
+
+
+def metadata(ctx=None):
+    smi = _run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "hostname": socket.gethostname(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "hip": getattr(torch.version, "hip", None),
+        "driver": smi.splitlines()[0].split(",")[-1].strip() if smi else "unknown",
+        "git_commit": _run(["git", "rev-parse", "HEAD"]) or "unknown",
+        "git_dirty": bool(_run(["git", "status", "--porcelain"])),
+        "world_size": ctx.world if ctx else None,
+        "env": {k: os.environ.get(k) for k in _NO_MULTICAST},
+    }
+    if torch.cuda.is_available():
+        meta["gpu_name"] = torch.cuda.get_device_name(ctx.device if ctx else 0)
+        meta["gpu_count_visible"] = torch.cuda.device_count()
+    return meta
+
+
+# ----------------------------------------------------------------------------- output
+def write_json(path, obj):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=2, default=str)
+
+
+def write_csv(path, rows):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    keys = []
+    for r in rows:
+        keys += [k for k in r if k not in keys]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def pyplot():
+    """matplotlib.pyplot on the Agg backend, or None (with a message) when not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        return plt
+    except ImportError:
+        print("matplotlib not installed: skipping the PNG", file=sys.stderr)
+        return None
+
+
+def fmt(v, digits=1):
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    if not math.isfinite(v):
+        return "-"
+    return f"{v:.{digits}f}"
+
+
+def print_table(headers, rows):
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h))
+              for i, h in enumerate(headers)]
+    line = "  ".join(str(h).rjust(w) for h, w in zip(headers, widths))
+    print(line)
+    print("-" * len(line))
+    for r in rows:
+        print("  ".join(str(c).rjust(w) for c, w in zip(r, widths)))

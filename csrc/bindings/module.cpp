@@ -1,0 +1,143 @@
+// pybind11 module moe_a2a._C: the symmetric heap class, engine creation, config helpers and
+// the heap self-test kernels. The torch ops themselves are registered in ops.cpp.
+#include <c10/cuda/CUDAGuard.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <torch/extension.h>
+
+#include "heap/heap_selftest.h"
+#include "moe_a2a/platform/device.h"
+#include "registry.h"
+
+namespace py = pybind11;
+using moe_a2a::EpConfig;
+using moe_a2a::SymmetricHeap;
+
+namespace {
+
+EpConfig make_config(int world, int rank, int num_experts, int topk, int hidden, int max_tokens, int capacity) {
+  EpConfig c;
+  c.world = world;
+  c.rank = rank;
+  c.num_experts = num_experts;
+  c.topk = topk;
+  c.hidden = hidden;
+  c.max_tokens = max_tokens;
+  c.expert_capacity = capacity;
+  c.elem_bytes = 2;
+  return c;
+}
+
+at::ScalarType token_dtype(const std::string& name) {
+  if (name == "bfloat16") return at::kBFloat16;
+  if (name == "float16") return at::kHalf;
+  TORCH_CHECK(false, "moe_a2a: token dtype must be bfloat16 or float16, got ", name);
+}
+
+// Device scratch for a self-test result; synchronous, for tests and microbenchmarks only.
+struct ResultBuffer {
+  at::Tensor t;
+  explicit ResultBuffer(int device)
+      : t(at::zeros({3}, at::TensorOptions().device(at::kCUDA, device).dtype(at::kLong))) {}
+  moe_a2a::SelftestResult* ptr() { return reinterpret_cast<moe_a2a::SelftestResult*>(t.data_ptr()); }
+  std::vector<int64_t> read() {
+    auto c = t.cpu();
+    return {c[0].item<int64_t>(), c[1].item<int64_t>(), c[2].item<int64_t>()};
+  }
+};
+
+uint64_t ticks(const SymmetricHeap& h, double seconds) {
+  return static_cast<uint64_t>(seconds * moe_a2a::wall_clock_rate_hz(h.device()));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "moe_a2a compiled core: symmetric heap, EP engine, self-tests";
+
+  py::register_exception<moe_a2a::Error>(m, "Error", PyExc_RuntimeError);
+
+  py::class_<SymmetricHeap, std::shared_ptr<SymmetricHeap>>(m, "SymmetricHeap")
+      .def(py::init<int, int, size_t, int>(), py::arg("rank"), py::arg("world"), py::arg("bytes"), py::arg("device"))
+      .def("export_handle", [](const SymmetricHeap& h) { return py::bytes(h.export_handle()); })
+      .def("open_peers", &SymmetricHeap::open_peers)
+      .def("allocate", &SymmetricHeap::allocate, py::arg("bytes"), py::arg("align"))
+      .def("fingerprint", &SymmetricHeap::fingerprint)
+      .def("close", &SymmetricHeap::close)
+      .def_property_readonly("used", &SymmetricHeap::used)
+      .def_property_readonly("bytes", &SymmetricHeap::bytes)
+      .def_property_readonly("rank", &SymmetricHeap::rank)
+      .def_property_readonly("world", &SymmetricHeap::world)
+      .def_property_readonly("device", &SymmetricHeap::device)
+      .def_property_readonly("is_closed", &SymmetricHeap::is_closed)
+      // A uint8 tensor over [offset, offset + nbytes) of `rank`'s heap, on the local device
+      // (a peer's heap is reached through this process's IPC mapping of it).
+      .def("tensor", [](const SymmetricHeap& h, int rank, size_t offset, size_t nbytes) {
+        TORCH_CHECK(!h.is_closed(), "moe_a2a: SymmetricHeap is closed");
+        TORCH_CHECK(h.is_open(), "moe_a2a: SymmetricHeap peers are not open yet");
+        TORCH_CHECK(rank >= 0 && rank < h.world(), "moe_a2a: rank ", rank, " outside world of ", h.world());
+        TORCH_CHECK(offset <= h.bytes() && nbytes <= h.bytes() - offset, "moe_a2a: [", offset, ", +", nbytes,
+                    ") is outside the heap of ", h.bytes(), " bytes");
+        return torch::from_blob(h.view().at(rank, offset), {static_cast<int64_t>(nbytes)},
+                                at::TensorOptions().device(at::kCUDA, h.device()).dtype(at::kByte));
+      });
+  m.def("live_heaps", &SymmetricHeap::live_heaps);
+  m.def("open_mappings", &SymmetricHeap::open_mappings);
+
+  // ---- EP engine ----
+  m.def("validate_config", [](int world, int rank, int num_experts, int topk, int hidden, int max_tokens,
+                              int capacity) {
+    return moe_a2a::validate(make_config(world, rank, num_experts, topk, hidden, max_tokens, capacity));
+  });
+  m.def("default_capacity", [](int world, int num_experts, int topk, int hidden, int max_tokens, size_t budget) {
+    return moe_a2a::default_expert_capacity(make_config(world, 0, num_experts, topk, hidden, max_tokens, 1), budget);
+  });
+  m.def("ep_region_bytes", [](int world, int num_experts, int topk, int hidden, int max_tokens, int capacity) {
+    return make_config(world, 0, num_experts, topk, hidden, max_tokens, capacity).heap_layout().total;
+  });
+  m.def("create_engine",
+        [](std::shared_ptr<SymmetricHeap> heap, int num_experts, int topk, int hidden, int max_tokens, int capacity,
+           const std::string& dtype, size_t ep_offset, double timeout_s) {
+          const at::ScalarType st = token_dtype(dtype);
+          const EpConfig c =
+              make_config(heap->world(), heap->rank(), num_experts, topk, hidden, max_tokens, capacity);
+          const auto tt = st == at::kBFloat16 ? moe_a2a::TokenType::kBFloat16 : moe_a2a::TokenType::kFloat16;
+          auto engine = std::make_shared<moe_a2a::EpEngine>(c, tt, std::move(heap), ep_offset, timeout_s);
+          return moe_a2a::register_engine(std::move(engine), st);
+        });
+  m.def("engine_check", [](int64_t id) { moe_a2a::engine_by_id(id).check_errors(); });
+  m.def("engine_close", [](int64_t id) {
+    moe_a2a::engine_by_id(id).close();
+    moe_a2a::unregister_engine(id);
+  });
+  m.def("engine_num_tokens", [](int64_t id) { return moe_a2a::engine_by_id(id).num_tokens(); });
+
+  // ---- self-tests and microbenchmarks (synchronous) ----
+  m.def("put_pattern", [](const SymmetricHeap& h, size_t region_offset, size_t words, size_t flag_offset,
+                          uint64_t epoch) {
+    const c10::cuda::CUDAGuard guard(h.device());
+    moe_a2a::launch_put_pattern(h.view(), region_offset, words, flag_offset, epoch,
+                                at::cuda::getCurrentCUDAStream(h.device()).stream());
+  });
+  m.def("check_pattern", [](const SymmetricHeap& h, size_t region_offset, size_t words, size_t flag_offset,
+                            uint64_t epoch, double timeout_s) {
+    const c10::cuda::CUDAGuard guard(h.device());
+    ResultBuffer r(h.device());
+    moe_a2a::launch_check_pattern(h.view(), region_offset, words, flag_offset, epoch, ticks(h, timeout_s), r.ptr(),
+                                  at::cuda::getCurrentCUDAStream(h.device()).stream());
+    const auto v = r.read();
+    return py::make_tuple(v[0], v[1]);
+  });
+  m.def("mailbox_bytes", &moe_a2a::mailbox_bytes);
+  m.def("message_passing", [](const SymmetricHeap& h, size_t mailbox_offset, int data_words, int iters,
+                              uint64_t base, int mode, double timeout_s) {
+    const c10::cuda::CUDAGuard guard(h.device());
+    ResultBuffer r(h.device());
+    moe_a2a::launch_message_passing(h.view(), mailbox_offset, data_words, iters, base,
+                                    static_cast<moe_a2a::SyncMode>(mode), ticks(h, timeout_s), r.ptr(),
+                                    at::cuda::getCurrentCUDAStream(h.device()).stream());
+    const auto v = r.read();
+    const double seconds = static_cast<double>(v[2]) / moe_a2a::wall_clock_rate_hz(h.device());
+    return py::make_tuple(v[0], v[1], seconds);
+  });
+  m.attr("NUM_SYNC_MODES") = moe_a2a::kNumSyncModes;
+}

@@ -1,0 +1,65 @@
+// Combine-recv: waits for every rank's partial sums, then out[t] = sum over the expert ranks
+// token t went to, in ascending rank order, in fp32, cast once to the token type. The order
+// is fixed, so identical inputs give bitwise identical outputs whatever the arrival order.
+#include "ep_device.cuh"
+
+namespace moe_a2a {
+namespace {
+
+template <TokenType kType>
+__global__ void __launch_bounds__(kEpBlock) combine_recv_kernel(EpContext c, CombineRecvArgs a) {
+  __shared__ bool ok;
+  const EpBuffers b{c};
+  const EpConfig& cfg = c.cfg;
+  const int me = cfg.rank;
+  const uint32_t epoch = b.current_epoch();
+
+  if (threadIdx.x == 0) ok = true;
+  __syncthreads();
+  if (threadIdx.x < cfg.world) {
+    const int src = threadIdx.x;
+    uint64_t seen = 0;
+    const uint64_t target = make_flag(epoch, 0);
+    if (!wait_until_at_least_sys(b.combine_flag(me, src), target, c.timeout_ticks, &seen)) {
+      report_error(c, ErrorCode::kCombineTimeout, src, -1, src, target, seen);
+      ok = false;
+    } else if (flag_payload(seen) & kFlagErrorBit) {
+      report_error(c, ErrorCode::kPeerError, src, -1, -1, 0, 0);
+    }
+  }
+  __syncthreads();
+  if (!ok) return;  // a timed-out block leaves the output unwritten; the engine is failed
+
+  const int vecs = b.vecs_per_row();
+  Vec16* out = static_cast<Vec16*>(a.out);
+  for (int t = blockIdx.x; t < a.num_tokens; t += gridDim.x) {
+    const uint32_t mask = b.token_dest_mask()[t];
+    for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
+      float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+      for (int r = 0; r < cfg.world; ++r) {
+        if ((mask >> r) & 1u) fma_vec<kType>(acc, 1.0f, b.comb_x(me, r, t)[v]);
+      }
+      out[static_cast<size_t>(t) * vecs + v] = pack_vec<kType>(acc);
+    }
+  }
+
+  // End of the round: advance the epoch and clear the error mark for the next call.
+  if (last_block_done(b.done_counter(kCombineRecv))) {
+    if (threadIdx.x == 0) {
+      *b.epoch() = *b.epoch() + 1;
+      *b.round_error() = 0;
+    }
+  }
+}
+
+}  // namespace
+
+void launch_combine_recv(const EpContext& ctx, const CombineRecvArgs& args, hipStream_t stream) {
+  MOE_A2A_CHECK(args.num_tokens >= 0 && args.num_tokens <= ctx.cfg.max_tokens,
+                "combine: num_tokens " << args.num_tokens << " outside [0, " << ctx.cfg.max_tokens << "]");
+  MOE_A2A_DISPATCH_TOKEN_TYPE(ctx.token_type, kType,
+                              (combine_recv_kernel<kType><<<ctx.num_blocks, kEpBlock, 0, stream>>>(ctx, args)));
+  MOE_A2A_GPU_CHECK(hipGetLastError());
+}
+
+}  // namespace moe_a2a

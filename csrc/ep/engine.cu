@@ -1,0 +1,159 @@
+#include "engine.h"
+
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include "moe_a2a/platform/device.h"
+
+namespace moe_a2a {
+namespace {
+
+const char* phase_call(int phase) {
+  static const char* const kNext[] = {"dispatch_send", "dispatch_recv", "combine_send", "combine_recv"};
+  return kNext[phase];
+}
+
+}  // namespace
+
+EpEngine::EpEngine(const EpConfig& cfg, TokenType token_type, std::shared_ptr<SymmetricHeap> heap, size_t ep_offset,
+                   double timeout_s)
+    : heap_(std::move(heap)) {
+  const std::string why = validate(cfg);
+  MOE_A2A_CHECK(why.empty(), why);
+  MOE_A2A_CHECK(heap_ && heap_->is_open(), "EpEngine needs a symmetric heap whose peers are open");
+  MOE_A2A_CHECK(heap_->rank() == cfg.rank && heap_->world() == cfg.world,
+                "heap is rank " << heap_->rank() << " of " << heap_->world() << ", config says rank " << cfg.rank
+                                << " of " << cfg.world);
+  MOE_A2A_CHECK(timeout_s > 0, "timeout must be positive, got " << timeout_s);
+  ctx_.cfg = cfg;
+  ctx_.heap_layout = cfg.heap_layout();
+  ctx_.ws_layout = cfg.workspace_layout();
+  MOE_A2A_CHECK(ep_offset + ctx_.heap_layout.total <= heap_->bytes(),
+                "all-to-all region [" << ep_offset << ", +" << ctx_.heap_layout.total << ") exceeds the heap of "
+                                      << heap_->bytes() << " bytes");
+  ctx_.heap = heap_->view();
+  ctx_.ep_offset = ep_offset;
+  ctx_.token_type = token_type;
+
+  const int device = heap_->device();
+  MOE_A2A_GPU_CHECK(hipSetDevice(device));
+  int sms = 0;
+  MOE_A2A_GPU_CHECK(hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device));
+  // One block per compute unit: enough to saturate the links, and (on MI300X) a multiple of
+  // the 8 XCDs. dispatch-send needs ceil(max_tokens / blocks) <= 256.
+  ctx_.num_blocks = sms;
+  while ((cfg.max_tokens + ctx_.num_blocks - 1) / ctx_.num_blocks > 256) ctx_.num_blocks *= 2;
+  ctx_.timeout_ticks = static_cast<uint64_t>(timeout_s * wall_clock_rate_hz(device));
+
+  MOE_A2A_GPU_CHECK(hipMalloc(reinterpret_cast<void**>(&ctx_.workspace), ctx_.ws_layout.total));
+  MOE_A2A_GPU_CHECK(hipMemset(ctx_.workspace, 0, ctx_.ws_layout.total));
+  MOE_A2A_GPU_CHECK(hipHostMalloc(reinterpret_cast<void**>(&error_host_), sizeof(ErrorRecord), hipHostMallocMapped));
+  std::memset(error_host_, 0, sizeof(ErrorRecord));
+  MOE_A2A_GPU_CHECK(hipHostGetDevicePointer(reinterpret_cast<void**>(&ctx_.error), error_host_, 0));
+  MOE_A2A_GPU_CHECK(hipDeviceSynchronize());
+}
+
+EpEngine::~EpEngine() {
+  try {
+    close();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moe_a2a: closing EpEngine failed: %s\n", e.what());
+  }
+}
+
+void EpEngine::close() {
+  if (closed_) return;
+  closed_ = true;
+  MOE_A2A_GPU_CHECK(hipSetDevice(heap_->device()));
+  MOE_A2A_GPU_CHECK(hipDeviceSynchronize());
+  if (ctx_.workspace != nullptr) MOE_A2A_GPU_CHECK(hipFree(ctx_.workspace));
+  if (error_host_ != nullptr) MOE_A2A_GPU_CHECK(hipHostFree(error_host_));
+  ctx_.workspace = nullptr;
+  error_host_ = nullptr;
+  heap_.reset();
+}
+
+void EpEngine::expect(Phase phase, const char* call) const {
+  MOE_A2A_CHECK(!closed_, call << " called after close()");
+  MOE_A2A_CHECK(failed_.empty(), "all-to-all is unusable after an earlier error: " << failed_);
+  MOE_A2A_CHECK(phase_ == phase, call << " called out of order: the next call must be "
+                                      << phase_call(static_cast<int>(phase_))
+                                      << " (each dispatch must be combined before the next dispatch)");
+}
+
+void EpEngine::dispatch_send(const DispatchSendArgs& args, hipStream_t stream) {
+  check_errors();
+  expect(Phase::kIdle, "dispatch_send");
+  launch_dispatch_send(ctx_, args, stream);
+  num_tokens_ = args.num_tokens;
+  phase_ = Phase::kSent;
+}
+
+void EpEngine::dispatch_recv(const DispatchRecvArgs& args, hipStream_t stream) {
+  expect(Phase::kSent, "dispatch_recv");
+  launch_dispatch_recv(ctx_, args, stream);
+  phase_ = Phase::kReceived;
+}
+
+void EpEngine::combine_send(const CombineSendArgs& args, hipStream_t stream) {
+  expect(Phase::kReceived, "combine_send");
+  launch_combine_send(ctx_, args, stream);
+  phase_ = Phase::kCombineSent;
+}
+
+void EpEngine::combine_recv(void* out, hipStream_t stream) {
+  expect(Phase::kCombineSent, "combine_recv");
+  launch_combine_recv(ctx_, CombineRecvArgs{out, num_tokens_}, stream);
+  phase_ = Phase::kIdle;
+}
+
+std::string EpEngine::describe(const ErrorRecord& e) const {
+  std::ostringstream s;
+  const int me = ctx_.cfg.rank;
+  switch (static_cast<ErrorCode>(e.code)) {
+    case ErrorCode::kDispatchTimeout:
+    case ErrorCode::kCombineTimeout:
+      s << "rank " << me << " timed out in "
+        << (static_cast<ErrorCode>(e.code) == ErrorCode::kDispatchTimeout ? "dispatch-recv" : "combine-recv")
+        << " waiting for rank " << e.peer << "'s "
+        << (static_cast<ErrorCode>(e.code) == ErrorCode::kDispatchTimeout ? "dispatch" : "combine")
+        << " flag (flag index " << e.index << ", waited for epoch " << flag_epoch(e.expected) << ", last saw epoch "
+        << flag_epoch(e.seen) << "): that rank did not take part in the call, or is far behind";
+      break;
+    case ErrorCode::kBadExpertId:
+      s << "rank " << me << ": topk_idx holds expert id " << e.detail << " at token " << e.index
+        << ", outside [0, " << e.expected << "); that (token, k) was not sent";
+      break;
+    case ErrorCode::kCapacityOverflow:
+      s << "rank " << me << ": local expert " << e.detail << " received at least " << e.seen
+        << " tokens but its capacity (max_recv_tokens_per_expert) is " << e.expected
+        << "; the extra tokens were dropped. Raise max_recv_tokens_per_expert";
+      break;
+    case ErrorCode::kPeerError:
+      s << "rank " << me << ": rank " << e.peer << " reported an error in this call (see that rank's exception)";
+      break;
+    default:
+      s << "rank " << me << ": unknown device error code " << e.code;
+  }
+  return s.str();
+}
+
+void EpEngine::check_errors() {
+  if (closed_ || error_host_ == nullptr) return;
+  volatile ErrorRecord* live = error_host_;
+  const uint32_t code = live->code;
+  if (code == 0) return;
+  ErrorRecord e;
+  std::memcpy(&e, const_cast<ErrorRecord*>(error_host_), sizeof(e));
+  const std::string what = describe(e);
+  const auto c = static_cast<ErrorCode>(code);
+  if (c == ErrorCode::kDispatchTimeout || c == ErrorCode::kCombineTimeout) {
+    failed_ = what;
+  } else {
+    std::memset(error_host_, 0, sizeof(ErrorRecord));  // reported once; the round completed
+  }
+  MOE_A2A_CHECK(false, what);
+}
+
+}  // namespace moe_a2a

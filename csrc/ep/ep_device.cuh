@@ -1,0 +1,175 @@
+// Device helpers shared by the four EP kernels: named accessors for every buffer region,
+// error reporting, the last-block-publishes pattern, and 16-byte token vectors.
+#pragma once
+
+#include <cstdint>
+
+#include "moe_a2a/ep/kernels.h"
+#include "moe_a2a/platform/device.h"
+#include "moe_a2a/platform/sync.h"
+
+#if defined(MOE_A2A_HIP)
+#include <hip/hip_fp16.h>
+#else
+#include <cuda_fp16.h>
+#endif
+
+namespace moe_a2a {
+
+inline constexpr int kEpBlock = 256;  // threads per block of every EP kernel
+
+// 16 bytes = 8 tokens elements; rows are a multiple of 16 bytes because hidden % 8 == 0.
+using Vec16 = uint4;
+
+// ---- buffer regions (layout documented in include/moe_a2a/ep/config.h) ----
+struct EpBuffers {
+  const EpContext& c;
+
+  MOE_A2A_DEVICE uint8_t* heap_region(int owner, size_t offset) const {
+    return c.heap.bases[owner] + c.ep_offset + offset;
+  }
+  MOE_A2A_DEVICE size_t row_index(int src, int slot) const {
+    return static_cast<size_t>(src) * c.cfg.max_tokens + slot;
+  }
+  // On rank `owner`: the row that rank `src` dispatched into slot `slot`.
+  MOE_A2A_DEVICE Vec16* recv_x(int owner, int src, int slot) const {
+    return reinterpret_cast<Vec16*>(heap_region(owner, c.heap_layout.recv_x) + row_index(src, slot) * c.cfg.row_bytes());
+  }
+  MOE_A2A_DEVICE int32_t* recv_token(int owner, int src, int slot) const {
+    return reinterpret_cast<int32_t*>(heap_region(owner, c.heap_layout.recv_token)) + row_index(src, slot);
+  }
+  MOE_A2A_DEVICE int32_t* recv_expert(int owner, int src, int slot) const {
+    return reinterpret_cast<int32_t*>(heap_region(owner, c.heap_layout.recv_expert)) + row_index(src, slot) * c.cfg.topk;
+  }
+  MOE_A2A_DEVICE float* recv_weight(int owner, int src, int slot) const {
+    return reinterpret_cast<float*>(heap_region(owner, c.heap_layout.recv_weight)) + row_index(src, slot) * c.cfg.topk;
+  }
+  // On rank `owner`: the partial sum that expert rank `src` returned for owner's token `token`.
+  MOE_A2A_DEVICE Vec16* comb_x(int owner, int src, int token) const {
+    return reinterpret_cast<Vec16*>(heap_region(owner, c.heap_layout.comb_x) + row_index(src, token) * c.cfg.row_bytes());
+  }
+  MOE_A2A_DEVICE uint64_t* dispatch_flag(int owner, int src) const {
+    return reinterpret_cast<uint64_t*>(heap_region(owner, c.heap_layout.dispatch_flag)) + src;
+  }
+  MOE_A2A_DEVICE uint64_t* combine_flag(int owner, int src) const {
+    return reinterpret_cast<uint64_t*>(heap_region(owner, c.heap_layout.combine_flag)) + src;
+  }
+
+  // ---- local workspace ----
+  template <typename T>
+  MOE_A2A_DEVICE T* ws(size_t offset) const { return reinterpret_cast<T*>(c.workspace + offset); }
+  MOE_A2A_DEVICE uint32_t* slot_counter() const { return ws<uint32_t>(c.ws_layout.slot_counter); }
+  MOE_A2A_DEVICE uint32_t* done_counter(KernelSlot k) const { return ws<uint32_t>(c.ws_layout.done_counter) + k; }
+  MOE_A2A_DEVICE uint64_t* epoch() const { return ws<uint64_t>(c.ws_layout.epoch); }
+  MOE_A2A_DEVICE uint32_t* expert_count() const { return ws<uint32_t>(c.ws_layout.expert_count); }
+  MOE_A2A_DEVICE int32_t* row_pos(int src, int slot) const {
+    return ws<int32_t>(c.ws_layout.row_pos) + row_index(src, slot) * c.cfg.topk;
+  }
+  MOE_A2A_DEVICE uint32_t* token_dest_mask() const { return ws<uint32_t>(c.ws_layout.token_dest_mask); }
+  MOE_A2A_DEVICE uint32_t* round_error() const { return ws<uint32_t>(c.ws_layout.round_error); }
+
+  // This call's sequence number: one more than the rounds completed. Only the last block of
+  // combine-recv advances it, after every block of every kernel of the call has read it.
+  MOE_A2A_DEVICE uint32_t current_epoch() const { return static_cast<uint32_t>(*epoch() + 1); }
+  MOE_A2A_DEVICE int vecs_per_row() const { return static_cast<int>(c.cfg.row_bytes() / sizeof(Vec16)); }
+};
+
+// Records the first error of the call (later ones are dropped) and marks the round as failed
+// so the flags this rank sends carry kFlagErrorBit.
+MOE_A2A_DEVICE inline void report_error(const EpContext& c, ErrorCode code, int peer, int detail, int64_t index,
+                                        uint64_t expected, uint64_t seen) {
+  EpBuffers b{c};
+  *b.round_error() = 1;
+  ErrorRecord* e = c.error;
+  if (atomic_cas_sys(&e->claimed, 0u, 1u) != 0u) return;
+  e->peer = peer;
+  e->detail = detail;
+  e->index = index;
+  e->expected = expected;
+  e->seen = seen;
+  st_release_sys(&e->code, static_cast<uint32_t>(code));
+}
+
+// Every block calls this once at its end. Returns true in exactly one block, the last to
+// arrive, after all other blocks' memory operations (local and remote) are ordered before
+// it: each block's thread 0 fences at system scope before counting itself done, so the
+// last block may publish flags that cover every block's stores. Resets the counter.
+// Must be called by all threads of the block (it synchronises the block).
+MOE_A2A_DEVICE inline bool last_block_done(uint32_t* counter) {
+  __shared__ bool is_last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    fence_acq_rel_sys();
+    const uint32_t prior = atomic_add_relaxed_gpu(counter, 1u);
+    is_last = prior == gridDim.x - 1;
+    if (is_last) {
+      fence_acq_rel_sys();  // acquire side: see what the other blocks did before counting
+      *counter = 0;
+    }
+  }
+  __syncthreads();
+  return is_last;
+}
+
+// ---- token element conversions (bf16 by bit manipulation, fp16 by intrinsics) ----
+MOE_A2A_DEVICE MOE_A2A_INLINE float bf16_bits_to_float(uint16_t b) {
+  return __uint_as_float(static_cast<uint32_t>(b) << 16);
+}
+MOE_A2A_DEVICE MOE_A2A_INLINE uint16_t float_to_bf16_bits(float f) {
+  const uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
+  const uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
+  return static_cast<uint16_t>((u + rounding) >> 16);
+}
+
+template <TokenType kType>
+MOE_A2A_DEVICE MOE_A2A_INLINE float to_float(uint16_t bits) {
+  if constexpr (kType == TokenType::kBFloat16) {
+    return bf16_bits_to_float(bits);
+  } else {
+    return __half2float(__ushort_as_half(bits));
+  }
+}
+template <TokenType kType>
+MOE_A2A_DEVICE MOE_A2A_INLINE uint16_t from_float(float f) {
+  if constexpr (kType == TokenType::kBFloat16) {
+    return float_to_bf16_bits(f);
+  } else {
+    return __half_as_ushort(__float2half_rn(f));
+  }
+}
+
+// acc[0..7] += w * v (8 token elements), fp32 fused multiply-add in a fixed order.
+template <TokenType kType>
+MOE_A2A_DEVICE MOE_A2A_INLINE void fma_vec(float (&acc)[8], float w, const Vec16& v) {
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    acc[2 * i] = fmaf(w, to_float<kType>(static_cast<uint16_t>(words[i] & 0xffffu)), acc[2 * i]);
+    acc[2 * i + 1] = fmaf(w, to_float<kType>(static_cast<uint16_t>(words[i] >> 16)), acc[2 * i + 1]);
+  }
+}
+template <TokenType kType>
+MOE_A2A_DEVICE MOE_A2A_INLINE Vec16 pack_vec(const float (&acc)[8]) {
+  uint32_t words[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    words[i] = static_cast<uint32_t>(from_float<kType>(acc[2 * i])) |
+               (static_cast<uint32_t>(from_float<kType>(acc[2 * i + 1])) << 16);
+  }
+  return Vec16{words[0], words[1], words[2], words[3]};
+}
+
+// Dispatches a kernel template on the runtime token type.
+#define MOE_A2A_DISPATCH_TOKEN_TYPE(type, K, ...)                   \
+  do {                                                              \
+    if ((type) == ::moe_a2a::TokenType::kBFloat16) {                \
+      constexpr auto K = ::moe_a2a::TokenType::kBFloat16;           \
+      __VA_ARGS__;                                                  \
+    } else {                                                        \
+      constexpr auto K = ::moe_a2a::TokenType::kFloat16;            \
+      __VA_ARGS__;                                                  \
+    }                                                               \
+  } while (0)
+
+}  // namespace moe_a2a

@@ -1,0 +1,147 @@
+#include "symmetric_heap.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+
+#include "moe_a2a/platform/runtime.h"
+
+namespace moe_a2a {
+namespace {
+
+std::atomic<int> g_live_heaps{0};
+std::atomic<int> g_open_mappings{0};
+
+constexpr uint32_t kHandleMagic = 0x6d6f6548;  // "Heom"
+constexpr uint32_t kHandleVersion = 1;
+
+// What travels between ranks. A handle names the whole allocation on both vendors, so the
+// offset of the heap inside it is sent alongside (0 today: the heap is its own allocation).
+struct ExportedHandle {
+  uint32_t magic;
+  uint32_t version;
+  int32_t rank;
+  int32_t world;
+  uint64_t offset;
+  uint64_t bytes;
+  hipIpcMemHandle_t handle;
+};
+
+// Memory that peers write and poll must be coherent at system scope. On MI300X that means
+// fine-grained uncached memory; plain hipMalloc would only be coherent within the device.
+void* allocate_peer_visible(size_t bytes) {
+  void* p = nullptr;
+#if defined(MOE_A2A_HIP)
+  MOE_A2A_GPU_CHECK(hipExtMallocWithFlags(&p, bytes, hipDeviceMallocUncached));
+#else
+  MOE_A2A_GPU_CHECK(hipMalloc(&p, bytes));
+#endif
+  return p;
+}
+
+}  // namespace
+
+SymmetricHeap::SymmetricHeap(int rank, int world, size_t bytes, int device)
+    : device_(device), allocator_(bytes) {
+  MOE_A2A_CHECK(world >= 1 && world <= kMaxWorld, "world size must be in [1, " << kMaxWorld << "], got " << world);
+  MOE_A2A_CHECK(rank >= 0 && rank < world, "rank " << rank << " outside world of " << world);
+  MOE_A2A_CHECK(bytes > 0, "symmetric heap size must be positive");
+  MOE_A2A_GPU_CHECK(hipSetDevice(device));
+  local_alloc_ = allocate_peer_visible(bytes);
+  // Zero before anyone can see it: flags start below every epoch, and the exchange that
+  // follows (a collective) orders this memset before any peer's first write.
+  MOE_A2A_GPU_CHECK(hipMemset(local_alloc_, 0, bytes));
+  MOE_A2A_GPU_CHECK(hipDeviceSynchronize());
+  view_.rank = rank;
+  view_.world = world;
+  view_.bytes = bytes;
+  for (auto& b : view_.bases) b = nullptr;
+  view_.bases[rank] = static_cast<uint8_t*>(local_alloc_);
+  peer_allocs_.assign(world, nullptr);
+  g_live_heaps++;
+}
+
+SymmetricHeap::~SymmetricHeap() {
+  if (!closed_) {
+    std::fprintf(stderr, "moe_a2a: SymmetricHeap of rank %d destroyed without close(); closing now\n", view_.rank);
+    try {
+      close();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "moe_a2a: closing SymmetricHeap failed: %s\n", e.what());
+    }
+  }
+}
+
+void SymmetricHeap::check_usable(const char* what) const {
+  MOE_A2A_CHECK(!closed_, "SymmetricHeap." << what << " called after close()");
+}
+
+std::string SymmetricHeap::export_handle() const {
+  check_usable("export_handle");
+  ExportedHandle h{};
+  h.magic = kHandleMagic;
+  h.version = kHandleVersion;
+  h.rank = view_.rank;
+  h.world = view_.world;
+  h.offset = 0;
+  h.bytes = view_.bytes;
+  MOE_A2A_GPU_CHECK(hipSetDevice(device_));
+  MOE_A2A_GPU_CHECK(hipIpcGetMemHandle(&h.handle, local_alloc_));
+  return std::string(reinterpret_cast<const char*>(&h), sizeof(h));
+}
+
+void SymmetricHeap::open_peers(const std::vector<std::string>& handles) {
+  check_usable("open_peers");
+  MOE_A2A_CHECK(!peers_open_, "SymmetricHeap peers are already open");
+  MOE_A2A_CHECK(static_cast<int>(handles.size()) == view_.world,
+                "expected " << view_.world << " heap handles, got " << handles.size());
+  MOE_A2A_GPU_CHECK(hipSetDevice(device_));
+  for (int r = 0; r < view_.world; ++r) {
+    ExportedHandle h{};
+    MOE_A2A_CHECK(handles[r].size() == sizeof(h), "heap handle of rank " << r << " has " << handles[r].size()
+                                                                         << " bytes, expected " << sizeof(h));
+    std::memcpy(&h, handles[r].data(), sizeof(h));
+    MOE_A2A_CHECK(h.magic == kHandleMagic && h.version == kHandleVersion,
+                  "heap handle of rank " << r << " is not a moe_a2a heap handle (or another version)");
+    MOE_A2A_CHECK(h.rank == r && h.world == view_.world,
+                  "heap handle " << r << " came from rank " << h.rank << " of world " << h.world);
+    MOE_A2A_CHECK(h.bytes == view_.bytes, "symmetric heaps differ in size: rank " << view_.rank << " has "
+                                                                                 << view_.bytes << " bytes, rank " << r
+                                                                                 << " has " << h.bytes);
+    if (r == view_.rank) continue;  // opening our own handle fails; use the local pointer
+    void* p = nullptr;
+    MOE_A2A_GPU_CHECK(hipIpcOpenMemHandle(&p, h.handle, hipIpcMemLazyEnablePeerAccess));
+    peer_allocs_[r] = p;
+    g_open_mappings++;
+    view_.bases[r] = static_cast<uint8_t*>(p) + h.offset;
+  }
+  MOE_A2A_GPU_CHECK(hipMalloc(reinterpret_cast<void**>(&device_view_), sizeof(HeapView)));
+  MOE_A2A_GPU_CHECK(hipMemcpy(device_view_, &view_, sizeof(HeapView), hipMemcpyHostToDevice));
+  peers_open_ = true;
+}
+
+void SymmetricHeap::close() {
+  if (closed_) return;
+  MOE_A2A_GPU_CHECK(hipSetDevice(device_));
+  // Kernels may still be using the mappings: finish them before unmapping.
+  MOE_A2A_GPU_CHECK(hipDeviceSynchronize());
+  for (int r = 0; r < static_cast<int>(peer_allocs_.size()); ++r) {
+    if (peer_allocs_[r] == nullptr) continue;
+    MOE_A2A_GPU_CHECK(hipIpcCloseMemHandle(peer_allocs_[r]));
+    peer_allocs_[r] = nullptr;
+    g_open_mappings--;
+  }
+  if (device_view_ != nullptr) MOE_A2A_GPU_CHECK(hipFree(device_view_));
+  device_view_ = nullptr;
+  if (local_alloc_ != nullptr) MOE_A2A_GPU_CHECK(hipFree(local_alloc_));
+  local_alloc_ = nullptr;
+  for (auto& b : view_.bases) b = nullptr;
+  closed_ = true;
+  peers_open_ = false;
+  g_live_heaps--;
+}
+
+int SymmetricHeap::live_heaps() { return g_live_heaps.load(); }
+int SymmetricHeap::open_mappings() { return g_open_mappings.load(); }
+
+}  // namespace moe_a2a

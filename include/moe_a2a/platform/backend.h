@@ -1,0 +1,34 @@
+// Which GPU backend this translation unit is compiled for. The only file that looks at
+// compiler-specific macros; everything else tests MOE_A2A_HIP / MOE_A2A_CUDA.
+//   MOE_A2A_HIP   : AMD ROCm (hipcc / clang -x hip, __HIP_PLATFORM_AMD__)
+//   MOE_A2A_CUDA  : NVIDIA CUDA (nvcc, or a host compiler with MOE_A2A_FORCE_CUDA)
+//   neither       : host-only build (no GPU runtime at all), for CPU-only logic and tests
+#pragma once
+
+// clang -x hip defines only __HIP__; __HIP_PLATFORM_AMD__ comes from hipcc / hip::host / torch's
+// flags or from hip_runtime.h, which may be included after this header.
+#if defined(__HIP_PLATFORM_AMD__) || defined(__HIP_PLATFORM_HCC__) || \
+    (defined(__HIP__) && !defined(__HIP_PLATFORM_NVIDIA__) && !defined(__HIP_PLATFORM_NVCC__))
+#define MOE_A2A_HIP 1
+#elif defined(__CUDACC__) || defined(MOE_A2A_FORCE_CUDA)
+#define MOE_A2A_CUDA 1
+#endif
+
+#if defined(MOE_A2A_HIP) || defined(MOE_A2A_CUDA)
+#define MOE_A2A_HAS_GPU 1
+#endif
+
+// True while compiling device code (the device pass of nvcc / clang).
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define MOE_A2A_DEVICE_PASS 1
+#endif
+
+#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
+#define MOE_A2A_HD __host__ __device__
+#define MOE_A2A_DEVICE __device__
+#define MOE_A2A_INLINE __forceinline__
+#else
+#define MOE_A2A_HD
+#define MOE_A2A_DEVICE
+#define MOE_A2A_INLINE inline
+#endif

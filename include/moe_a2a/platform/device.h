@@ -1,0 +1,76 @@
+// Device-side compatibility: wave size, lane masks, lane id, ballot, shuffle, wave barrier,
+// wall-clock timer. Kernels use these names and never test the backend themselves.
+#pragma once
+
+#include <cstdint>
+
+#include "moe_a2a/platform/backend.h"
+#include "moe_a2a/platform/runtime.h"
+
+namespace moe_a2a {
+
+#if defined(MOE_A2A_HIP)
+// CDNA (gfx9) runs 64-wide waves. ROCm 7 made warpSize a runtime value, so keep our own.
+inline constexpr int kWaveSize = 64;
+using LaneMask = uint64_t;
+#elif defined(MOE_A2A_CUDA)
+inline constexpr int kWaveSize = 32;
+using LaneMask = uint32_t;
+#else
+inline constexpr int kWaveSize = 32;  // host-only builds: value unused by any kernel
+using LaneMask = uint32_t;
+#endif
+
+#if defined(MOE_A2A_HAS_GPU) && (defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__))
+
+MOE_A2A_DEVICE MOE_A2A_INLINE int lane_id() { return static_cast<int>(threadIdx.x) % kWaveSize; }
+MOE_A2A_DEVICE MOE_A2A_INLINE int wave_id() { return static_cast<int>(threadIdx.x) / kWaveSize; }
+
+#if defined(MOE_A2A_HIP)
+
+MOE_A2A_DEVICE MOE_A2A_INLINE LaneMask wave_ballot(bool pred) { return __ballot(pred); }
+template <typename T>
+MOE_A2A_DEVICE MOE_A2A_INLINE T wave_shfl(T v, int src_lane) { return __shfl(v, src_lane, kWaveSize); }
+// HIP has no __syncwarp: a wave executes in lockstep, the barrier keeps the compiler from
+// moving memory operations across this point, and the fence orders LDS/global within the wave.
+MOE_A2A_DEVICE MOE_A2A_INLINE void wave_barrier() {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+  __builtin_amdgcn_wave_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+}
+// s_memrealtime ticks at a constant rate independent of the shader clock; the host reads the
+// rate from hipDeviceAttributeWallClockRate (wall_clock_rate_hz below).
+MOE_A2A_DEVICE MOE_A2A_INLINE uint64_t wall_clock() { return __builtin_amdgcn_s_memrealtime(); }
+
+#else  // CUDA
+
+MOE_A2A_DEVICE MOE_A2A_INLINE LaneMask wave_ballot(bool pred) { return __ballot_sync(0xffffffffu, pred); }
+template <typename T>
+MOE_A2A_DEVICE MOE_A2A_INLINE T wave_shfl(T v, int src_lane) { return __shfl_sync(0xffffffffu, v, src_lane); }
+MOE_A2A_DEVICE MOE_A2A_INLINE void wave_barrier() { __syncwarp(); }
+// %globaltimer counts nanoseconds (about 32 ns granularity) and is the same clock on all SMs.
+MOE_A2A_DEVICE MOE_A2A_INLINE uint64_t wall_clock() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+#endif
+#endif  // device code
+
+#if defined(MOE_A2A_HAS_GPU)
+// Ticks per second of wall_clock() on `device`.
+inline double wall_clock_rate_hz(int device) {
+#if defined(MOE_A2A_HIP)
+  int khz = 0;
+  MOE_A2A_GPU_CHECK(hipDeviceGetAttribute(&khz, hipDeviceAttributeWallClockRate, device));
+  MOE_A2A_CHECK(khz > 0, "device " << device << " reports wall clock rate " << khz << " kHz");
+  return 1000.0 * khz;
+#else
+  (void)device;
+  return 1e9;
+#endif
+}
+#endif
+
+}  // namespace moe_a2a

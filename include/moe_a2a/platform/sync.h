@@ -1,0 +1,130 @@
+// Every memory-ordering primitive the kernels use, named op_semantics_scope. Kernels call
+// these and never write inline asm or raw atomics themselves, so auditing the memory model
+// means reading this one file (and, for AMD, the assembly check in tools/check_amd_asm.sh).
+//
+// Scope: peers are ordered only at *system* scope on both vendors, so everything another GPU
+// reads or writes goes through the _sys variants. _gpu variants are for counters that only
+// this GPU touches.
+#pragma once
+
+#include <cstdint>
+
+#include "moe_a2a/platform/device.h"
+
+#if defined(MOE_A2A_HAS_GPU) && (defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__))
+
+namespace moe_a2a {
+
+#if defined(MOE_A2A_HIP)
+
+// gfx942: acquire load = global_load sc0 sc1 + buffer_inv sc0 sc1; release store =
+// buffer_wbl2 sc0 sc1 + global_store sc0 sc1. The builtins pick those sequences for us.
+#define MOE_A2A_DEFINE_LD_ST(T)                                                              \
+  MOE_A2A_DEVICE MOE_A2A_INLINE T ld_acquire_sys(const T* p) {                              \
+    return __hip_atomic_load(const_cast<T*>(p), __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM); \
+  }                                                                                          \
+  MOE_A2A_DEVICE MOE_A2A_INLINE T ld_relaxed_sys(const T* p) {                              \
+    return __hip_atomic_load(const_cast<T*>(p), __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM); \
+  }                                                                                          \
+  MOE_A2A_DEVICE MOE_A2A_INLINE void st_release_sys(T* p, T v) {                            \
+    __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);                   \
+  }                                                                                          \
+  MOE_A2A_DEVICE MOE_A2A_INLINE void st_relaxed_sys(T* p, T v) {                            \
+    __hip_atomic_store(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);                   \
+  }                                                                                          \
+  MOE_A2A_DEVICE MOE_A2A_INLINE T atomic_add_release_sys(T* p, T v) {                       \
+    return __hip_atomic_fetch_add(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);        \
+  }                                                                                          \
+  MOE_A2A_DEVICE MOE_A2A_INLINE T atomic_add_relaxed_gpu(T* p, T v) {                       \
+    return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);         \
+  }
+MOE_A2A_DEFINE_LD_ST(uint32_t)
+MOE_A2A_DEFINE_LD_ST(uint64_t)
+#undef MOE_A2A_DEFINE_LD_ST
+
+MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t atomic_cas_sys(uint32_t* p, uint32_t expected, uint32_t desired) {
+  __hip_atomic_compare_exchange_strong(p, &expected, desired, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED,
+                                       __HIP_MEMORY_SCOPE_SYSTEM);
+  return expected;  // the value found: equals the argument when the swap happened
+}
+
+// The empty scope string is system scope for the amdgcn fence builtin.
+MOE_A2A_DEVICE MOE_A2A_INLINE void fence_acq_rel_sys() { __builtin_amdgcn_fence(__ATOMIC_ACQ_REL, ""); }
+MOE_A2A_DEVICE MOE_A2A_INLINE void fence_acq_rel_gpu() { __builtin_amdgcn_fence(__ATOMIC_ACQ_REL, "agent"); }
+
+#else  // CUDA: PTX memory-model instructions (sm_70+).
+
+#define MOE_A2A_DEFINE_LD_ST(T, SUF, CON)                                                    \
+  MOE_A2A_DEVICE MOE_A2A_INLINE T ld_acquire_sys(const T* p) {                              \
+    T v;                                                                                     \
+    asm volatile("ld.acquire.sys." SUF " %0, [%1];" : "=" CON(v) : "l"(p) : "memory");      \
+    return v;                                                                                \
+  }                                                                                          \
+  MOE_A2A_DEVICE MOE_A2A_INLINE T ld_relaxed_sys(const T* p) {                              \
+    T v;                                                                                     \
+    asm volatile("ld.relaxed.sys." SUF " %0, [%1];" : "=" CON(v) : "l"(p) : "memory");      \
+    return v;                                                                                \
+  }                                                                                          \
+  MOE_A2A_DEVICE MOE_A2A_INLINE void st_release_sys(T* p, T v) {                            \
+    asm volatile("st.release.sys." SUF " [%0], %1;" ::"l"(p), CON(v) : "memory");           \
+  }                                                                                          \
+  MOE_A2A_DEVICE MOE_A2A_INLINE void st_relaxed_sys(T* p, T v) {                            \
+    asm volatile("st.relaxed.sys." SUF " [%0], %1;" ::"l"(p), CON(v) : "memory");           \
+  }                                                                                          \
+  MOE_A2A_DEVICE MOE_A2A_INLINE T atomic_add_release_sys(T* p, T v) {                       \
+    T old;                                                                                   \
+    asm volatile("atom.release.sys.add." SUF " %0, [%1], %2;"                                \
+                 : "=" CON(old) : "l"(p), CON(v) : "memory");                                \
+    return old;                                                                              \
+  }                                                                                          \
+  MOE_A2A_DEVICE MOE_A2A_INLINE T atomic_add_relaxed_gpu(T* p, T v) {                       \
+    T old;                                                                                   \
+    asm volatile("atom.relaxed.gpu.add." SUF " %0, [%1], %2;"                                \
+                 : "=" CON(old) : "l"(p), CON(v) : "memory");                                \
+    return old;                                                                              \
+  }
+#define MOE_A2A_CON_U32(x) "r"(x)
+#define MOE_A2A_CON_U64(x) "l"(x)
+MOE_A2A_DEFINE_LD_ST(uint32_t, "u32", MOE_A2A_CON_U32)
+MOE_A2A_DEFINE_LD_ST(uint64_t, "u64", MOE_A2A_CON_U64)
+#undef MOE_A2A_DEFINE_LD_ST
+#undef MOE_A2A_CON_U32
+#undef MOE_A2A_CON_U64
+
+MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t atomic_cas_sys(uint32_t* p, uint32_t expected, uint32_t desired) {
+  uint32_t old;
+  asm volatile("atom.acq_rel.sys.cas.b32 %0, [%1], %2, %3;"
+               : "=r"(old) : "l"(p), "r"(expected), "r"(desired) : "memory");
+  return old;
+}
+
+MOE_A2A_DEVICE MOE_A2A_INLINE void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+MOE_A2A_DEVICE MOE_A2A_INLINE void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+
+#endif
+
+// Bounded wait: spin with relaxed system-scope loads (cheap, no fence in the loop) until
+// *flag >= target, then take one acquire load so the data published before the flag is
+// visible. Gives up after `timeout_ticks` of wall_clock(). Returns true on success; on
+// timeout returns false and leaves the last value seen in *last_seen.
+MOE_A2A_DEVICE inline bool wait_until_at_least_sys(const uint64_t* flag, uint64_t target,
+                                                   uint64_t timeout_ticks, uint64_t* last_seen) {
+  uint64_t v = ld_relaxed_sys(flag);
+  if (v < target) {
+    const uint64_t start = wall_clock();
+    // Reading the clock every iteration costs little next to a remote-visible load.
+    while ((v = ld_relaxed_sys(flag)) < target) {
+      if (wall_clock() - start > timeout_ticks) {
+        *last_seen = v;
+        return false;
+      }
+    }
+  }
+  v = ld_acquire_sys(flag);
+  *last_seen = v;
+  return true;
+}
+
+}  // namespace moe_a2a
+
+#endif  // device code

@@ -1,0 +1,18 @@
+"""moe_a2a: Mixture-of-Experts all-to-all (dispatch / combine) for one node of GPUs.
+
+Pure-Python modules (reference, sol, trace tools) import without the compiled extension;
+AllToAll and SymmetricHeap load it on first use.
+"""
+
+import os as _os
+
+# NVLink multicast can take a shared host's GPUs out of service; never let a library we call
+# turn it on in this process or its children.
+for _var, _val in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
+    _os.environ.setdefault(_var, _val)
+
+from .all_to_all import AllToAll, Dispatched  # noqa: E402
+from .heap import SymmetricHeap  # noqa: E402
+
+__all__ = ["AllToAll", "Dispatched", "SymmetricHeap"]
+__version__ = "0.1.0"

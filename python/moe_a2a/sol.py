@@ -1,0 +1,215 @@
+"""Speed-of-light model of dispatch and combine: the fewest bytes that must cross between
+GPUs for a given routing, and the time that takes at a given bandwidth and latency.
+
+Pure Python + torch; imports without the compiled extension.
+
+Bytes (token payload only; metadata, weights and counts are left out, which keeps this a
+lower bound). With experts owned in contiguous blocks (``owner(e) = e // (E / world)``),
+for a token t of source rank s let
+
+    R(t) = { owner(e) : e in topk_idx[t] } \\ { s }       (distinct REMOTE owner ranks)
+
+    dispatch:  bytes(s -> d) = H * elem_bytes * #{ t on s : d in R(t) }
+    combine:   bytes(d -> s) = bytes(s -> d) of dispatch  (each remote rank returns one
+               partial sum per token it received: same bytes, reversed direction)
+
+    bytes_out[r] = sum_d bytes(r -> d),     bytes_in[r] = sum_s bytes(s -> r)
+
+A token whose experts all live on its own rank crosses nothing; a token with several
+experts on one remote rank crosses to it once.
+
+Time of one phase, with B_out / B_in the per-GPU peer bandwidth in GB/s (1 GB = 1e9 B)
+and L the one-way signal latency plus one kernel launch, in us:
+
+    T_phase = max over ranks r of max(bytes_out[r] / B_out, bytes_in[r] / B_in) + L
+
+and the speed of light of dispatch + combine is T_dispatch + T_combine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Sequence, Union
+
+import torch
+
+from .reference import experts_per_rank
+
+__all__ = [
+    "PhaseBytes",
+    "SolSummary",
+    "FORMULA",
+    "traffic_matrix",
+    "traffic_matrix_loop",
+    "phase_bytes",
+    "sol_time_us",
+    "speed_of_light",
+]
+
+FORMULA = (
+    "T_phase = max_r max(bytes_out[r]/B_out, bytes_in[r]/B_in) + L; "
+    "dispatch bytes(s->d) = H*elem_bytes*#{tokens t of s with an expert on d != s}; "
+    "combine = the same bytes reversed"
+)
+
+
+@dataclasses.dataclass
+class PhaseBytes:
+    """Bytes one phase must move. ``matrix[s][d]`` = bytes sent by rank s to rank d."""
+
+    matrix: list  # list[list[int]], zero diagonal
+    bytes_out: list  # list[int], row sums
+    bytes_in: list  # list[int], column sums
+
+    @property
+    def total(self) -> int:
+        return sum(self.bytes_out)
+
+    @classmethod
+    def from_matrix(cls, matrix) -> "PhaseBytes":
+        m = [[int(v) for v in row] for row in matrix]
+        world = len(m)
+        return cls(
+            matrix=m,
+            bytes_out=[sum(row) for row in m],
+            bytes_in=[sum(m[s][d] for s in range(world)) for d in range(world)],
+        )
+
+
+@dataclasses.dataclass
+class SolSummary:
+    """Speed of light of one routing at given link numbers."""
+
+    dispatch: PhaseBytes
+    combine: PhaseBytes
+    dispatch_us: float
+    combine_us: float
+    bw_out_GBps: float
+    bw_in_GBps: float
+    latency_us: float
+    formula: str = FORMULA
+
+    @property
+    def total_us(self) -> float:
+        return self.dispatch_us + self.combine_us
+
+    @property
+    def total_bytes(self) -> int:
+        return self.dispatch.total + self.combine.total
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["total_us"] = self.total_us
+        d["total_bytes"] = self.total_bytes
+        return d
+
+
+def _topk_list(all_topk_idx: Sequence) -> list:
+    # Accept bare index tensors or reference.Routing tuples.
+    return [getattr(t, "topk_idx", t) for t in all_topk_idx]
+
+
+def _elem_bytes(elem_bytes: Union[int, torch.dtype]) -> int:
+    if isinstance(elem_bytes, torch.dtype):
+        return torch.empty((), dtype=elem_bytes).element_size()
+    return int(elem_bytes)
+
+
+def traffic_matrix(all_topk_idx: Sequence, num_experts: int, world: int) -> torch.Tensor:
+    """[world, world] int64 CPU tensor: tokens rank s must send to rank d (zero diagonal).
+
+    ``all_topk_idx[s]`` is rank s's [T_s, topk] expert ids (int32/int64, any device).
+    """
+    epr = experts_per_rank(num_experts, world)
+    idx_list = _topk_list(all_topk_idx)
+    if len(idx_list) != world:
+        raise ValueError(f"got routing of {len(idx_list)} ranks for world {world}")
+    out = torch.zeros(world, world, dtype=torch.int64)
+    for s, idx in enumerate(idx_list):
+        owners = idx.long().cpu() // epr  # [T, K]
+        if owners.numel() and (int(owners.min()) < 0 or int(owners.max()) >= world):
+            raise ValueError(f"rank {s}: expert id outside [0, {num_experts})")
+        # One flag per (token, destination rank): several experts on the same rank
+        # still need the token only once there.
+        present = torch.zeros(owners.shape[0], world, dtype=torch.bool)
+        present.scatter_(1, owners, True)
+        out[s] = present.sum(dim=0)
+        out[s, s] = 0  # the own rank is reached without crossing a link
+    return out
+
+
+def traffic_matrix_loop(all_topk_idx: Sequence, num_experts: int, world: int) -> torch.Tensor:
+    """Token-by-token spelling of ``traffic_matrix`` (tests only)."""
+    epr = experts_per_rank(num_experts, world)
+    out = torch.zeros(world, world, dtype=torch.int64)
+    for s, idx in enumerate(_topk_list(all_topk_idx)):
+        for experts in idx.tolist():
+            for d in {e // epr for e in experts}:
+                if d != s:
+                    out[s, d] += 1
+    return out
+
+
+def phase_bytes(
+    all_topk_idx: Sequence,
+    num_experts: int,
+    world: int,
+    hidden: int,
+    elem_bytes: Union[int, torch.dtype],
+) -> tuple:
+    """(dispatch, combine) PhaseBytes for this routing; combine is dispatch transposed."""
+    tokens = traffic_matrix(all_topk_idx, num_experts, world)
+    per_token = int(hidden) * _elem_bytes(elem_bytes)
+    dispatch = PhaseBytes.from_matrix((tokens * per_token).tolist())
+    combine = PhaseBytes.from_matrix((tokens.t() * per_token).tolist())
+    return dispatch, combine
+
+
+def sol_time_us(
+    bytes_out_per_rank: Sequence,
+    bytes_in_per_rank: Sequence,
+    bw_out_GBps: float,
+    bw_in_GBps: float,
+    latency_us: float,
+) -> float:
+    """max over ranks r of max(out[r] / B_out, in[r] / B_in) + L, in microseconds.
+
+    Bandwidths in GB/s with 1 GB = 1e9 bytes, so bytes / (GBps * 1e3) is microseconds.
+    """
+    if bw_out_GBps <= 0 or bw_in_GBps <= 0:
+        raise ValueError(f"bandwidths must be positive, got {bw_out_GBps}, {bw_in_GBps}")
+    outs = [float(b) for b in bytes_out_per_rank]
+    ins = [float(b) for b in bytes_in_per_rank]
+    if len(outs) != len(ins) or not outs:
+        raise ValueError(f"need one bytes_out and one bytes_in per rank, got {len(outs)}, {len(ins)}")
+    worst = max(
+        max(o / (bw_out_GBps * 1e3), i / (bw_in_GBps * 1e3)) for o, i in zip(outs, ins)
+    )
+    return worst + float(latency_us)
+
+
+def speed_of_light(
+    all_topk_idx: Sequence,
+    num_experts: int,
+    world: int,
+    hidden: int,
+    elem_bytes: Union[int, torch.dtype],
+    bw_out_GBps: float,
+    bw_in_GBps: Optional[float] = None,
+    latency_us: float = 0.0,
+) -> SolSummary:
+    """Bytes and time of dispatch and combine at the given link numbers.
+
+    ``bw_in_GBps`` defaults to ``bw_out_GBps``; each phase pays ``latency_us`` once.
+    """
+    bw_in = bw_out_GBps if bw_in_GBps is None else bw_in_GBps
+    dispatch, combine = phase_bytes(all_topk_idx, num_experts, world, hidden, elem_bytes)
+    return SolSummary(
+        dispatch=dispatch,
+        combine=combine,
+        dispatch_us=sol_time_us(dispatch.bytes_out, dispatch.bytes_in, bw_out_GBps, bw_in, latency_us),
+        combine_us=sol_time_us(combine.bytes_out, combine.bytes_in, bw_out_GBps, bw_in, latency_us),
+        bw_out_GBps=float(bw_out_GBps),
+        bw_in_GBps=float(bw_in),
+        latency_us=float(latency_us),
+    )

@@ -1,0 +1,345 @@
+// EpConfig (include/moe_a2a/ep/config.h): the one place that computes buffer sizes and
+// offsets. Allocator and kernels both trust these numbers, so they are checked exactly.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "moe_a2a/ep/config.h"
+
+namespace {
+
+using moe_a2a::EpConfig;
+using moe_a2a::kBufferAlign;
+
+struct Shape {
+  int32_t experts, topk, hidden, max_tokens;
+};
+
+// The AMD challenge's benchmark shapes (experts, topk, hidden, max tokens).
+const std::vector<Shape> kChallengeShapes = {
+    {8, 2, 6144, 16}, {64, 6, 2048, 32}, {128, 4, 2880, 128}, {128, 8, 4096, 256}, {256, 8, 7168, 256},
+};
+// The challenge's correctness shapes.
+const std::vector<Shape> kCorrectnessShapes = {
+    {8, 2, 6144, 4},     {64, 6, 2048, 4},     {64, 6, 2048, 8},      {128, 4, 2880, 16},  {128, 4, 2880, 32},
+    {128, 8, 4096, 64},  {128, 8, 4096, 128},  {256, 8, 7168, 64},    {256, 8, 7168, 128},
+};
+
+EpConfig make(int32_t world, const Shape& s, int32_t rank = 0) {
+  EpConfig c;
+  c.world = world;
+  c.rank = rank;
+  c.num_experts = s.experts;
+  c.topk = s.topk;
+  c.hidden = s.hidden;
+  c.max_tokens = s.max_tokens;
+  c.expert_capacity = static_cast<int32_t>(c.worst_case_capacity());
+  c.elem_bytes = 2;
+  return c;
+}
+
+std::string describe(const EpConfig& c) {
+  return "world=" + std::to_string(c.world) + " experts=" + std::to_string(c.num_experts) +
+         " topk=" + std::to_string(c.topk) + " hidden=" + std::to_string(c.hidden) +
+         " max_tokens=" + std::to_string(c.max_tokens);
+}
+
+struct Region {
+  const char* name;
+  size_t offset;
+  size_t bytes;  // exact payload size the kernels index into
+};
+
+// Regions must start at 0, be aligned, be in the listed order, not overlap, leave no more
+// than alignment padding between them, and total must cover the last one, aligned.
+void check_regions(const std::vector<Region>& regions, size_t total, const std::string& what) {
+  ASSERT_FALSE(regions.empty());
+  EXPECT_EQ(regions.front().offset, 0u) << what;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const Region& r = regions[i];
+    EXPECT_EQ(r.offset % kBufferAlign, 0u) << what << ": " << r.name << " at " << r.offset << " not aligned";
+    const size_t end = r.offset + r.bytes;
+    const size_t next = i + 1 < regions.size() ? regions[i + 1].offset : total;
+    EXPECT_LE(end, next) << what << ": " << r.name << " overlaps what follows it";
+    EXPECT_EQ(next, moe_a2a::align_up(end, kBufferAlign))
+        << what << ": " << r.name << " is not followed directly (after padding) by the next region";
+  }
+  EXPECT_EQ(total % kBufferAlign, 0u) << what;
+}
+
+std::vector<Region> heap_regions(const EpConfig& c) {
+  const moe_a2a::HeapLayout l = c.heap_layout();
+  const size_t rows = static_cast<size_t>(c.world) * static_cast<size_t>(c.max_tokens);
+  const size_t h = static_cast<size_t>(c.hidden);
+  const size_t k = static_cast<size_t>(c.topk);
+  const size_t w = static_cast<size_t>(c.world);
+  return {
+      {"recv_x", l.recv_x, rows * h * 2},
+      {"recv_token", l.recv_token, rows * sizeof(int32_t)},
+      {"recv_expert", l.recv_expert, rows * k * sizeof(int32_t)},
+      {"recv_weight", l.recv_weight, rows * k * sizeof(float)},
+      {"comb_x", l.comb_x, rows * h * 2},
+      {"dispatch_flag", l.dispatch_flag, w * sizeof(uint64_t)},
+      {"combine_flag", l.combine_flag, w * sizeof(uint64_t)},
+  };
+}
+
+std::vector<Region> workspace_regions(const EpConfig& c) {
+  const moe_a2a::WorkspaceLayout l = c.workspace_layout();
+  const size_t rows = static_cast<size_t>(c.world) * static_cast<size_t>(c.max_tokens);
+  return {
+      {"slot_counter", l.slot_counter, static_cast<size_t>(c.world) * sizeof(uint32_t)},
+      {"done_counter", l.done_counter, moe_a2a::kNumKernels * sizeof(uint32_t)},
+      {"epoch", l.epoch, sizeof(uint64_t)},
+      {"expert_count", l.expert_count, static_cast<size_t>(c.num_experts / c.world) * sizeof(uint32_t)},
+      {"row_pos", l.row_pos, rows * static_cast<size_t>(c.topk) * sizeof(int32_t)},
+      {"token_dest_mask", l.token_dest_mask, static_cast<size_t>(c.max_tokens) * sizeof(uint32_t)},
+      {"round_error", l.round_error, sizeof(uint32_t)},
+  };
+}
+
+void check_layouts(const EpConfig& c) {
+  SCOPED_TRACE(describe(c));
+  check_regions(heap_regions(c), c.heap_layout().total, "heap");
+  check_regions(workspace_regions(c), c.workspace_layout().total, "workspace");
+}
+
+TEST(EpConfig, DerivedQuantities) {
+  const EpConfig c = make(8, {256, 8, 7168, 256});
+  EXPECT_EQ(c.experts_per_rank(), 32);
+  EXPECT_EQ(c.owner_rank(0), 0);
+  EXPECT_EQ(c.owner_rank(31), 0);
+  EXPECT_EQ(c.owner_rank(32), 1);
+  EXPECT_EQ(c.owner_rank(255), 7);
+  EXPECT_EQ(c.row_bytes(), 7168u * 2);
+  EXPECT_EQ(c.rows_per_rank(), 8u * 256);
+  EXPECT_EQ(c.worst_case_capacity(), 8u * 256);
+  EXPECT_EQ(c.expert_x_bytes(), 32u * (8u * 256) * 7168u * 2);
+}
+
+TEST(EpConfig, RecvXSizeIsExact) {
+  const EpConfig c = make(8, {128, 8, 4096, 256});
+  const moe_a2a::HeapLayout l = c.heap_layout();
+  EXPECT_EQ(l.recv_x, 0u);
+  // recv_x = world * max_tokens * hidden * 2 bytes, already a multiple of 256 here.
+  EXPECT_EQ(l.recv_token - l.recv_x, 8u * 256 * 4096 * 2);
+  EXPECT_EQ(l.recv_expert - l.recv_token, 8u * 256 * 4);
+  EXPECT_EQ(l.recv_weight - l.recv_expert, 8u * 256 * 8 * 4);
+  EXPECT_EQ(l.comb_x - l.recv_weight, 8u * 256 * 8 * 4);
+  EXPECT_EQ(l.dispatch_flag - l.comb_x, 8u * 256 * 4096 * 2);
+  EXPECT_EQ(l.combine_flag - l.dispatch_flag, kBufferAlign);  // 64 bytes of flags, padded
+  EXPECT_EQ(l.total - l.combine_flag, kBufferAlign);
+}
+
+TEST(EpConfig, ChallengeShapeLayouts) {
+  for (int32_t world : {2, 4, 8}) {
+    for (const Shape& s : kChallengeShapes) check_layouts(make(world, s));
+    for (const Shape& s : kCorrectnessShapes) check_layouts(make(world, s));
+  }
+}
+
+TEST(EpConfig, OddSizesArePadded) {
+  // Sizes that are not multiples of the alignment: one token, topk 3, hidden 8.
+  for (int32_t world : {2, 3, 5, 7, 8}) {
+    check_layouts(make(world, {world * 3, 3, 8, 1}));
+    check_layouts(make(world, {world, 1, 2888, 7}));
+  }
+}
+
+TEST(EpConfig, LayoutIsTheSameOnEveryRank) {
+  // The heap is symmetric: a peer computes offsets into *our* heap with its own config.
+  for (const Shape& s : kChallengeShapes) {
+    const EpConfig a = make(8, s, 0);
+    for (int32_t rank = 1; rank < 8; ++rank) {
+      const EpConfig b = make(8, s, rank);
+      const auto ra = heap_regions(a), rb = heap_regions(b);
+      for (size_t i = 0; i < ra.size(); ++i) EXPECT_EQ(ra[i].offset, rb[i].offset) << ra[i].name;
+      EXPECT_EQ(a.heap_layout().total, b.heap_layout().total);
+      EXPECT_EQ(a.workspace_layout().total, b.workspace_layout().total);
+    }
+  }
+}
+
+TEST(EpConfig, NoInt32OverflowAtTheLargestConfig) {
+  // 8 ranks x 4096 tokens x 16384 hidden x 2 bytes = 2^30 per token buffer; the heap holds two
+  // of them, so its size is past INT32_MAX. expert_x at the worst-case capacity is 2^36.
+  EpConfig c = make(8, {512, 16, 16384, 4096});
+  ASSERT_EQ(moe_a2a::validate(c), "");
+  check_layouts(c);
+
+  const size_t rows = 8ull * 4096;
+  const size_t token_buf = rows * 16384 * 2;
+  ASSERT_EQ(token_buf, size_t{1} << 30);
+  const moe_a2a::HeapLayout l = c.heap_layout();
+  EXPECT_EQ(l.recv_token, token_buf);
+  EXPECT_EQ(l.comb_x, token_buf + rows * 4 + rows * 16 * 4 * 2);
+  EXPECT_EQ(l.dispatch_flag, l.comb_x + token_buf);
+  EXPECT_GT(l.total, static_cast<size_t>(std::numeric_limits<int32_t>::max()));
+  EXPECT_EQ(l.total, 2 * token_buf + rows * 4 + rows * 16 * 4 * 2 + 2 * kBufferAlign);
+
+  EXPECT_EQ(c.workspace_layout().token_dest_mask - c.workspace_layout().row_pos, rows * 16 * 4);
+
+  // Padded dispatch output: 64 local experts x 32768 rows x 32 KiB.
+  EXPECT_EQ(c.expert_x_bytes(), uint64_t{64} * 32768 * 32768);
+  EXPECT_EQ(c.expert_x_bytes(), uint64_t{1} << 36);
+  EXPECT_GT(c.expert_x_bytes(), uint64_t{1} << 32);
+}
+
+TEST(EpConfig, ValidateAcceptsChallengeShapes) {
+  for (int32_t world : {2, 8}) {
+    for (const Shape& s : kChallengeShapes) {
+      for (int32_t rank : {0, world - 1}) {
+        const EpConfig c = make(world, s, rank);
+        EXPECT_EQ(moe_a2a::validate(c), "") << describe(c);
+        EpConfig small = c;
+        small.expert_capacity = 1;
+        EXPECT_EQ(moe_a2a::validate(small), "") << describe(c);
+      }
+    }
+    for (const Shape& s : kCorrectnessShapes) EXPECT_EQ(moe_a2a::validate(make(world, s)), "");
+  }
+}
+
+// Each bad config must be rejected with a message that names what is wrong.
+void expect_rejected(const EpConfig& c, const std::string& field) {
+  const std::string msg = moe_a2a::validate(c);
+  EXPECT_FALSE(msg.empty()) << describe(c) << " should be rejected for " << field;
+  EXPECT_NE(msg.find(field), std::string::npos) << "message '" << msg << "' does not name " << field;
+}
+
+TEST(EpConfig, ValidateRejectsBadConfigs) {
+  const EpConfig good = make(8, {256, 8, 7168, 256});
+  ASSERT_EQ(moe_a2a::validate(good), "");
+  EpConfig c;
+
+  for (int32_t w : {0, 1, 9, 16, -2}) {
+    c = good;
+    c.world = w;
+    expect_rejected(c, "world");
+  }
+  for (int32_t r : {-1, 8, 100}) {
+    c = good;
+    c.rank = r;
+    expect_rejected(c, "rank");
+  }
+  for (int32_t e : {0, 4, 7, 12, 513, 1024}) {  // fewer than world, not divisible, too many
+    c = good;
+    c.num_experts = e;
+    expect_rejected(c, "num_experts");
+  }
+  for (int32_t k : {0, -1, 17}) {
+    c = good;
+    c.topk = k;
+    expect_rejected(c, "experts_per_token");
+  }
+  c = make(2, {4, 2, 2048, 16});
+  c.topk = 5;  // more than num_experts
+  expect_rejected(c, "experts_per_token");
+  for (int32_t h : {0, 4, 2884, 16392, 32768, -8}) {
+    c = good;
+    c.hidden = h;
+    expect_rejected(c, "hidden_dim");
+  }
+  for (int32_t t : {0, -1, 4097}) {
+    c = good;
+    c.max_tokens = t;
+    expect_rejected(c, "max_num_tokens");
+  }
+  for (int32_t cap : {0, -1, 8 * 256 + 1}) {
+    c = good;
+    c.expert_capacity = cap;
+    expect_rejected(c, "capacity");
+  }
+  for (int32_t b : {1, 4, 0}) {
+    c = good;
+    c.elem_bytes = b;
+    expect_rejected(c, "bf16");
+  }
+}
+
+TEST(EpConfig, ValidateLimitsAreInclusive) {
+  EpConfig c = make(8, {512, 16, 16384, 4096});
+  EXPECT_EQ(moe_a2a::validate(c), "");
+  c = make(2, {2, 1, 8, 1});
+  EXPECT_EQ(moe_a2a::validate(c), "");
+  c.expert_capacity = 2;  // == world * max_tokens
+  EXPECT_EQ(moe_a2a::validate(c), "");
+}
+
+TEST(EpConfig, DefaultExpertCapacity) {
+  const EpConfig c = make(8, {256, 8, 7168, 256});
+  const size_t per_row = 32u * 7168 * 2;  // one row in every local expert
+  const size_t worst = c.worst_case_capacity();
+  // Enough budget: the worst case (every token of every rank picked the expert).
+  EXPECT_EQ(moe_a2a::default_expert_capacity(c, worst * per_row), static_cast<int32_t>(worst));
+  EXPECT_EQ(moe_a2a::default_expert_capacity(c, SIZE_MAX), static_cast<int32_t>(worst));
+  // Otherwise as many rows as fit, rounded down.
+  EXPECT_EQ(moe_a2a::default_expert_capacity(c, worst * per_row - 1), static_cast<int32_t>(worst - 1));
+  EXPECT_EQ(moe_a2a::default_expert_capacity(c, 10 * per_row + per_row - 1), 10);
+  // Never below one row.
+  EXPECT_EQ(moe_a2a::default_expert_capacity(c, per_row - 1), 1);
+  EXPECT_EQ(moe_a2a::default_expert_capacity(c, 0), 1);
+  // The result always validates, and its output fits the budget when at least one row fits.
+  for (size_t budget : {per_row, 3 * per_row + 7, size_t{1} << 30, size_t{8} << 30}) {
+    EpConfig d = c;
+    d.expert_capacity = moe_a2a::default_expert_capacity(c, budget);
+    EXPECT_EQ(moe_a2a::validate(d), "") << budget;
+    EXPECT_LE(d.expert_x_bytes(), budget);
+  }
+}
+
+TEST(EpConfig, DefaultExpertCapacityNoOverflowAtLargestConfig) {
+  const EpConfig c = make(8, {512, 16, 16384, 4096});
+  EXPECT_EQ(moe_a2a::default_expert_capacity(c, SIZE_MAX), 32768);
+  EXPECT_EQ(moe_a2a::default_expert_capacity(c, size_t{1} << 36), 32768);
+  EXPECT_EQ(moe_a2a::default_expert_capacity(c, size_t{1} << 35), 16384);
+}
+
+TEST(EpConfig, AlignUp) {
+  EXPECT_EQ(moe_a2a::align_up(0, 256), 0u);
+  EXPECT_EQ(moe_a2a::align_up(1, 256), 256u);
+  EXPECT_EQ(moe_a2a::align_up(256, 256), 256u);
+  EXPECT_EQ(moe_a2a::align_up(257, 256), 512u);
+  EXPECT_EQ(moe_a2a::align_up((size_t{1} << 33) + 1, 256), (size_t{1} << 33) + 256);
+}
+
+TEST(EpConfig, FlagRoundTrip) {
+  const uint32_t epochs[] = {0u, 1u, 2u, 12345u, 0x7fffffffu, 0x80000000u, 0xfffffffeu, 0xffffffffu};
+  const uint32_t payloads[] = {0u, 1u, 4096u, 32768u, 0x7fffffffu, moe_a2a::kFlagErrorBit,
+                               moe_a2a::kFlagErrorBit | 17u, 0xffffffffu};
+  for (uint32_t e : epochs) {
+    for (uint32_t p : payloads) {
+      const uint64_t f = moe_a2a::make_flag(e, p);
+      EXPECT_EQ(moe_a2a::flag_epoch(f), e);
+      EXPECT_EQ(moe_a2a::flag_payload(f), p);
+      EXPECT_EQ(f, (uint64_t{e} << 32) | p);
+    }
+  }
+  const uint64_t f = moe_a2a::make_flag(3, moe_a2a::kFlagErrorBit | 4096u);
+  EXPECT_EQ(moe_a2a::flag_payload(f) & moe_a2a::kFlagCountMask, 4096u);
+  EXPECT_NE(moe_a2a::flag_payload(f) & moe_a2a::kFlagErrorBit, 0u);
+  EXPECT_EQ(moe_a2a::flag_epoch(f), 3u);
+  EXPECT_EQ(moe_a2a::kFlagErrorBit & moe_a2a::kFlagCountMask, 0u);
+  EXPECT_EQ(moe_a2a::kFlagErrorBit | moe_a2a::kFlagCountMask, 0xffffffffu);
+}
+
+TEST(EpConfig, LaterEpochFlagsCompareGreater) {
+  // wait_until_at_least_sys(flag, make_flag(epoch, 0)) relies on this: any value of an older
+  // epoch, whatever its payload, is below every value of the current one.
+  for (uint32_t e : {0u, 1u, 1000u, 0xfffffffeu}) {
+    EXPECT_LT(moe_a2a::make_flag(e, 0xffffffffu), moe_a2a::make_flag(e + 1, 0));
+    EXPECT_LT(moe_a2a::make_flag(e, moe_a2a::kFlagErrorBit), moe_a2a::make_flag(e + 1, 0));
+  }
+}
+
+// The helpers are constexpr: usable in static_asserts and from device code alike.
+static_assert(moe_a2a::flag_epoch(moe_a2a::make_flag(7, 9)) == 7, "flag_epoch");
+static_assert(moe_a2a::flag_payload(moe_a2a::make_flag(7, 9)) == 9, "flag_payload");
+static_assert(moe_a2a::align_up(300, moe_a2a::kBufferAlign) == 512, "align_up");
+static_assert((moe_a2a::kBufferAlign & (moe_a2a::kBufferAlign - 1)) == 0, "kBufferAlign is a power of two");
+
+}  // namespace

@@ -1,0 +1,76 @@
+"""GPU tests run under torchrun, one process per GPU:
+
+    torchrun --nproc-per-node=<GPUs> -m pytest tests/python/gpu -x -q
+
+Every rank runs every test. After each test the ranks agree on the outcome over a gloo
+(CPU) group, so a rank that fails makes every rank fail that test instead of leaving the
+others waiting in a collective; a rank that cannot reach that agreement within
+AGREE_TIMEOUT fails too, never hangs.
+"""
+
+import datetime
+import os
+import sys
+
+import pytest
+
+for _var, _val in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
+    os.environ.setdefault(_var, _val)
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "python"))
+
+AGREE_TIMEOUT = datetime.timedelta(seconds=180)
+_cpu_group = None
+
+
+def _init():
+    global _cpu_group
+    if dist.is_initialized():
+        return
+    if "RANK" not in os.environ:
+        pytest.exit("GPU tests must run under torchrun: torchrun --nproc-per-node=<GPUs> -m pytest tests/python/gpu", 2)
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local),
+                            timeout=datetime.timedelta(seconds=300))
+    _cpu_group = dist.new_group(backend="gloo", timeout=AGREE_TIMEOUT)
+
+
+def pytest_configure(config):
+    _init()
+
+
+@pytest.fixture(scope="session")
+def world():
+    return dist.get_world_size()
+
+
+@pytest.fixture(scope="session")
+def rank():
+    return dist.get_rank()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    outcome = yield
+    failed_here = outcome.excinfo is not None and not issubclass(outcome.excinfo[0], pytest.skip.Exception)
+    flags = torch.zeros(dist.get_world_size(), dtype=torch.int32)
+    flags[dist.get_rank()] = int(failed_here)
+    try:
+        dist.all_reduce(flags, group=_cpu_group)
+    except Exception as e:  # a rank died or is stuck: fail rather than wait
+        raise AssertionError(f"ranks could not agree on the test outcome: {e}") from e
+    failed = [r for r in range(flags.numel()) if flags[r]]
+    if failed and not failed_here:
+        outcome.force_exception(AssertionError(f"failed on rank(s) {failed} (passed on this rank)"))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if dist.is_initialized():
+        try:
+            dist.barrier(group=_cpu_group)
+        finally:
+            dist.destroy_process_group()

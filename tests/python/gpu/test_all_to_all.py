@@ -1,0 +1,279 @@
+"""Dispatch and combine against the pure-torch reference, on every GPU of the node.
+
+Every rank builds every rank's inputs from one seed (moe_a2a.reference), so each rank checks
+its own dispatch output and combine output locally: dispatch exactly (as sets per expert),
+combine with the challenge's tolerance and bitwise across repeated runs.
+"""
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import moe_a2a
+from moe_a2a import reference as ref
+
+CHALLENGE_CORRECTNESS = [(8, 2, 6144, 4), (64, 6, 2048, 4), (64, 6, 2048, 8), (128, 4, 2880, 16), (128, 4, 2880, 32),
+                         (128, 8, 4096, 64), (128, 8, 4096, 128), (256, 8, 7168, 64), (256, 8, 7168, 128)]
+CHALLENGE_BENCHMARK = [(8, 2, 6144, 16), (64, 6, 2048, 32), (128, 4, 2880, 128), (128, 8, 4096, 256),
+                       (256, 8, 7168, 256)]
+
+
+def fits(num_experts, world):
+    return num_experts % world == 0 and num_experts >= world
+
+
+def to_device(inputs):
+    return [ref.Routing(*(t.cuda() for t in r)) for r in inputs]
+
+
+def fake_grouped_gemm(d, rank):
+    return (d.expert_x.float() * (1 + rank)).to(d.expert_x.dtype)
+
+
+def check_dispatch(d, inputs, rank, world, num_experts):
+    got = ref.canonical_dispatch(d.expert_x, d.expert_num_tokens, d.expert_meta, rank)
+    ref.assert_dispatch_matches(got, ref.dispatch_reference(inputs, rank, num_experts, world))
+    # Every delivered (src, token, k) carries that pair's router weight.
+    counts = d.expert_num_tokens.tolist()
+    for e, n in enumerate(counts):
+        meta = d.expert_meta[e, :n].long().cpu()
+        want = torch.stack([inputs[int(s)].topk_weights[int(t), int(k)] for s, t, k in meta.tolist()]) \
+            if n else torch.empty(0)
+        assert torch.equal(d.expert_weights[e, :n].cpu(), want.float()), f"rank {rank} expert {e}: weights differ"
+
+
+def run_round(ep, inputs, rank, world, num_experts, check=True):
+    x, idx, w = to_device(inputs)[rank]
+    d = ep.dispatch(x, idx, w)
+    out = ep.combine(fake_grouped_gemm(d, rank), d)
+    ep.synchronize()
+    if check:
+        check_dispatch(d, inputs, rank, world, num_experts)
+        want = ref.moe_reference(inputs, rank, num_experts, world)
+        assert out.shape == want.shape and out.dtype == want.dtype
+        torch.testing.assert_close(out.cpu().float(), want.float(), rtol=1e-2, atol=5e-3)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("shape", CHALLENGE_CORRECTNESS + CHALLENGE_BENCHMARK,
+                         ids=lambda s: "E{}K{}H{}T{}".format(*s))
+def test_challenge_shapes(shape, dtype, world, rank):
+    E, K, H, T = shape
+    if not fits(E, world):
+        pytest.skip(f"{E} experts cannot be split over {world} ranks")
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype) as ep:
+        for seed in (1, 2):  # two rounds: the second must not see the first's flags
+            inputs = ref.generate_all_inputs(world, E, K, H, T, dtype, seed=seed)
+            first = run_round(ep, inputs, rank, world, E)
+        again = run_round(ep, inputs, rank, world, E, check=False)
+        assert torch.equal(first.view(torch.int16), again.view(torch.int16)), "combine is not bitwise reproducible"
+
+
+def edge_inputs(case, world, E, K, H, T, dtype):
+    if case == "rank0_no_tokens":
+        return ref.generate_all_inputs(world, E, K, H, T, dtype, seed=3, num_tokens=[0] + [T] * (world - 1))
+    if case == "all_ranks_no_tokens":
+        return ref.generate_all_inputs(world, E, K, H, T, dtype, seed=3, num_tokens=0)
+    if case == "max_tokens":
+        return ref.generate_all_inputs(world, E, K, H, T, dtype, seed=4, num_tokens=T)
+    if case == "int64_ids":
+        return ref.generate_all_inputs(world, E, K, H, T, dtype, seed=5, index_dtype=torch.int64)
+    inputs = ref.generate_all_inputs(world, E, K, H, T, dtype, seed=6, num_tokens=T)
+    out = []
+    for r in inputs:
+        n = r.x.shape[0]
+        if case == "one_expert":  # every token picks experts 0..K-1: expert 0 gets everything
+            idx = torch.arange(K, dtype=torch.int32).repeat(n, 1)
+        elif case == "one_rank":  # every token's experts all live on the last rank
+            base = (world - 1) * (E // world)
+            idx = (base + torch.stack([torch.randperm(E // world)[:K] for _ in range(n)])).to(torch.int32)
+        else:
+            raise ValueError(case)
+        out.append(ref.Routing(r.x, idx, r.topk_weights))
+    return out
+
+
+@pytest.mark.parametrize("case", ["rank0_no_tokens", "all_ranks_no_tokens", "max_tokens", "int64_ids", "one_expert",
+                                  "one_rank"])
+def test_edge_cases(case, world, rank):
+    E, K, H, T = 64, 6, 2880, 32
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16) as ep:
+        run_round(ep, edge_inputs(case, world, E, K, H, T, torch.bfloat16), rank, world, E)
+
+
+def test_topk_one(world, rank):
+    E, K, H, T = 16, 1, 1024, 64
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float16) as ep:
+        run_round(ep, ref.generate_all_inputs(world, E, K, H, T, torch.float16, seed=7), rank, world, E)
+
+
+def test_thousand_consecutive_rounds(world, rank):
+    """Fresh data every call on one AllToAll: a stale flag from call i-1 would show up as a
+    wrong answer (or a count from the previous call) in call i."""
+    E, K, H, T = 32, 4, 256, 16
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16) as ep:
+        for i in range(1000):
+            inputs = ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=1000 + i)
+            x, idx, w = to_device(inputs)[rank]
+            d = ep.dispatch(x, idx, w)
+            out = ep.combine(fake_grouped_gemm(d, rank), d)
+            want = ref.moe_reference(to_device(inputs), rank, E, world)
+            torch.testing.assert_close(out.float(), want.float(), rtol=1e-2, atol=5e-3, msg=lambda m: f"call {i}: {m}")
+        ep.synchronize()
+
+
+def test_cuda_graph_replay_matches_eager(world, rank):
+    E, K, H, T = 64, 6, 2048, 32
+    dtype = torch.bfloat16
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype) as ep:
+        first = to_device(ref.generate_all_inputs(world, E, K, H, T, dtype, seed=11, num_tokens=T))
+        sx, sidx, sw = (t.clone() for t in first[rank])
+
+        def step():
+            d = ep.dispatch(sx, sidx, sw)
+            return ep.combine(fake_grouped_gemm(d, rank), d)
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            step()  # warm-up outside capture
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = step()
+        for seed in (12, 13, 14):
+            inputs = to_device(ref.generate_all_inputs(world, E, K, H, T, dtype, seed=seed, num_tokens=T))
+            x, idx, w = inputs[rank]
+            sx.copy_(x), sidx.copy_(idx), sw.copy_(w)
+            graph.replay()
+            ep.synchronize()
+            eager = step()
+            assert torch.equal(static_out.view(torch.int16), eager.view(torch.int16)), f"seed {seed}: graph != eager"
+            torch.testing.assert_close(static_out.float(), ref.moe_reference(inputs, rank, E, world).float(),
+                                       rtol=1e-2, atol=5e-3)
+
+
+def test_torch_compile_matches_eager(world, rank):
+    E, K, H, T = 64, 6, 2048, 32
+    dtype = torch.bfloat16
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype) as ep:
+        engine, state = ep._engine, ep._state
+
+        def layer(x, idx, w):
+            torch.ops.moe_a2a.dispatch_send(engine, state, x, idx, w)
+            ex, counts, meta, weights = torch.ops.moe_a2a.dispatch_recv(engine, state)
+            y = (ex.float() * (1 + rank)).to(ex.dtype)
+            torch.ops.moe_a2a.combine_send(engine, state, y)
+            return torch.ops.moe_a2a.combine_recv(engine, state, x.shape[0])
+
+        compiled = torch.compile(layer, fullgraph=True)
+        for seed in (21, 22):
+            inputs = to_device(ref.generate_all_inputs(world, E, K, H, T, dtype, seed=seed, num_tokens=T))
+            out = compiled(*inputs[rank])
+            eager = layer(*inputs[rank])
+            ep.synchronize()
+            assert torch.equal(out.view(torch.int16), eager.view(torch.int16))
+            torch.testing.assert_close(out.float(), ref.moe_reference(inputs, rank, E, world).float(),
+                                       rtol=1e-2, atol=5e-3)
+
+
+# ---- bad input: a clear exception on every rank, never a hang, never a stray write ----
+
+def bad_variants(x, idx, w, T_max):
+    return {
+        "x float32": ((x.float(), idx, w), "x must be"),
+        "x wrong hidden": ((x[:, :-8].contiguous(), idx, w), "x must be"),
+        "x on cpu": ((x.cpu(), idx, w), "x must be a GPU tensor"),
+        "too many tokens": ((x.repeat(T_max + 1, 1)[: T_max + 1], idx.repeat(T_max + 1, 1)[: T_max + 1],
+                             w.repeat(T_max + 1, 1)[: T_max + 1]), "more than max_num_tokens"),
+        "idx wrong topk": ((x, idx[:, :-1].contiguous(), w), "topk_idx must be"),
+        "idx float": ((x, idx.float(), w), "topk_idx must be int32 or int64"),
+        "weights fp16": ((x, idx, w.half()), "topk_weights must be float32"),
+        "weights wrong rows": ((x, idx, w[:-1].contiguous()), "topk_weights must be"),
+    }
+
+
+def test_bad_inputs_raise_and_leave_ep_usable(world, rank):
+    E, K, H, T = 64, 6, 2048, 8
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16) as ep:
+        inputs = ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=31, num_tokens=T)
+        x, idx, w = to_device(inputs)[rank]
+        for name, (args, message) in bad_variants(x, idx, w, T).items():
+            with pytest.raises(RuntimeError, match=message):
+                ep.dispatch(*args)
+        run_round(ep, inputs, rank, world, E)
+        d = ep.dispatch(x, idx, w)
+        with pytest.raises(RuntimeError, match="expert_y must be"):
+            ep.combine(d.expert_x[:, :-1], d)
+        with pytest.raises(RuntimeError, match="out of order"):
+            ep.dispatch(x, idx, w)
+        ep.combine(fake_grouped_gemm(d, rank), d)
+        ep.synchronize()
+
+
+def test_config_mismatch_raises_on_every_rank(world, rank):
+    with pytest.raises(RuntimeError, match="disagree"):
+        moe_a2a.AllToAll(dist.group.WORLD, 64, 6, 2048 + 8 * rank, 8, torch.bfloat16)
+
+
+def test_invalid_config_raises(world):
+    with pytest.raises(ValueError, match="divisible"):
+        moe_a2a.AllToAll(dist.group.WORLD, world * 4 + 1, 2, 256, 8, torch.bfloat16)
+    with pytest.raises(ValueError, match="hidden_dim"):
+        moe_a2a.AllToAll(dist.group.WORLD, world * 4, 2, 100, 8, torch.bfloat16)
+
+
+@pytest.mark.parametrize("bad_id", [-1, 64, 2**31 - 1, 2**40], ids=["neg", "E", "int32max", "int64big"])
+def test_bad_expert_id_is_caught_on_device(bad_id, world, rank):
+    E, K, H, T = 64, 6, 2048, 16
+    canary = moe_a2a.SymmetricHeap(dist.group.WORLD, 1 << 20)
+    guard = canary.alloc((1 << 18,), torch.int32)
+    guard.fill_(0x5A5A5A5A)
+    try:
+        with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16) as ep:
+            inputs = ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=41, num_tokens=T,
+                                             index_dtype=torch.int64)
+            x, idx, w = to_device(inputs)[rank]
+            if rank == 0:
+                idx = idx.clone()
+                idx[T // 2, 1] = bad_id
+            d = ep.dispatch(x, idx, w)
+            ep.combine(fake_grouped_gemm(d, rank), d)
+            expected = "expert id" if rank == 0 else "rank 0 reported an error"
+            with pytest.raises(RuntimeError, match=expected):
+                ep.synchronize()
+            run_round(ep, inputs, rank, world, E)  # the error was reported once; the next call is clean
+        torch.cuda.synchronize()
+        assert bool((guard == 0x5A5A5A5A).all()), "a bad id wrote outside the all-to-all's buffers"
+    finally:
+        canary.close()
+
+
+def test_capacity_overflow_raises_everywhere(world, rank):
+    E, K, H, T = 8 * world, 2, 512, 32
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16, max_recv_tokens_per_expert=4) as ep:
+        inputs = edge_inputs("one_expert", world, E, K, H, T, torch.bfloat16)
+        x, idx, w = to_device(inputs)[rank]
+        d = ep.dispatch(x, idx, w)
+        ep.combine(fake_grouped_gemm(d, rank), d)
+        with pytest.raises(RuntimeError, match="capacity|reported an error"):
+            ep.synchronize()
+        assert int(d.expert_num_tokens.max()) <= 4
+
+
+def test_missing_peer_times_out(world, rank):
+    """Rank 0 dispatches, nobody else does: rank 0 must give up after its timeout and name a
+    rank it waited for; the others were never blocked."""
+    E, K, H, T = 64, 6, 2048, 8
+    ep = moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16, timeout_s=1.0)
+    try:
+        if rank == 0:
+            inputs = to_device(ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=51, num_tokens=T))
+            ep.dispatch(*inputs[0])
+            with pytest.raises(RuntimeError, match=r"timed out in dispatch-recv waiting for rank [1-9]"):
+                ep.synchronize()
+            with pytest.raises(RuntimeError, match="unusable"):
+                ep.dispatch(*inputs[0])
+    finally:
+        ep.close()

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One call on a GPU node does it all: build the extension, run the GPU tests under torchrun on
+# every GPU, run the benchmarks, and leave every log in OUT.
+#   tools/gpu_run.sh OUT [all|build|tests|bench|sweep] [extra pytest args...]
+# Exit status: non-zero if the build or any test failed.
+set -uo pipefail
+OUT=${1:?usage: tools/gpu_run.sh OUT_DIR [all|build|tests|bench|sweep]}
+WHAT=${2:-all}
+shift $(( $# >= 2 ? 2 : 1 ))
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+
+# Never NVLink multicast: it can take a shared host's GPUs out of service.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+NGPU=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+echo "== $(date -u +%FT%TZ) $(hostname) GPUs: $NGPU, commit $(git rev-parse --short HEAD 2>/dev/null || echo none)" | tee "$OUT/summary.txt"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | tee -a "$OUT/summary.txt"
+status=0
+
+step() {  # step NAME TIMEOUT_S CMD...: runs CMD, logs to OUT/NAME.log, records the outcome
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  timeout --signal=KILL "$limit" "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  local line
+  line=$(grep -E "(passed|failed|error)" "$OUT/$name.log" | tail -n 1)
+  echo "-- $name: rc=$rc $((SECONDS - t0))s ${line}" | tee -a "$OUT/summary.txt"
+  [ $rc -eq 0 ] || status=1
+  return $rc
+}
+
+if [ "$WHAT" = all ] || [ "$WHAT" = build ] || [ ! -e python/moe_a2a/_C*.so ]; then
+  step build 900 env MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace || { tail -40 "$OUT/build.log"; exit 1; }
+fi
+if [ "$WHAT" = all ] || [ "$WHAT" = tests ]; then
+  step gpu_tests 500 torchrun --nproc-per-node="$NGPU" -m pytest tests/python/gpu -q -rfE -p no:cacheprovider "$@"
+fi
+if [ "$WHAT" = all ] || [ "$WHAT" = bench ]; then
+  step bench_all2all 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_all2all.py --out "$OUT"
+fi
+if [ "$WHAT" = all ] || [ "$WHAT" = sweep ]; then
+  step bench_sweep 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_sweep.py --out "$OUT"
+fi
+cat "$OUT/summary.txt"
+exit $status
