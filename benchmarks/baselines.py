@@ -16,7 +16,7 @@ import common  # noqa: F401  (first: pins multicast off before torch.distributed
 import torch
 import torch.distributed as dist
 
-from common import gather_rows, has_extension, import_moe_a2a, reference
+from common import as_inputs, gather_rows, has_extension, import_moe_a2a, reference
 from fake_gemm import scale_experts, scale_segments
 
 RTOL, ATOL = 1e-2, 5e-3  # the challenge's check
@@ -83,7 +83,7 @@ class ReferenceSystem(System):
 
     def dispatch(self, inputs):
         parts = [gather_rows(self.ctx, t) for t in inputs]
-        return list(zip(*parts))
+        return [as_inputs(*p) for p in zip(*parts)]
 
     def fake_gemm(self, state):
         return None  # the reference applies the fake GEMM itself
@@ -95,37 +95,33 @@ class ReferenceSystem(System):
 
 # ----------------------------------------------------------------------------- NCCL
 # Pure tensor steps, separate from the communication so a single process can test them.
-META_COLS = 3  # (local expert, source token, k) as int32, carried in the tail of each row
+# The layout follows what MoE frameworks do with plain collectives (Megatron's all-to-all
+# dispatcher): sort the (token, k) pairs by global expert, which is destination rank then
+# local expert, and send per-expert counts first; the receiver derives the expert of every
+# row from those counts, so no per-row metadata travels and the source keeps the permutation.
 
 
-def nccl_plan(idx, world, epr):
-    """Order of the (token, k) pairs sorted by destination rank, and the per-rank counts."""
-    dest = idx.reshape(-1).long() // epr
-    order = torch.argsort(dest, stable=True)
-    return order, torch.bincount(dest, minlength=world)
+def nccl_plan(idx, num_experts):
+    """(order, counts): the pairs (pair p = token * K + k) sorted by global expert, and the
+    number of pairs per global expert, both on the device with no host sync (bincount
+    would sync to size its output)."""
+    flat = idx.reshape(-1).long()
+    order = torch.argsort(flat, stable=True)
+    counts = torch.zeros(num_experts, dtype=torch.int64, device=idx.device)
+    counts.index_add_(0, flat, torch.ones_like(flat))
+    return order, counts
 
 
-def nccl_pack(x, idx, order, epr):
-    """Rows to send, in `order`: the token followed by its metadata bit-cast to the token
-    dtype, so one all_to_all_single carries both (one collective fewer)."""
-    k = idx.shape[1]
-    h = x.shape[1]
-    tok = order // k
-    meta = torch.stack([idx.reshape(-1)[order].long() % epr, tok, order % k], 1).to(torch.int32)
-    meta = meta.view(x.dtype)                       # [P, 3 * 4 / elem_size]
-    send = torch.empty(order.numel(), h + meta.shape[1], dtype=x.dtype, device=x.device)
-    send[:, :h] = x.index_select(0, tok)
-    send[:, h:] = meta
-    return send, tok
-
-
-def nccl_group(recv, hidden, epr):
-    """Received rows -> expert-major layout. Returns (expert_x [N, H] grouped by local
-    expert, counts [epr], order2 (grouped row i = received row order2[i]), meta [N, 3])."""
-    meta = recv[:, hidden:].contiguous().view(torch.int32)
-    le = meta[:, 0].long()
+def nccl_group(recv, recv_counts):
+    """Received rows (source-major, each source's rows sorted by local expert) -> grouped by
+    local expert. recv_counts: [world, epr] pairs per (source, local expert).
+    Returns (expert_x, pairs per local expert, order2: grouped row i = received row order2[i])."""
+    world, epr = recv_counts.shape
+    expert = torch.arange(epr, device=recv.device).repeat(world)
+    # output_size keeps repeat_interleave from syncing to learn its length
+    le = torch.repeat_interleave(expert, recv_counts.reshape(-1), output_size=recv.shape[0])
     order2 = torch.argsort(le, stable=True)
-    return recv[:, :hidden].index_select(0, order2), torch.bincount(le, minlength=epr), order2, meta
+    return recv.index_select(0, order2), recv_counts.sum(0), order2
 
 
 def nccl_ungroup(expert_y, order2):
@@ -134,10 +130,16 @@ def nccl_ungroup(expert_y, order2):
     return back
 
 
-def nccl_reduce(ret, tok, w_sorted, num_tokens, dtype):
-    """Weighted sum of the returned rows into [T, H], in fp32."""
-    out = torch.zeros(num_tokens, ret.shape[1], dtype=torch.float32, device=ret.device)
-    out.index_add_(0, tok, ret.float() * w_sorted.float()[:, None])
+def reduce_pairs(rows, order, weights, dtype):
+    """rows[i] = expert output of pair order[i]. Returns sum_k w[t, k] * y[t, k] in fp32, in
+    the order k = 0..K-1 (as the reference does, so no atomics and a deterministic result)."""
+    t, k = weights.shape
+    pairs = torch.empty_like(rows)
+    pairs.index_copy_(0, order, rows)
+    pairs = pairs.view(t, k, rows.shape[1])
+    out = torch.zeros(t, rows.shape[1], dtype=torch.float32, device=rows.device)
+    for j in range(k):
+        out.addcmul_(pairs[:, j], weights[:, j:j + 1].float())
     return out.to(dtype)
 
 
@@ -146,18 +148,19 @@ class NcclSystem(System):
 
     def dispatch(self, inputs):
         x, idx, w = inputs
-        order, send_counts = nccl_plan(idx, self.ctx.world, self.epr)
-        recv_counts = torch.empty_like(send_counts)
-        dist.all_to_all_single(recv_counts, send_counts, group=self.ctx.group)
-        send, tok = nccl_pack(x, idx, order, self.epr)
+        world, epr, grp = self.ctx.world, self.epr, self.ctx.group
+        order, counts = nccl_plan(idx, self.shape.experts)
+        recv_counts = torch.empty_like(counts)
+        dist.all_to_all_single(recv_counts, counts, group=grp)  # [E] -> [world (source), epr]
+        send = x.index_select(0, order // idx.shape[1])
         # The one host sync: NCCL takes split sizes as host integers.
-        send_list, recv_list = torch.stack([send_counts, recv_counts]).cpu().tolist()
-        recv = send.new_empty(sum(recv_list), send.shape[1])
-        dist.all_to_all_single(recv, send, recv_list, send_list, group=self.ctx.group)
-        expert_x, counts, order2, meta = nccl_group(recv, x.shape[1], self.epr)
-        return dict(expert_x=expert_x, counts=counts, order2=order2, meta=meta, tok=tok,
-                    w_sorted=w.reshape(-1)[order], send_list=send_list, recv_list=recv_list,
-                    num_tokens=x.shape[0], dtype=x.dtype)
+        sizes = torch.stack([counts.view(world, epr).sum(1), recv_counts.view(world, epr).sum(1)])
+        send_list, recv_list = sizes.cpu().tolist()
+        recv = x.new_empty(sum(recv_list), x.shape[1])
+        dist.all_to_all_single(recv, send, recv_list, send_list, group=grp)
+        expert_x, expert_counts, order2 = nccl_group(recv, recv_counts.view(world, epr))
+        return dict(expert_x=expert_x, expert_counts=expert_counts, order2=order2, order=order,
+                    weights=w, send_list=send_list, recv_list=recv_list, dtype=x.dtype)
 
     def fake_gemm(self, st):
         # Every received row is valid here (sizes known on the host), so a dense multiply.
@@ -167,7 +170,7 @@ class NcclSystem(System):
         back = nccl_ungroup(expert_y, st["order2"])
         ret = back.new_empty(sum(st["send_list"]), back.shape[1])
         dist.all_to_all_single(ret, back, st["send_list"], st["recv_list"], group=self.ctx.group)
-        return nccl_reduce(ret, st["tok"], st["w_sorted"], st["num_tokens"], st["dtype"])
+        return reduce_pairs(ret, st["order"], st["weights"], st["dtype"])
 
 
 # ----------------------------------------------------------------------------- symm_mem
@@ -248,11 +251,10 @@ class SymmMemSystem(System):
         order = torch.argsort(flat, stable=True)
         tok = order // idx.shape[1]
         torch.index_select(x, 0, tok, out=self.inp[:p])
-        self.in_splits.copy_(torch.bincount(flat, minlength=self.shape.experts))
+        self.in_splits.zero_().index_add_(0, flat, torch.ones_like(flat))  # no host sync
         torch.ops.symm_mem.all_to_all_vdev_2d(self.inp, self.out, self.in_splits, self.out_so,
                                               self.group_name, major_align=1)
-        return dict(tok=tok, w_sorted=w.reshape(-1)[order], num_tokens=x.shape[0], p=p,
-                    dtype=x.dtype)
+        return dict(order=order, weights=w, p=p, dtype=x.dtype)
 
     def fake_gemm(self, st):
         # segments (local expert, source rank): offsets in out_so[1], counts in out_so[0];
@@ -266,8 +268,7 @@ class SymmMemSystem(System):
             raise ValueError("symm_mem combine reads the symmetric dispatch buffer in place")
         torch.ops.symm_mem.all_to_all_vdev_2d_offset(self.out, self.comb_out, self.out_so,
                                                      self.comb_so, self.group_name)
-        return nccl_reduce(self.comb_out[: st["p"]], st["tok"], st["w_sorted"],
-                           st["num_tokens"], st["dtype"])
+        return reduce_pairs(self.comb_out[: st["p"]], st["order"], st["weights"], st["dtype"])
 
 
 # ----------------------------------------------------------------------------- moe_a2a

@@ -38,6 +38,10 @@ def add_common_args(p, default_iters=MIN_ITERS):
                    help="folder for JSON, CSV and PNG (default benchmarks/results/)")
     p.add_argument("--flush-mib", type=int, default=256,
                    help="L2 flush buffer written before every timed iteration (default 256)")
+    p.add_argument("--preroll-us", type=float, default=1000.0,
+                   help="GPU busy-wait before each start event so the host queues the timed\n"
+                        "calls ahead: device time excludes host launch overhead (default\n"
+                        "1000; 0 = off, the host's launch gaps then count)")
     p.add_argument("--no-microbench", action="store_true",
                    help="skip measuring B and L; use BENCHMARKS.md's 2 x H200 values (labelled)")
 
@@ -74,19 +78,28 @@ def parse_args(argv=None):
 
 # ----------------------------------------------------------------------------- measuring
 class Routing:
-    """Bytes that must cross and the speed of light for each pool entry (sol_local.py)."""
+    """Bytes that must cross and the speed of light (one phase) of each pool entry:
+    moe_a2a.sol when it imports, else sol_local.py (same formula)."""
 
     def __init__(self, ctx, shape, pool, micro):
         elem = torch.tensor([], dtype=shape.dtype).element_size()
         self.token_bytes = shape.hidden * elem
+        sol = common.moe_submodule("sol")
+        self.sol_model = "moe_a2a.sol" if sol is not None else "benchmarks/sol_local.py"
         self.busiest, self.total, self.pairs, self.sol = [], [], [], []
+        B, L = micro["B_GBps"], micro["L_us"]
         for j in range(len(pool)):
             m, p = sol_local.traffic_matrix(pool.routing(j), ctx.world, shape.experts)
             b = sol_local.busiest_rank_tokens(m) * self.token_bytes
+            if sol is not None:
+                d, _ = sol.phase_bytes(pool.routing(j), shape.experts, ctx.world, shape.hidden,
+                                       shape.dtype)
+                self.sol.append(sol.sol_time_us(d.bytes_out, d.bytes_in, B, B, L))
+            else:
+                self.sol.append(sol_local.sol_us(b, B, L))
             self.busiest.append(b)
             self.total.append(sol_local.total_tokens(m) * self.token_bytes)
             self.pairs.append(sol_local.total_tokens(p) * self.token_bytes)
-            self.sol.append(sol_local.sol_us(b, micro["B_GBps"], micro["L_us"]))
         self.tokens_per_rank = sum(float(it[0].shape[0]) for it in pool.items) / len(pool)
         # (every rank has its own T; this rank's mean stands in, gathered for the table)
         t = torch.tensor([self.tokens_per_rank], device=ctx.device)
@@ -113,9 +126,12 @@ def phase_row(us, routing, warmup, phase):
 def measure(ctx, system, pool, args, flusher, phases=PHASES):
     """{phase: per-iteration us} for one system."""
     out = {}
+    def finish(d):  # untimed: every dispatch is combined before the next one
+        system.combine(system.fake_gemm(d), d)
+
     if "dispatch" in phases:
         out["dispatch"] = common.time_device(ctx, system.dispatch, args.iters, args.warmup,
-                                             prepare=pool.get, flusher=flusher)
+                                             prepare=pool.get, flusher=flusher, after=finish)
     if "combine" in phases:
         def prep(i):  # dispatch and fake GEMM untimed, so only combine is inside the events
             d = system.dispatch(pool.get(i))
@@ -250,7 +266,7 @@ def table_rows(rows, harness=False):
     for r in rows:
         if "us_median" not in r:
             line = [r["shape"], r["system"], r["phase"], fmt(r.get("tokens_per_rank"))]
-            out.append(line + [r["status"]] + [""] * (len(HEADERS) - 5)
+            out.append(line + [""] * (len(HEADERS) - 5) + [r["status"]]
                        + ([""] * 3 if harness else []))
             continue
         line = [r["shape"], r["system"], r["phase"], fmt(r["tokens_per_rank"]),
@@ -270,15 +286,15 @@ def print_report(rows, micro, harness):
           "xSoL = time / SoL (1 = physical limit); vsNCCL = NCCL time / time (>1 = faster)")
     heads = HEADERS + (["harness us", "floor us", "above floor"] if harness else [])
     common.print_table(heads, table_rows(rows, harness))
-    systems = sorted({r["system"] for r in rows})
-    print("\ngeomean over shapes of the pipeline median (us), shapes every system ran:")
-    shapes = [s for s in dict.fromkeys(r["shape"] for r in rows)
-              if all(any(r["shape"] == s and r["system"] == x and "us_median" in r for r in rows)
-                     for x in systems)]
-    for x in systems:
-        v = [r["us_median"] for r in rows if r["system"] == x and r["phase"] == "pipeline"
-             and r["shape"] in shapes]
-        print(f"  {x:10s} {fmt(common.geomean(v))}  ({len(v)} shapes)")
+    print("\ngeomean of the pipeline median (us) over the shapes both it and nccl ran:")
+    med = {(r["system"], r["shape"]): r["us_median"] for r in rows
+           if r["phase"] == "pipeline" and "us_median" in r}
+    for x in dict.fromkeys(r["system"] for r in rows):
+        shapes = [s for (y, s) in med if y == x and ("nccl", s) in med]
+        if shapes:
+            g, gn = (common.geomean([med[(y, s)] for s in shapes]) for y in (x, "nccl"))
+            print(f"  {x:10s} {fmt(g):>10s}   nccl {fmt(gn):>10s}   vsNCCL {fmt(gn / g, 2)}"
+                  f"   ({len(shapes)} shapes)")
 
 
 def plot(rows, path):
@@ -336,7 +352,7 @@ def main(argv=None):
     args = parse_args(argv)
     ctx = common.init_distributed()
     micro = get_micro(ctx, args)
-    flusher = common.L2Flusher(ctx.device, args.flush_mib * common.MiB)
+    flusher = common.L2Flusher(ctx.device, args.flush_mib * common.MiB, args.preroll_us)
     rows = []
     for shape in args.shape_list:
         if ctx.rank == 0:

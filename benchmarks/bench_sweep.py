@@ -97,7 +97,7 @@ def print_report(rows, micro):
     lines = []
     for r in rows:
         if "us_median" not in r:
-            lines.append([r["tokens"], r["system"], r["phase"], r["status"]] + [""] * 7)
+            lines.append([r["tokens"], r["system"], r["phase"]] + [""] * 7 + [r["status"]])
         else:
             lines.append([r["tokens"], r["system"], r["phase"], fmt(r["bytes"] / 1e6, 3),
                           fmt(r["us_median"]), fmt(r["us_p10"]), fmt(r["us_p90"]),
@@ -143,7 +143,7 @@ def main(argv=None):
     args = parse_args(argv)
     ctx = common.init_distributed()
     micro = get_micro(ctx, args)
-    flusher = common.L2Flusher(ctx.device, args.flush_mib * common.MiB)
+    flusher = common.L2Flusher(ctx.device, args.flush_mib * common.MiB, args.preroll_us)
     rows = []
     for shape in args.shape_list:
         if ctx.rank == 0:

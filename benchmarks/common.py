@@ -67,7 +67,28 @@ def import_moe_a2a():
 
 
 def has_extension(mod):
-    return mod is not None and hasattr(mod, "AllToAll")
+    """True when the compiled extension loads (AllToAll itself is pure python and imports
+    without it, then fails on first use)."""
+    if mod is None or not hasattr(mod, "AllToAll"):
+        return False
+    try:
+        from moe_a2a._ext import ext
+        ext()
+        return True
+    except Exception:
+        return False
+
+
+def moe_submodule(name):
+    """moe_a2a.<name> (sol, microbench, trace, ...) or None."""
+    import importlib
+    mod, _ = import_moe_a2a()
+    if mod is None:
+        return None
+    try:
+        return importlib.import_module(f"moe_a2a.{name}")
+    except Exception:
+        return None
 
 
 _REF = None
@@ -77,15 +98,12 @@ def reference():
     """moe_a2a.reference, or the local stand-in (fallback_ref.py) while it does not exist."""
     global _REF
     if _REF is None:
-        mod, _ = import_moe_a2a()
-        try:
-            from moe_a2a import reference as ref  # noqa: F811
-            _REF = ref
-        except Exception as e:
-            import fallback_ref as ref
-            print(f"NOTE: moe_a2a.reference unavailable ({type(e).__name__}: {e}); "
-                  "using benchmarks/fallback_ref.py", file=sys.stderr)
-            _REF = ref
+        _REF = moe_submodule("reference")
+        if _REF is None:
+            import fallback_ref
+            print("NOTE: moe_a2a.reference unavailable; using benchmarks/fallback_ref.py",
+                  file=sys.stderr)
+            _REF = fallback_ref
     return _REF
 
 
@@ -102,7 +120,7 @@ class Ctx:
         """Tiny all_reduce enqueued on the stream: every GPU enters the next timed region at
         about the same moment, without a host sync, so one rank's time is not its wait for a
         late peer."""
-        dist.all_reduce(self._one, group=self.group)
+        dist.all_reduce(self._one, op=dist.ReduceOp.MAX, group=self.group)
 
     def barrier(self):
         dist.barrier(group=self.group)
@@ -146,24 +164,40 @@ def max_over_ranks(ctx, values):
 
 # ----------------------------------------------------------------------------- timing
 class L2Flusher:
-    """Writes a buffer larger than any L2 (H200: 60 MB, MI300X: 256 MB Infinity Cache) so
-    every timed iteration starts cold, as a real layer would after the attention block.
-    Enqueued just before the start event, it also gives the host time to queue the timed
-    work, so host launch gaps are not counted as device time."""
+    """Run just before every start event.
 
-    def __init__(self, device, nbytes=256 * MiB):
+    1. Writes a buffer larger than any L2 (H200: 60 MB, MI300X: 256 MB Infinity Cache) so
+       every timed iteration starts cold, as a real layer would after the attention block.
+    2. Then keeps the GPU busy for preroll_us (torch.cuda._sleep), so the host can queue the
+       timed calls ahead of the GPU: device time then measures the kernels, not the host's
+       launch overhead (~8 us per launch in the H200 VMs), except where a system itself
+       waits for the host (the NCCL path's split sizes). The harness mode keeps the host in."""
+
+    def __init__(self, device, nbytes=256 * MiB, preroll_us=0.0):
         self.buf = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
+        self.cycles = 0
+        if preroll_us > 0 and hasattr(torch.cuda, "_sleep"):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(1000)  # first call loads the kernel
+            s.record()
+            torch.cuda._sleep(1_000_000)
+            e.record()
+            e.synchronize()
+            self.cycles = int(preroll_us * 1_000_000 / (s.elapsed_time(e) * 1e3))
 
     def flush(self):
         self.buf.zero_()
+        if self.cycles:
+            torch.cuda._sleep(self.cycles)
 
 
-def time_device(ctx, fn, iters, warmup, prepare=None, flusher=None):
+def time_device(ctx, fn, iters, warmup, prepare=None, flusher=None, after=None):
     """Per-iteration device time in us of fn(prepare(i)), measured with events on every rank,
     then the max over ranks per iteration (reduced after the loop, outside the timed region).
 
     prepare(i) runs untimed before each iteration (pick a pool entry, or dispatch before a
-    combine is timed)."""
+    combine is timed); after(result) runs untimed after it (combine what a timed dispatch
+    sent: moe_a2a wants every dispatch combined before the next one)."""
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     for i in range(warmup + iters):
@@ -174,9 +208,11 @@ def time_device(ctx, fn, iters, warmup, prepare=None, flusher=None):
         j = i - warmup
         if j >= 0:
             starts[j].record()
-        fn(arg)
+        res = fn(arg)
         if j >= 0:
             ends[j].record()
+        if after is not None:
+            after(res)
     torch.cuda.synchronize()
     local = [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
     return max_over_ranks(ctx, local)
@@ -275,10 +311,18 @@ def pool_seed(shape, j):
 
 
 def make_inputs(shape, rank, world, seed, device, num_tokens=None):
-    x, idx, w = reference().generate_rank_inputs(
+    """Rank `rank`'s (x, topk_idx, topk_weights), a function of the seed only: the reference
+    draws on the CPU and then moves, so every rank can regenerate every rank's data. The
+    result keeps the reference's type (a NamedTuple that moe_reference expects)."""
+    return reference().generate_rank_inputs(
         rank, world, shape.experts, shape.topk, shape.hidden, shape.max_tokens, shape.dtype,
-        seed, device="cpu", num_tokens=num_tokens)
-    return x.to(device), idx.to(device), w.to(device)
+        seed, device=device, num_tokens=num_tokens)
+
+
+def as_inputs(x, idx, w):
+    """(x, idx, w) in the reference's input type, when it has one."""
+    cls = getattr(reference(), "Routing", None)
+    return cls(x, idx, w) if cls is not None else (x, idx, w)
 
 
 class InputPool:

@@ -20,7 +20,7 @@ BLOCK_R, BLOCK_H = 4, 1024
 
 if triton is not None:
     @triton.jit
-    def _scale_rows(src, dst, seg_start, seg_count, H, factor,
+    def _scale_rows(src, dst, seg_start, seg_count, factor, H: tl.constexpr,
                     BLOCK_R: tl.constexpr, BLOCK_H: tl.constexpr):
         seg = tl.program_id(0)
         r0 = tl.program_id(1) * BLOCK_R
@@ -55,7 +55,7 @@ def scale_segments(src, dst, seg_start, seg_count, max_rows, factor):
         return dst
     if backend(src.device) == "triton":
         grid = (nseg, triton.cdiv(max(max_rows, 1), BLOCK_R))
-        _scale_rows[grid](src, dst, seg_start, seg_count, hidden, float(factor),
+        _scale_rows[grid](src, dst, seg_start, seg_count, float(factor), H=hidden,
                           BLOCK_R=BLOCK_R, BLOCK_H=BLOCK_H)
         return dst
     # Fallback: row -> segment by binary search over the (ascending) starts.

@@ -14,7 +14,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from common import MiB, import_moe_a2a, summarize, time_device
+from common import MiB, has_extension, import_moe_a2a, moe_submodule, summarize, time_device
 
 # Used only when a quantity cannot be measured here; always labelled "assumed" in the output.
 ASSUMED = {"B_GBps": 370.0, "flag_latency_us": 1.2,
@@ -25,34 +25,40 @@ class _PeerBuffers:
     """This rank's symmetric buffer and a view of the next rank's one (ring: every GPU stores
     to one peer while another stores into it, as in an all-to-all).
 
-    moe_a2a.SymmetricHeap when the extension is built; else torch symmetric memory's
-    get_buffer (pure torch, so the suite still has a B without the extension)."""
+    moe_a2a.SymmetricHeap when the extension is built; else (or if that fails) torch
+    symmetric memory's get_buffer, so the suite still has a B without the extension."""
 
     def __init__(self, ctx, nbytes):
         n = nbytes // 4
         self.peer_rank = (ctx.rank + 1) % ctx.world
         self.heap = self._keep = None
+        self.notes = []
         mod, _ = import_moe_a2a()
-        if mod is not None and hasattr(mod, "SymmetricHeap"):
-            self.heap = mod.SymmetricHeap(ctx.group, nbytes + MiB)  # slack for alignment
-            self.local = self.heap.alloc((n,), torch.int32)
-            self.peer = self.heap.peer(self.local, self.peer_rank)
-            self.method = "moe_a2a.SymmetricHeap"
-        else:
-            import torch.distributed._symmetric_memory as symm
-            from baselines import use_nvshmem_backend
-            if symm.is_nvshmem_available():
-                # the backend is fixed per process by the first allocation, and the
-                # symm_mem system needs NVSHMEM later in the same run
-                use_nvshmem_backend(ctx.device)
-            self.local = symm.empty(n, dtype=torch.int32, device=ctx.device)
-            self._keep = symm.rendezvous(self.local, ctx.group.group_name)
-            self.peer = self._keep.get_buffer(self.peer_rank, (n,), torch.int32)
-            self.method = "torch symm_mem get_buffer (fallback: moe_a2a.SymmetricHeap missing)"
+        if has_extension(mod):
+            try:
+                self.heap = mod.SymmetricHeap(ctx.group, nbytes + MiB)  # slack: alignment
+                self.local = self.heap.alloc((n,), torch.int32)
+                self.peer = self.heap.peer(self.local, self.peer_rank)
+                self.method = "moe_a2a.SymmetricHeap"
+                return
+            except Exception as e:  # same on every rank: the calls above are collective
+                self.notes.append(f"moe_a2a heap failed ({type(e).__name__}: {e})")
+                self.close()
+        import torch.distributed._symmetric_memory as symm
+        from baselines import use_nvshmem_backend
+        if symm.is_nvshmem_available():
+            # the backend is fixed per process by the first allocation, and the symm_mem
+            # system needs NVSHMEM later in the same run
+            use_nvshmem_backend(ctx.device)
+        self.local = symm.empty(n, dtype=torch.int32, device=ctx.device)
+        self._keep = symm.rendezvous(self.local, ctx.group.group_name)
+        self.peer = self._keep.get_buffer(self.peer_rank, (n,), torch.int32)
+        self.method = "torch symm_mem get_buffer (fallback)"
 
     def close(self):
         if self.heap is not None:
             self.heap.close()
+            self.heap = None
 
 
 def _gbps(nbytes, us_list):
@@ -72,7 +78,7 @@ def peer_bandwidth(ctx, sizes_mib=(64, 256), iters=20, warmup=3):
     src = torch.randint(-2**31, 2**31 - 1, bufs.local.shape, dtype=torch.int32,
                         device=ctx.device)
     scratch = torch.empty_like(src)
-    res = {"method": bufs.method, "sizes_mib": list(sizes_mib)}
+    res = {"method": bufs.method, "sizes_mib": list(sizes_mib), "notes": bufs.notes}
     # SM-driven store: an elementwise kernel whose output is the peer's memory. Plain
     # copy_() of same-dtype contiguous tensors becomes cudaMemcpyAsync (copy engine).
     sm_ok = bufs.peer.device == src.device
@@ -97,11 +103,17 @@ def peer_bandwidth(ctx, sizes_mib=(64, 256), iters=20, warmup=3):
     return res, bufs
 
 
-def flag_latency(ctx, bufs, iters=1000):
+def flag_latency(ctx, iters=1000):
+    """moe_a2a.microbench.flag_latency_us on a small heap of its own, or None."""
     mod, _ = import_moe_a2a()
-    if bufs.heap is None or not hasattr(getattr(mod, "microbench", None), "flag_latency_us"):
+    mb = moe_submodule("microbench")
+    if not has_extension(mod) or not hasattr(mb, "flag_latency_us"):
         return None
-    return float(mod.microbench.flag_latency_us(bufs.heap, iters=iters))
+    heap = mod.SymmetricHeap(ctx.group, 4 * MiB)
+    try:
+        return float(mb.flag_latency_us(heap, iters=iters))
+    finally:
+        heap.close()
 
 
 def launch_cost(ctx, n=1000, repeats=5):
@@ -147,19 +159,17 @@ def run(ctx, sizes_mib=(64, 256), iters=20, flag_iters=1000):
     B = SM-driven peer store bandwidth with every GPU storing at once (largest size);
     L = one-way flag latency + one kernel launch inside a graph (a lower bound on launch)."""
     out = {}
-    bufs = None
     try:
         bw, bufs = peer_bandwidth(ctx, sizes_mib, iters)
+        bufs.close()
         out["bandwidth"] = bw
     except Exception as e:  # no peer access, no symmetric memory...
         out["bandwidth"] = {"error": f"{type(e).__name__}: {e}"}
     flag = None
     try:
-        flag = flag_latency(ctx, bufs, flag_iters) if bufs is not None else None
+        flag = flag_latency(ctx, flag_iters)
     except Exception as e:
         out["flag_error"] = f"{type(e).__name__}: {e}"
-    if bufs is not None:
-        bufs.close()
     out["launch"] = launch_cost(ctx)
     big = out["bandwidth"].get(f"{max(sizes_mib)}MiB", {})
     key = "peer_store_sm_bidir" if "peer_store_sm_bidir" in big else "peer_copy_ce_bidir"
@@ -183,6 +193,8 @@ def print_summary(m):
             print(f"  {k}: " + ", ".join(f"{n} {r['GBps']:.0f} GB/s" for n, r in v.items()))
     if "error" in m["bandwidth"]:
         print(f"  bandwidth not measured: {m['bandwidth']['error']}")
+    for n in m["bandwidth"].get("notes", []) + ([m["flag_error"]] if "flag_error" in m else []):
+        print(f"  note: {n}")
     lc = m["launch"]
     print(f"  launch: eager {lc['eager_device_us']:.2f} us (host {lc['eager_host_us']:.2f}), "
           f"graph {lc['graph_us']:.2f} us")

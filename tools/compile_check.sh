@@ -32,10 +32,10 @@ if [[ "${1:-}" == "--one" ]]; then
   [[ "$variant" == "profiler" ]] && defs+=(-DMOE_A2A_ENABLE_PROFILER=1)
   case "$vendor" in
     nvidia)
-      # shellcheck disable=SC2086
+      # shellcheck disable=SC2206  # EXTRA_*_FLAGS: split on purpose
       cmd=("$NVCC" -arch=sm_90 -std=c++17 -I include -I csrc "${defs[@]}" ${EXTRA_NVCC_FLAGS:-} -c "$src" -o "$obj") ;;
     amd)
-      # shellcheck disable=SC2086
+      # shellcheck disable=SC2206  # EXTRA_*_FLAGS: split on purpose
       cmd=("$HIP_CLANG" -x hip --offload-arch=gfx942 -std=c++17 -nogpulib -fgpu-rdc -DMOE_A2A_COMPILE_CHECK_ONLY
            -I include -I csrc -I/usr/include "${defs[@]}" ${EXTRA_HIP_FLAGS:-} -c "$src" -o "$obj") ;;
   esac

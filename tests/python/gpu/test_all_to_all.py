@@ -81,13 +81,14 @@ def edge_inputs(case, world, E, K, H, T, dtype):
         return ref.generate_all_inputs(world, E, K, H, T, dtype, seed=5, index_dtype=torch.int64)
     inputs = ref.generate_all_inputs(world, E, K, H, T, dtype, seed=6, num_tokens=T)
     out = []
-    for r in inputs:
+    for src, r in enumerate(inputs):
         n = r.x.shape[0]
+        gen = torch.Generator().manual_seed(600 + src)  # same on every rank that builds src's inputs
         if case == "one_expert":  # every token picks experts 0..K-1: expert 0 gets everything
             idx = torch.arange(K, dtype=torch.int32).repeat(n, 1)
         elif case == "one_rank":  # every token's experts all live on the last rank
             base = (world - 1) * (E // world)
-            idx = (base + torch.stack([torch.randperm(E // world)[:K] for _ in range(n)])).to(torch.int32)
+            idx = (base + torch.stack([torch.randperm(E // world, generator=gen)[:K] for _ in range(n)])).to(torch.int32)
         else:
             raise ValueError(case)
         out.append(ref.Routing(r.x, idx, r.topk_weights))
