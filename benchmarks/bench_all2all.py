@@ -126,6 +126,7 @@ def phase_row(us, routing, warmup, phase):
 def measure(ctx, system, pool, args, flusher, phases=PHASES):
     """{phase: per-iteration us} for one system."""
     out = {}
+
     def finish(d):  # untimed: every dispatch is combined before the next one
         system.combine(system.fake_gemm(d), d)
 
@@ -163,7 +164,8 @@ def write_trace(ctx, shape, pool, path):
     """One profiled moe_a2a iteration. The export call is looked up by name because the
     trace API was being written at the same time (see README: assumptions)."""
     mod, _ = common.import_moe_a2a()
-    if not common.has_extension(mod) or not hasattr(mod, "trace"):
+    trace = common.moe_submodule("trace")
+    if not common.has_extension(mod) or trace is None:
         if ctx.rank == 0:
             print("trace: moe_a2a.trace not available (extension or profiler not built); skipped")
         return
@@ -178,7 +180,7 @@ def write_trace(ctx, shape, pool, path):
     system.synchronize()
     root, ext = os.path.splitext(path)
     target = f"{root}-{shape.label}{ext or '.json'}"
-    for owner, fn in ((mod.trace, "export_chrome_trace"), (mod.trace, "export"),
+    for owner, fn in ((trace, "export_chrome_trace"), (trace, "export"),
                       (system.ep, "export_trace")):
         if hasattr(owner, fn):
             f = getattr(owner, fn)
@@ -200,7 +202,7 @@ def bench_shape(ctx, shape, args, micro, flusher):
     base = {"shape": shape.label, "experts": shape.experts, "topk": shape.topk,
             "hidden": shape.hidden, "max_tokens": shape.max_tokens,
             "dtype": common.DTYPE_NAMES[shape.dtype], "world": ctx.world,
-            "tokens_per_rank": routing.tokens_per_rank}
+            "tokens_per_rank": routing.tokens_per_rank, "sol_model": routing.sol_model}
     check_inputs = None
     if args.check:
         check_inputs = [common.make_inputs(shape, r, ctx.world, common.pool_seed(shape, -1),
@@ -327,8 +329,9 @@ def plot(rows, path):
         ax.set_title(ph)
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel("median latency (us), max over ranks")
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=len(labels), fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)

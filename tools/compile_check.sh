@@ -74,7 +74,7 @@ for arg in "$@"; do
   case "$arg" in
     --nvidia) vendors=(nvidia) ;;
     --amd) vendors=(amd) ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$SELF"; exit 0 ;;
     *) files+=("$arg") ;;
   esac
 done

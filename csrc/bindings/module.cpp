@@ -30,7 +30,7 @@ EpConfig make_config(int world, int rank, int num_experts, int topk, int hidden,
 at::ScalarType token_dtype(const std::string& name) {
   if (name == "bfloat16") return at::kBFloat16;
   if (name == "float16") return at::kHalf;
-  TORCH_CHECK(false, "moe_a2a: token dtype must be bfloat16 or float16, got ", name);
+  MOE_A2A_TORCH_CHECK(false, "moe_a2a: token dtype must be bfloat16 or float16, got ", name);
 }
 
 // Device scratch for a self-test result; synchronous, for tests and microbenchmarks only.
@@ -72,10 +72,10 @@ PYBIND11_MODULE(_C, m) {
       // A uint8 tensor over [offset, offset + nbytes) of `rank`'s heap, on the local device
       // (a peer's heap is reached through this process's IPC mapping of it).
       .def("tensor", [](const SymmetricHeap& h, int rank, size_t offset, size_t nbytes) {
-        TORCH_CHECK(!h.is_closed(), "moe_a2a: SymmetricHeap is closed");
-        TORCH_CHECK(h.is_open(), "moe_a2a: SymmetricHeap peers are not open yet");
-        TORCH_CHECK(rank >= 0 && rank < h.world(), "moe_a2a: rank ", rank, " outside world of ", h.world());
-        TORCH_CHECK(offset <= h.bytes() && nbytes <= h.bytes() - offset, "moe_a2a: [", offset, ", +", nbytes,
+        MOE_A2A_TORCH_CHECK(!h.is_closed(), "moe_a2a: SymmetricHeap is closed");
+        MOE_A2A_TORCH_CHECK(h.is_open(), "moe_a2a: SymmetricHeap peers are not open yet");
+        MOE_A2A_TORCH_CHECK(rank >= 0 && rank < h.world(), "moe_a2a: rank ", rank, " outside world of ", h.world());
+        MOE_A2A_TORCH_CHECK(offset <= h.bytes() && nbytes <= h.bytes() - offset, "moe_a2a: [", offset, ", +", nbytes,
                     ") is outside the heap of ", h.bytes(), " bytes");
         return torch::from_blob(h.view().at(rank, offset), {static_cast<int64_t>(nbytes)},
                                 at::TensorOptions().device(at::kCUDA, h.device()).dtype(at::kByte));

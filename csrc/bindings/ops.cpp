@@ -12,10 +12,10 @@ namespace moe_a2a {
 namespace {
 
 void check_device(const at::Tensor& t, const char* name, const EpEngine& e) {
-  TORCH_CHECK(t.is_cuda(), "moe_a2a: ", name, " must be a GPU tensor, got ", t.device());
-  TORCH_CHECK(t.get_device() == e.heap().device(), "moe_a2a: ", name, " is on device ", t.get_device(),
+  MOE_A2A_TORCH_CHECK(t.is_cuda(), "moe_a2a: ", name, " must be a GPU tensor, got ", t.device().str());
+  MOE_A2A_TORCH_CHECK(t.get_device() == e.heap().device(), "moe_a2a: ", name, " is on device ", t.get_device(),
               " but this all-to-all lives on device ", e.heap().device());
-  TORCH_CHECK(t.is_contiguous(), "moe_a2a: ", name, " must be contiguous");
+  MOE_A2A_TORCH_CHECK(t.is_contiguous(), "moe_a2a: ", name, " must be contiguous");
 }
 
 hipStream_t current_stream(const EpEngine& e) { return at::cuda::getCurrentCUDAStream(e.heap().device()).stream(); }
@@ -29,20 +29,20 @@ void dispatch_send(int64_t id, at::Tensor& state, const at::Tensor& x, const at:
   check_device(x, "x", e);
   check_device(topk_idx, "topk_idx", e);
   check_device(topk_weights, "topk_weights", e);
-  TORCH_CHECK(x.dim() == 2 && x.size(1) == c.hidden, "moe_a2a: x must be [num_tokens, ", c.hidden, "], got ",
-              x.sizes());
-  TORCH_CHECK(x.scalar_type() == engine_dtype(id), "moe_a2a: x must be ", engine_dtype(id), ", got ",
-              x.scalar_type());
+  MOE_A2A_TORCH_CHECK(x.dim() == 2 && x.size(1) == c.hidden, "moe_a2a: x must be [num_tokens, ", c.hidden, "], got ",
+              shape_str(x.sizes()));
+  MOE_A2A_TORCH_CHECK(x.scalar_type() == engine_dtype(id), "moe_a2a: x must be ", c10::toString(engine_dtype(id)), ", got ",
+              c10::toString(x.scalar_type()));
   const int64_t t = x.size(0);
-  TORCH_CHECK(t <= c.max_tokens, "moe_a2a: x has ", t, " tokens, more than max_num_tokens = ", c.max_tokens);
-  TORCH_CHECK(topk_idx.dim() == 2 && topk_idx.size(0) == t && topk_idx.size(1) == c.topk,
-              "moe_a2a: topk_idx must be [", t, ", ", c.topk, "], got ", topk_idx.sizes());
-  TORCH_CHECK(topk_idx.scalar_type() == at::kInt || topk_idx.scalar_type() == at::kLong,
-              "moe_a2a: topk_idx must be int32 or int64, got ", topk_idx.scalar_type());
-  TORCH_CHECK(topk_weights.dim() == 2 && topk_weights.size(0) == t && topk_weights.size(1) == c.topk,
-              "moe_a2a: topk_weights must be [", t, ", ", c.topk, "], got ", topk_weights.sizes());
-  TORCH_CHECK(topk_weights.scalar_type() == at::kFloat, "moe_a2a: topk_weights must be float32, got ",
-              topk_weights.scalar_type());
+  MOE_A2A_TORCH_CHECK(t <= c.max_tokens, "moe_a2a: x has ", t, " tokens, more than max_num_tokens = ", c.max_tokens);
+  MOE_A2A_TORCH_CHECK(topk_idx.dim() == 2 && topk_idx.size(0) == t && topk_idx.size(1) == c.topk,
+              "moe_a2a: topk_idx must be [", t, ", ", c.topk, "], got ", shape_str(topk_idx.sizes()));
+  MOE_A2A_TORCH_CHECK(topk_idx.scalar_type() == at::kInt || topk_idx.scalar_type() == at::kLong,
+              "moe_a2a: topk_idx must be int32 or int64, got ", c10::toString(topk_idx.scalar_type()));
+  MOE_A2A_TORCH_CHECK(topk_weights.dim() == 2 && topk_weights.size(0) == t && topk_weights.size(1) == c.topk,
+              "moe_a2a: topk_weights must be [", t, ", ", c.topk, "], got ", shape_str(topk_weights.sizes()));
+  MOE_A2A_TORCH_CHECK(topk_weights.scalar_type() == at::kFloat, "moe_a2a: topk_weights must be float32, got ",
+              c10::toString(topk_weights.scalar_type()));
   e.dispatch_send(DispatchSendArgs{x.data_ptr(), topk_idx.data_ptr(), topk_idx.scalar_type() == at::kLong,
                                    topk_weights.data_ptr<float>(), static_cast<int32_t>(t)},
                   current_stream(e));
@@ -77,10 +77,10 @@ void combine_send(int64_t id, at::Tensor& state, const at::Tensor& expert_y) {
   EpEngine& e = engine_by_id(id);
   const c10::cuda::CUDAGuard guard(e.heap().device());
   check_device(expert_y, "expert_y", e);
-  TORCH_CHECK(expert_y.sizes() == at::IntArrayRef(expert_x_shape(e.config())), "moe_a2a: expert_y must be ",
-              at::IntArrayRef(expert_x_shape(e.config())), " like expert_x, got ", expert_y.sizes());
-  TORCH_CHECK(expert_y.scalar_type() == engine_dtype(id), "moe_a2a: expert_y must be ", engine_dtype(id), ", got ",
-              expert_y.scalar_type());
+  MOE_A2A_TORCH_CHECK(expert_y.sizes() == at::IntArrayRef(expert_x_shape(e.config())), "moe_a2a: expert_y must be ",
+              shape_str(expert_x_shape(e.config())), " like expert_x, got ", shape_str(expert_y.sizes()));
+  MOE_A2A_TORCH_CHECK(expert_y.scalar_type() == engine_dtype(id), "moe_a2a: expert_y must be ", c10::toString(engine_dtype(id)), ", got ",
+              c10::toString(expert_y.scalar_type()));
   e.combine_send(CombineSendArgs{expert_y.data_ptr()}, current_stream(e));
 }
 
@@ -88,7 +88,7 @@ at::Tensor combine_recv(int64_t id, at::Tensor& state, int64_t num_tokens) {
   (void)state;
   EpEngine& e = engine_by_id(id);
   const c10::cuda::CUDAGuard guard(e.heap().device());
-  TORCH_CHECK(num_tokens == e.num_tokens(), "moe_a2a: combine_recv num_tokens = ", num_tokens,
+  MOE_A2A_TORCH_CHECK(num_tokens == e.num_tokens(), "moe_a2a: combine_recv num_tokens = ", num_tokens,
               " but the matching dispatch had ", e.num_tokens(), " tokens");
   at::Tensor out = at::empty({num_tokens, e.config().hidden},
                              at::TensorOptions().device(at::kCUDA, e.heap().device()).dtype(engine_dtype(id)));

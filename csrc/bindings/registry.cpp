@@ -17,7 +17,7 @@ int64_t g_next_id = 1;
 
 Entry& entry(int64_t id) {
   auto it = g_engines.find(id);
-  TORCH_CHECK(it != g_engines.end(), "moe_a2a: no all-to-all with id ", id, " (closed, or never created)");
+  MOE_A2A_TORCH_CHECK(it != g_engines.end(), "moe_a2a: no all-to-all with id ", id, " (closed, or never created)");
   return it->second;
 }
 
@@ -43,6 +43,12 @@ EpEngine& engine_by_id(int64_t id) {
 at::ScalarType engine_dtype(int64_t id) {
   std::lock_guard<std::mutex> lock(g_mutex);
   return entry(id).dtype;
+}
+
+std::string shape_str(at::IntArrayRef shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += cat(i ? ", " : "", shape[i]);
+  return s + "]";
 }
 
 }  // namespace moe_a2a

@@ -8,6 +8,10 @@
 #include <torch/types.h>
 
 #include "ep/engine.h"
+#include "moe_a2a/format.h"
+
+// TORCH_CHECK with the message built by moe_a2a::cat (no iostream formatting; see format.h).
+#define MOE_A2A_TORCH_CHECK(cond, ...) TORCH_CHECK(cond, ::moe_a2a::cat(__VA_ARGS__))
 
 namespace moe_a2a {
 
@@ -16,5 +20,8 @@ void unregister_engine(int64_t id);
 // Throws a clear error for an unknown or closed id.
 EpEngine& engine_by_id(int64_t id);
 at::ScalarType engine_dtype(int64_t id);
+
+// "[8, 2048]"
+std::string shape_str(at::IntArrayRef shape);
 
 }  // namespace moe_a2a

@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(kEpBlock) combine_recv_kernel(EpContext c, Com
 
 void launch_combine_recv(const EpContext& ctx, const CombineRecvArgs& args, hipStream_t stream) {
   MOE_A2A_CHECK(args.num_tokens >= 0 && args.num_tokens <= ctx.cfg.max_tokens,
-                "combine: num_tokens " << args.num_tokens << " outside [0, " << ctx.cfg.max_tokens << "]");
+                "combine: num_tokens ", args.num_tokens, " outside [0, ", ctx.cfg.max_tokens, "]");
   MOE_A2A_DISPATCH_TOKEN_TYPE(ctx.token_type, kType,
                               (combine_recv_kernel<kType><<<ctx.num_blocks, kEpBlock, 0, stream>>>(ctx, args)));
   MOE_A2A_GPU_CHECK(hipGetLastError());

@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_send_kernel(EpContext c, Di
 
 void launch_dispatch_send(const EpContext& ctx, const DispatchSendArgs& args, hipStream_t stream) {
   MOE_A2A_CHECK(args.num_tokens >= 0 && args.num_tokens <= ctx.cfg.max_tokens,
-                "dispatch: num_tokens " << args.num_tokens << " outside [0, " << ctx.cfg.max_tokens << "]");
+                "dispatch: num_tokens ", args.num_tokens, " outside [0, ", ctx.cfg.max_tokens, "]");
   MOE_A2A_CHECK((args.num_tokens + ctx.num_blocks - 1) / ctx.num_blocks <= kEpBlock,
                 "dispatch: too many tokens per block; raise num_blocks");
   dispatch_send_kernel<<<ctx.num_blocks, kEpBlock, 0, stream>>>(ctx, args);

@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <sstream>
 
 #include "moe_a2a/platform/device.h"
 
@@ -23,15 +22,15 @@ EpEngine::EpEngine(const EpConfig& cfg, TokenType token_type, std::shared_ptr<Sy
   MOE_A2A_CHECK(why.empty(), why);
   MOE_A2A_CHECK(heap_ && heap_->is_open(), "EpEngine needs a symmetric heap whose peers are open");
   MOE_A2A_CHECK(heap_->rank() == cfg.rank && heap_->world() == cfg.world,
-                "heap is rank " << heap_->rank() << " of " << heap_->world() << ", config says rank " << cfg.rank
-                                << " of " << cfg.world);
-  MOE_A2A_CHECK(timeout_s > 0, "timeout must be positive, got " << timeout_s);
+                "heap is rank ", heap_->rank(), " of ", heap_->world(), ", config says rank ", cfg.rank
+                               , " of ", cfg.world);
+  MOE_A2A_CHECK(timeout_s > 0, "timeout must be positive, got ", timeout_s);
   ctx_.cfg = cfg;
   ctx_.heap_layout = cfg.heap_layout();
   ctx_.ws_layout = cfg.workspace_layout();
   MOE_A2A_CHECK(ep_offset + ctx_.heap_layout.total <= heap_->bytes(),
-                "all-to-all region [" << ep_offset << ", +" << ctx_.heap_layout.total << ") exceeds the heap of "
-                                      << heap_->bytes() << " bytes");
+                "all-to-all region [", ep_offset, ", +", ctx_.heap_layout.total, ") exceeds the heap of "
+                                     , heap_->bytes(), " bytes");
   ctx_.heap = heap_->view();
   ctx_.ep_offset = ep_offset;
   ctx_.token_type = token_type;
@@ -75,11 +74,11 @@ void EpEngine::close() {
 }
 
 void EpEngine::expect(Phase phase, const char* call) const {
-  MOE_A2A_CHECK(!closed_, call << " called after close()");
-  MOE_A2A_CHECK(failed_.empty(), "all-to-all is unusable after an earlier error: " << failed_);
-  MOE_A2A_CHECK(phase_ == phase, call << " called out of order: the next call must be "
-                                      << phase_call(static_cast<int>(phase_))
-                                      << " (each dispatch must be combined before the next dispatch)");
+  MOE_A2A_CHECK(!closed_, call, " called after close()");
+  MOE_A2A_CHECK(failed_.empty(), "all-to-all is unusable after an earlier error: ", failed_);
+  MOE_A2A_CHECK(phase_ == phase, call, " called out of order: the next call must be "
+                                     , phase_call(static_cast<int>(phase_))
+                                     , " (each dispatch must be combined before the next dispatch)");
 }
 
 void EpEngine::dispatch_send(const DispatchSendArgs& args, hipStream_t stream) {
@@ -109,34 +108,29 @@ void EpEngine::combine_recv(void* out, hipStream_t stream) {
 }
 
 std::string EpEngine::describe(const ErrorRecord& e) const {
-  std::ostringstream s;
   const int me = ctx_.cfg.rank;
-  switch (static_cast<ErrorCode>(e.code)) {
+  const auto code = static_cast<ErrorCode>(e.code);
+  switch (code) {
     case ErrorCode::kDispatchTimeout:
-    case ErrorCode::kCombineTimeout:
-      s << "rank " << me << " timed out in "
-        << (static_cast<ErrorCode>(e.code) == ErrorCode::kDispatchTimeout ? "dispatch-recv" : "combine-recv")
-        << " waiting for rank " << e.peer << "'s "
-        << (static_cast<ErrorCode>(e.code) == ErrorCode::kDispatchTimeout ? "dispatch" : "combine")
-        << " flag (flag index " << e.index << ", waited for epoch " << flag_epoch(e.expected) << ", last saw epoch "
-        << flag_epoch(e.seen) << "): that rank did not take part in the call, or is far behind";
-      break;
+    case ErrorCode::kCombineTimeout: {
+      const bool dispatch = code == ErrorCode::kDispatchTimeout;
+      return cat("rank ", me, " timed out in ", dispatch ? "dispatch-recv" : "combine-recv", " waiting for rank ", e.peer,
+                 "'s ", dispatch ? "dispatch" : "combine", " flag (flag index ", e.index, ", waited for epoch ",
+                 flag_epoch(e.expected), ", last saw epoch ", flag_epoch(e.seen),
+                 "): that rank did not take part in the call, or is far behind");
+    }
     case ErrorCode::kBadExpertId:
-      s << "rank " << me << ": topk_idx holds expert id " << e.detail << " at token " << e.index
-        << ", outside [0, " << e.expected << "); that (token, k) was not sent";
-      break;
+      return cat("rank ", me, ": topk_idx holds expert id ", e.detail, " at token ", e.index, ", outside [0, ",
+                 e.expected, "); that (token, k) was not sent");
     case ErrorCode::kCapacityOverflow:
-      s << "rank " << me << ": local expert " << e.detail << " received at least " << e.seen
-        << " tokens but its capacity (max_recv_tokens_per_expert) is " << e.expected
-        << "; the extra tokens were dropped. Raise max_recv_tokens_per_expert";
-      break;
+      return cat("rank ", me, ": local expert ", e.detail, " received at least ", e.seen,
+                 " tokens but its capacity (max_recv_tokens_per_expert) is ", e.expected,
+                 "; the extra tokens were dropped. Raise max_recv_tokens_per_expert");
     case ErrorCode::kPeerError:
-      s << "rank " << me << ": rank " << e.peer << " reported an error in this call (see that rank's exception)";
-      break;
+      return cat("rank ", me, ": rank ", e.peer, " reported an error in this call (see that rank's exception)");
     default:
-      s << "rank " << me << ": unknown device error code " << e.code;
+      return cat("rank ", me, ": unknown device error code ", e.code);
   }
-  return s.str();
 }
 
 void EpEngine::check_errors() {

@@ -66,7 +66,8 @@ class SymmetricHeap:
         return t
 
     def offset_of(self, t: torch.Tensor) -> int:
-        base = self._heap.tensor(self.rank, 0, 0).data_ptr()
+        # One byte, not zero: torch reports data_ptr() == 0 for a tensor without elements.
+        base = self._heap.tensor(self.rank, 0, 1).data_ptr()
         offset = t.data_ptr() - base
         if not (0 <= offset and offset + t.numel() * t.element_size() <= self.nbytes):
             raise ValueError("moe_a2a: tensor is not inside this symmetric heap")

@@ -64,7 +64,7 @@ inline double wall_clock_rate_hz(int device) {
 #if defined(MOE_A2A_HIP)
   int khz = 0;
   MOE_A2A_GPU_CHECK(hipDeviceGetAttribute(&khz, hipDeviceAttributeWallClockRate, device));
-  MOE_A2A_CHECK(khz > 0, "device " << device << " reports wall clock rate " << khz << " kHz");
+  MOE_A2A_CHECK(khz > 0, "device ", device, " reports wall clock rate ", khz, " kHz");
   return 1000.0 * khz;
 #else
   (void)device;

@@ -5,9 +5,10 @@
 
 #include "moe_a2a/platform/backend.h"
 
-#include <sstream>
 #include <stdexcept>
 #include <string>
+
+#include "moe_a2a/format.h"
 
 #if defined(MOE_A2A_HIP)
 #include <hip/hip_runtime.h>
@@ -71,19 +72,16 @@ class Error : public std::runtime_error {
 };
 
 [[noreturn]] inline void throw_error(const char* file, int line, const std::string& what) {
-  std::ostringstream msg;
-  msg << "moe_a2a: " << what << " (" << file << ":" << line << ")";
-  throw Error(msg.str());
+  throw Error(cat("moe_a2a: ", what, " (", file, ":", line, ")"));
 }
 
 }  // namespace moe_a2a
 
-#define MOE_A2A_CHECK(cond, what)                                              \
+// MOE_A2A_CHECK(cond, "message parts ", 42, " joined by cat()")
+#define MOE_A2A_CHECK(cond, ...)                                                \
   do {                                                                          \
     if (!(cond)) {                                                              \
-      std::ostringstream moe_a2a_msg_;                                          \
-      moe_a2a_msg_ << what;                                                     \
-      ::moe_a2a::throw_error(__FILE__, __LINE__, moe_a2a_msg_.str());           \
+      ::moe_a2a::throw_error(__FILE__, __LINE__, ::moe_a2a::cat(__VA_ARGS__));  \
     }                                                                           \
   } while (0)
 
