@@ -24,7 +24,7 @@ step() {  # step NAME TIMEOUT_S CMD...: runs CMD, logs to OUT/NAME.log, records 
   timeout --signal=KILL "$limit" "$@" >"$OUT/$name.log" 2>&1
   local rc=$?
   local line
-  line=$(grep -E "(passed|failed|error)" "$OUT/$name.log" | tail -n 1)
+  line=$(grep -E "^[0-9]+ (passed|failed)|(passed|failed)(,| in )" "$OUT/$name.log" | tail -n 1)
   echo "-- $name: rc=$rc $((SECONDS - t0))s ${line}" | tee -a "$OUT/summary.txt"
   [ $rc -eq 0 ] || status=1
   return $rc
@@ -42,5 +42,8 @@ fi
 if [ "$WHAT" = all ] || [ "$WHAT" = sweep ]; then
   step bench_sweep 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_sweep.py --out "$OUT"
 fi
+# The device tool brings back at most 8 files: keep the summary and the plots loose and put
+# every log, JSON and CSV into one archive.
+(cd "$OUT" && tar czf results.tar.gz --remove-files $(ls *.log *.json *.csv 2>/dev/null)) || true
 cat "$OUT/summary.txt"
 exit $status

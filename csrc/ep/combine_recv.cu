@@ -30,17 +30,26 @@ __global__ void __launch_bounds__(kEpBlock) combine_recv_kernel(EpContext c, Com
   __syncthreads();
   if (!ok) return;  // a timed-out block leaves the output unwritten; the engine is failed
 
+  // Tasks (token, chunk) over every wave of the grid.
   const int vecs = b.vecs_per_row();
+  const int chunks = chunks_per_row(vecs);
   Vec16* out = static_cast<Vec16*>(a.out);
-  for (int t = blockIdx.x; t < a.num_tokens; t += gridDim.x) {
+  const int waves = gridDim.x * kWavesPerBlock;
+  for (int task = blockIdx.x * kWavesPerBlock + wave_id(); task < a.num_tokens * chunks; task += waves) {
+    const int t = task / chunks, chunk = task % chunks;
     const uint32_t mask = b.token_dest_mask()[t];
-    for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
-      float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-      for (int r = 0; r < cfg.world; ++r) {
-        if ((mask >> r) & 1u) fma_vec<kType>(acc, 1.0f, b.comb_x(me, r, t)[v]);
-      }
-      out[static_cast<size_t>(t) * vecs + v] = pack_vec<kType>(acc);
+    float acc[kUnroll][8] = {};
+    for (int r = 0; r < cfg.world; ++r) {
+      if (!((mask >> r) & 1u)) continue;
+      Vec16 v[kUnroll];
+      load_chunk(b.comb_x(me, r, t), chunk, vecs, v);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) fma_vec<kType>(acc[u], 1.0f, v[u]);
     }
+    Vec16 packed[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) packed[u] = pack_vec<kType>(acc[u]);
+    store_chunk(out + static_cast<size_t>(t) * vecs, chunk, vecs, packed);
   }
 
   // End of the round: advance the epoch and clear the error mark for the next call.

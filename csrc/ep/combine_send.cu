@@ -10,8 +10,9 @@ namespace {
 template <TokenType kType>
 __global__ void __launch_bounds__(kEpBlock) combine_send_kernel(EpContext c, CombineSendArgs a) {
   __shared__ int first_row[kMaxWorld + 1];
-  __shared__ int pos[kMaxTopk];
-  __shared__ float weight[kMaxTopk];
+  __shared__ int pos[kRowBatch][kMaxTopk];
+  __shared__ float weight[kRowBatch][kMaxTopk];
+  __shared__ int token[kRowBatch];
 
   const EpBuffers b{c};
   const EpConfig& cfg = c.cfg;
@@ -20,40 +21,48 @@ __global__ void __launch_bounds__(kEpBlock) combine_send_kernel(EpContext c, Com
 
   // Row counts were acquired by dispatch-recv of this call; the flags still hold them
   // because no source can start its next dispatch before our combine flag reaches it.
-  if (threadIdx.x == 0) {
-    int sum = 0;
-    for (int r = 0; r < cfg.world; ++r) {
-      first_row[r] = sum;
-      const uint64_t f = ld_relaxed_sys(b.dispatch_flag(me, r));
-      sum += flag_epoch(f) == epoch ? static_cast<int>(min(flag_payload(f) & kFlagCountMask, static_cast<uint32_t>(cfg.max_tokens))) : 0;
-    }
-    first_row[cfg.world] = sum;
-  }
+  if (threadIdx.x == 0) rows_from_dispatch_flags(b, epoch, first_row);
   __syncthreads();
 
   const int total_rows = first_row[cfg.world];
+  const int per_block = (total_rows + gridDim.x - 1) / gridDim.x;
+  const int row_end = min(total_rows, (static_cast<int>(blockIdx.x) + 1) * per_block);
   const int vecs = b.vecs_per_row();
+  const int chunks = chunks_per_row(vecs);
   const Vec16* y = static_cast<const Vec16*>(a.expert_y);
-  for (int g = blockIdx.x; g < total_rows; g += gridDim.x) {
-    int src = 0;
-    while (g >= first_row[src + 1]) ++src;
-    const int slot = g - first_row[src];
-    if (threadIdx.x < cfg.topk) {
-      const int k = threadIdx.x;
-      pos[k] = b.row_pos(src, slot)[k];
-      weight[k] = b.recv_weight(me, src, slot)[k];
+  for (int batch = blockIdx.x * per_block; batch < row_end; batch += kRowBatch) {
+    const int n = min(kRowBatch, row_end - batch);
+    for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
+      const int r = j / cfg.topk, k = j % cfg.topk;
+      int src, slot;
+      row_source(first_row, cfg.world, batch + r, src, slot);
+      pos[r][k] = b.row_pos(src, slot)[k];
+      weight[r][k] = b.recv_weight(me, src, slot)[k];
+      if (k == 0) token[r] = *b.recv_token(me, src, slot);
     }
     __syncthreads();
-    const int token = *b.recv_token(me, src, slot);
-    Vec16* dst = b.comb_x(src, me, token);
-    for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
-      float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    // Tasks (row, chunk): sum the row's local experts' outputs for this chunk, k ascending.
+    for (int task = wave_id(); task < n * chunks; task += kWavesPerBlock) {
+      const int r = task / chunks, chunk = task % chunks;
+      // The token index came from a peer: never let it address outside comb_x.
+      if (token[r] < 0 || token[r] >= cfg.max_tokens) continue;
+      float acc[kUnroll][8] = {};
       for (int k = 0; k < cfg.topk; ++k) {
-        if (pos[k] >= 0) fma_vec<kType>(acc, weight[k], y[static_cast<size_t>(pos[k]) * vecs + v]);
+        const int p = pos[r][k];
+        if (p < 0) continue;
+        Vec16 v[kUnroll];
+        load_chunk(y + static_cast<size_t>(p) * vecs, chunk, vecs, v);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) fma_vec<kType>(acc[u], weight[r][k], v[u]);
       }
-      dst[v] = pack_vec<kType>(acc);
+      Vec16 packed[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) packed[u] = pack_vec<kType>(acc[u]);
+      int src, slot;
+      row_source(first_row, cfg.world, batch + r, src, slot);
+      store_chunk(b.comb_x(src, me, token[r]), chunk, vecs, packed);
     }
-    __syncthreads();  // pos[]/weight[] are rewritten for the next row
+    __syncthreads();  // pos/weight/token are rewritten by the next batch
   }
 
   // The last block tells every rank (also those that sent us nothing) that our partial sums

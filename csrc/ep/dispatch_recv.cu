@@ -1,7 +1,7 @@
 // Dispatch-recv: waits for every source rank's row count, then lays the received rows out per
 // local expert: expert_x[e][pos] with metadata (source rank, source token, k, weight).
 //
-// All received rows, whatever their source, are numbered 0..N-1 and dealt round-robin to the
+// All received rows, whatever their source, are numbered 0..N-1 and split evenly over the
 // blocks, so the work is even however unbalanced the sources are. A row that carries several
 // of this rank's experts is read once and written to each of them. Positions inside an expert
 // come from a local atomic counter: order inside an expert is free by contract, and the
@@ -48,7 +48,7 @@ MOE_A2A_DEVICE bool wait_for_counts(const EpContext& c, uint32_t epoch, int* cou
 __global__ void __launch_bounds__(kEpBlock) dispatch_recv_kernel(EpContext c, DispatchRecvArgs a) {
   __shared__ int count[kMaxWorld];
   __shared__ int first_row[kMaxWorld + 1];
-  __shared__ int dest[kMaxTopk];  // e * capacity + pos for each k of the current row, or -1
+  __shared__ int dest[kRowBatch][kMaxTopk];  // e * capacity + pos for each (row, k) of the batch, or -1
 
   const EpBuffers b{c};
   const EpConfig& cfg = c.cfg;
@@ -60,44 +60,54 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_recv_kernel(EpContext c, Di
   // A timed-out block leaves without touching any buffer; the engine is failed from then on.
   if (!wait_for_counts(c, epoch, count, first_row)) return;
 
+  // Rows g = 0..N-1 over all sources; block b takes a contiguous range, batch by batch.
   const int total_rows = first_row[cfg.world];
+  const int per_block = (total_rows + gridDim.x - 1) / gridDim.x;
+  const int row_end = min(total_rows, (static_cast<int>(blockIdx.x) + 1) * per_block);
   const int vecs = b.vecs_per_row();
-  for (int g = blockIdx.x; g < total_rows; g += gridDim.x) {
-    int src = 0;
-    while (g >= first_row[src + 1]) ++src;
-    const int slot = g - first_row[src];
-
-    if (threadIdx.x < cfg.topk) {
-      const int k = threadIdx.x;
+  const int chunks = chunks_per_row(vecs);
+  Vec16* out = static_cast<Vec16*>(a.expert_x);
+  for (int batch = blockIdx.x * per_block; batch < row_end; batch += kRowBatch) {
+    const int n = min(kRowBatch, row_end - batch);
+    // Positions: one thread per (row, k) that names a local expert.
+    for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
+      const int r = j / cfg.topk, k = j % cfg.topk;
+      int src, slot;
+      row_source(first_row, cfg.world, batch + r, src, slot);
       const int e = b.recv_expert(me, src, slot)[k];
       int pos_code = -1;
       if (e >= 0 && e < local_experts) {
         const int pos = static_cast<int>(atomic_add_relaxed_gpu(b.expert_count() + e, 1u));
+        const int token = *b.recv_token(me, src, slot);
         if (pos < cap) {
           pos_code = e * cap + pos;
           const size_t m = static_cast<size_t>(e) * cap + pos;
           a.expert_meta[3 * m + 0] = src;
-          a.expert_meta[3 * m + 1] = *b.recv_token(me, src, slot);
+          a.expert_meta[3 * m + 1] = token;
           a.expert_meta[3 * m + 2] = k;
           a.expert_weights[m] = b.recv_weight(me, src, slot)[k];
         } else {
-          report_error(c, ErrorCode::kCapacityOverflow, src, e, *b.recv_token(me, src, slot), cap, pos + 1);
+          report_error(c, ErrorCode::kCapacityOverflow, src, e, token, cap, pos + 1);
         }
       }
-      dest[k] = pos_code;
+      dest[r][k] = pos_code;
       b.row_pos(src, slot)[k] = pos_code;
     }
     __syncthreads();
-
-    const Vec16* row = b.recv_x(me, src, slot);
-    Vec16* out = static_cast<Vec16*>(a.expert_x);
-    for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
-      const Vec16 val = row[v];
+    // Payload: tasks (row, chunk) over the waves; each chunk is read once and written to
+    // every local expert of the row.
+    for (int task = wave_id(); task < n * chunks; task += kWavesPerBlock) {
+      const int r = task / chunks, chunk = task % chunks;
+      int src, slot;
+      row_source(first_row, cfg.world, batch + r, src, slot);
+      Vec16 v[kUnroll];
+      load_chunk(b.recv_x(me, src, slot), chunk, vecs, v);
       for (int k = 0; k < cfg.topk; ++k) {
-        if (dest[k] >= 0) out[static_cast<size_t>(dest[k]) * vecs + v] = val;
+        const int d = dest[r][k];
+        if (d >= 0) store_chunk(out + static_cast<size_t>(d) * vecs, chunk, vecs, v);
       }
     }
-    __syncthreads();  // dest[] is rewritten for the next row
+    __syncthreads();  // dest[] is rewritten by the next batch
   }
 
   // The last block turns the counters into expert_num_tokens and clears them for the next call.

@@ -65,30 +65,33 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_send_kernel(EpContext c, Di
   }
   __syncthreads();
 
-  // 3. Rows: the whole block copies one token at a time, loading each 16-byte vector once and
-  //    storing it to every destination rank.
+  // 3. Rows: tasks (token, chunk) over the block's waves. Each chunk is loaded once and stored
+  //    to every destination rank of the token; the chunk-0 task also writes the metadata: for
+  //    each k, the expert's local id on that rank (or -1) and its weight.
   const int vecs = b.vecs_per_row();
-  for (int i = 0; i < count; ++i) {
+  const int chunks = chunks_per_row(vecs);
+  for (int task = wave_id(); task < count * chunks; task += kWavesPerBlock) {
+    const int i = task / chunks, chunk = task % chunks;
     const int t = first + i;
     const uint32_t m = dest_mask[i];
     if (m == 0) continue;
-    // Metadata: for each k, the expert's local id on that rank (or -1) and its weight.
-    for (int j = threadIdx.x; j < cfg.world * cfg.topk; j += blockDim.x) {
-      const int r = j / cfg.topk, k = j % cfg.topk;
-      if (!((m >> r) & 1u)) continue;
-      const size_t idx = static_cast<size_t>(t) * cfg.topk + k;
-      const int64_t e = read_expert(a, idx);
-      const bool here = e >= 0 && e < cfg.num_experts && cfg.owner_rank(static_cast<int32_t>(e)) == r;
-      b.recv_expert(r, me, slot[i][r])[k] = here ? static_cast<int32_t>(e) - r * cfg.experts_per_rank() : -1;
-      b.recv_weight(r, me, slot[i][r])[k] = a.topk_weights[idx];
-      if (k == 0) *b.recv_token(r, me, slot[i][r]) = t;
-    }
-    const Vec16* src = reinterpret_cast<const Vec16*>(static_cast<const uint8_t*>(a.x) + static_cast<size_t>(t) * cfg.row_bytes());
-    for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
-      const Vec16 val = src[v];
-      for (int r = 0; r < cfg.world; ++r) {
-        if ((m >> r) & 1u) b.recv_x(r, me, slot[i][r])[v] = val;
+    if (chunk == 0) {
+      for (int j = lane_id(); j < cfg.world * cfg.topk; j += kWaveSize) {
+        const int r = j / cfg.topk, k = j % cfg.topk;
+        if (!((m >> r) & 1u)) continue;
+        const size_t idx = static_cast<size_t>(t) * cfg.topk + k;
+        const int64_t e = read_expert(a, idx);
+        const bool here = e >= 0 && e < cfg.num_experts && cfg.owner_rank(static_cast<int32_t>(e)) == r;
+        b.recv_expert(r, me, slot[i][r])[k] = here ? static_cast<int32_t>(e) - r * cfg.experts_per_rank() : -1;
+        b.recv_weight(r, me, slot[i][r])[k] = a.topk_weights[idx];
+        if (k == 0) *b.recv_token(r, me, slot[i][r]) = t;
       }
+    }
+    Vec16 v[kUnroll];
+    load_chunk(reinterpret_cast<const Vec16*>(static_cast<const uint8_t*>(a.x) + static_cast<size_t>(t) * cfg.row_bytes()),
+               chunk, vecs, v);
+    for (int r = 0; r < cfg.world; ++r) {
+      if ((m >> r) & 1u) store_chunk(b.recv_x(r, me, slot[i][r]), chunk, vecs, v);
     }
   }
 

@@ -135,6 +135,7 @@ std::string EpEngine::describe(const ErrorRecord& e) const {
 
 void EpEngine::check_errors() {
   if (closed_ || error_host_ == nullptr) return;
+  MOE_A2A_CHECK(failed_.empty(), "all-to-all is unusable after an earlier error: ", failed_);
   volatile ErrorRecord* live = error_host_;
   const uint32_t code = live->code;
   if (code == 0) return;
@@ -143,10 +144,9 @@ void EpEngine::check_errors() {
   const std::string what = describe(e);
   const auto c = static_cast<ErrorCode>(code);
   if (c == ErrorCode::kDispatchTimeout || c == ErrorCode::kCombineTimeout) {
-    failed_ = what;
-  } else {
-    std::memset(error_host_, 0, sizeof(ErrorRecord));  // reported once; the round completed
+    failed_ = what;  // raised now, and as "unusable" by every later call
   }
+  std::memset(error_host_, 0, sizeof(ErrorRecord));
   MOE_A2A_CHECK(false, what);
 }
 

@@ -17,9 +17,39 @@
 namespace moe_a2a {
 
 inline constexpr int kEpBlock = 256;  // threads per block of every EP kernel
+inline constexpr int kWavesPerBlock = kEpBlock / kWaveSize;
 
 // 16 bytes = 8 tokens elements; rows are a multiple of 16 bytes because hidden % 8 == 0.
 using Vec16 = uint4;
+
+// Rows are moved in chunks: one wave moves one chunk, each lane keeping kUnroll 16-byte
+// loads in flight before it stores. A chunk rather than a whole row is the unit of work so
+// that few rows (small batches) still spread over every wave of the GPU, and so that the
+// loads of a lane are independent (a row moved by one thread at a time is latency-bound).
+inline constexpr int kUnroll = 4;
+inline constexpr int kChunkVecs = kWaveSize * kUnroll;
+// Rows whose per-row metadata a block stages in shared memory before moving their chunks.
+inline constexpr int kRowBatch = 32;
+
+MOE_A2A_DEVICE MOE_A2A_INLINE int chunks_per_row(int vecs) { return (vecs + kChunkVecs - 1) / kChunkVecs; }
+
+// Loads this lane's vectors of `chunk` of a row (those past `vecs` are left alone).
+MOE_A2A_DEVICE MOE_A2A_INLINE void load_chunk(const Vec16* __restrict__ row, int chunk, int vecs, Vec16 (&v)[kUnroll]) {
+  const int first = chunk * kChunkVecs + lane_id();
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int i = first + u * kWaveSize;
+    if (i < vecs) v[u] = row[i];
+  }
+}
+MOE_A2A_DEVICE MOE_A2A_INLINE void store_chunk(Vec16* __restrict__ row, int chunk, int vecs, const Vec16 (&v)[kUnroll]) {
+  const int first = chunk * kChunkVecs + lane_id();
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int i = first + u * kWaveSize;
+    if (i < vecs) row[i] = v[u];
+  }
+}
 
 // ---- buffer regions (layout documented in include/moe_a2a/ep/config.h) ----
 struct EpBuffers {
@@ -73,6 +103,26 @@ struct EpBuffers {
   MOE_A2A_DEVICE uint32_t current_epoch() const { return static_cast<uint32_t>(*epoch() + 1); }
   MOE_A2A_DEVICE int vecs_per_row() const { return static_cast<int>(c.cfg.row_bytes() / sizeof(Vec16)); }
 };
+
+// Received row g (numbered over all sources) -> (source rank, slot in that source's region).
+MOE_A2A_DEVICE MOE_A2A_INLINE void row_source(const int* first_row, int world, int g, int& src, int& slot) {
+  src = 0;
+  while (src + 1 < world && g >= first_row[src + 1]) ++src;
+  slot = g - first_row[src];
+}
+
+// Row counts per source as published in this call's dispatch flags (already acquired by
+// dispatch-recv), as prefix sums: first_row[r] .. first_row[r + 1] are source r's rows.
+MOE_A2A_DEVICE inline void rows_from_dispatch_flags(const EpBuffers& b, uint32_t epoch, int* first_row) {
+  const EpConfig& cfg = b.c.cfg;
+  int sum = 0;
+  for (int r = 0; r < cfg.world; ++r) {
+    first_row[r] = sum;
+    const uint64_t f = ld_relaxed_sys(b.dispatch_flag(cfg.rank, r));
+    if (flag_epoch(f) == epoch) sum += static_cast<int>(min(flag_payload(f) & kFlagCountMask, static_cast<uint32_t>(cfg.max_tokens)));
+  }
+  first_row[cfg.world] = sum;
+}
 
 // Records the first error of the call (later ones are dropped) and marks the round as failed
 // so the flags this rank sends carry kFlagErrorBit.
