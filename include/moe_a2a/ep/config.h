@@ -59,6 +59,16 @@ MOE_A2A_HD inline constexpr uint64_t make_flag(uint32_t epoch, uint32_t payload)
 MOE_A2A_HD inline constexpr uint32_t flag_epoch(uint64_t f) { return static_cast<uint32_t>(f >> 32); }
 MOE_A2A_HD inline constexpr uint32_t flag_payload(uint64_t f) { return static_cast<uint32_t>(f); }
 
+// Hands out consecutive regions, each starting at a multiple of kBufferAlign.
+struct RegionCursor {
+  size_t end = 0;
+  MOE_A2A_HD size_t take(size_t bytes) {
+    const size_t at = end;
+    end = align_up(end + bytes, kBufferAlign);
+    return at;
+  }
+};
+
 struct HeapLayout {
   size_t recv_x, recv_token, recv_expert, recv_weight, comb_x, dispatch_flag, combine_flag;
   size_t total;
@@ -88,12 +98,8 @@ struct EpConfig {
 
   MOE_A2A_HD HeapLayout heap_layout() const {
     HeapLayout l{};
-    size_t off = 0;
-    auto take = [&off](size_t bytes) {
-      const size_t at = off;
-      off = align_up(off + bytes, kBufferAlign);
-      return at;
-    };
+    RegionCursor cursor;
+    auto take = [&cursor](size_t bytes) { return cursor.take(bytes); };
     const size_t rows = rows_per_rank();
     l.recv_x = take(rows * row_bytes());
     l.recv_token = take(rows * sizeof(int32_t));
@@ -102,18 +108,14 @@ struct EpConfig {
     l.comb_x = take(rows * row_bytes());
     l.dispatch_flag = take(world * sizeof(uint64_t));
     l.combine_flag = take(world * sizeof(uint64_t));
-    l.total = off;
+    l.total = cursor.end;
     return l;
   }
 
   MOE_A2A_HD WorkspaceLayout workspace_layout() const {
     WorkspaceLayout l{};
-    size_t off = 0;
-    auto take = [&off](size_t bytes) {
-      const size_t at = off;
-      off = align_up(off + bytes, kBufferAlign);
-      return at;
-    };
+    RegionCursor cursor;
+    auto take = [&cursor](size_t bytes) { return cursor.take(bytes); };
     l.slot_counter = take(world * sizeof(uint32_t));
     l.done_counter = take(kNumKernels * sizeof(uint32_t));
     l.epoch = take(sizeof(uint64_t));
@@ -121,7 +123,7 @@ struct EpConfig {
     l.row_pos = take(rows_per_rank() * topk * sizeof(int32_t));
     l.token_dest_mask = take(static_cast<size_t>(max_tokens) * sizeof(uint32_t));
     l.round_error = take(sizeof(uint32_t));
-    l.total = off;
+    l.total = cursor.end;
     return l;
   }
 
