@@ -60,7 +60,9 @@ def parse_args(argv=None):
                    help="also time the challenge harness (rank-0 wall clock between barriers,\n"
                         "inputs cloned inside) and its floor (a function that only clones)")
     p.add_argument("--trace", metavar="PATH",
-                   help="write an in-kernel profiler trace of one moe_a2a iteration per shape")
+                   help="write an in-kernel profiler trace of one moe_a2a iteration per shape to\n"
+                        "PATH-<shape>.json and print the profiler's overhead (needs a build\n"
+                        "with MOE_A2A_PROFILE=1)")
     p.add_argument("--check", action=argparse.BooleanOptionalAction, default=True,
                    help="verify each system against moe_a2a.reference once per shape (default on)")
     args = p.parse_args(argv)
@@ -160,37 +162,49 @@ def get_micro(ctx, args):
     return m
 
 
-def write_trace(ctx, shape, pool, path):
-    """One profiled moe_a2a iteration. The export call is looked up by name because the
-    trace API was being written at the same time (see README: assumptions)."""
+def write_trace(ctx, shape, pool, path, args, flusher):
+    """A trace of one profiled moe_a2a pipeline iteration (moe_a2a.trace.save), and the
+    profiler's overhead: pipeline time with profiling on vs the same build with it off
+    (profile=False; a default build compiles the instrumentation out entirely)."""
     mod, _ = common.import_moe_a2a()
     trace = common.moe_submodule("trace")
     if not common.has_extension(mod) or trace is None:
         if ctx.rank == 0:
-            print("trace: moe_a2a.trace not available (extension or profiler not built); skipped")
+            print("trace: moe_a2a extension or moe_a2a.trace not available; skipped")
+        return
+    from moe_a2a._ext import ext
+    if not ext().profiler_compiled_in():
+        if ctx.rank == 0:
+            print("trace: this moe_a2a build has no profiler (rebuild with MOE_A2A_PROFILE=1); skipped")
         return
     from baselines import MoeA2ASystem
-    try:
-        system = MoeA2ASystem(ctx, shape, profile=True)
-    except TypeError as e:
-        if ctx.rank == 0:
-            print(f"trace: AllToAll(profile=True) not accepted ({e}); skipped")
-        return
+    med = {}
+    for profile in (False, True):
+        system = MoeA2ASystem(ctx, shape, profile=profile)
+
+        def prep(i, system=system, profile=profile):
+            if profile:  # untimed: keeps every timed iteration's records inside the buffers
+                system.ep.profile_reset()
+            return pool.get(i)
+
+        us = common.time_device(ctx, system.run, args.iters, args.warmup, prepare=prep, flusher=flusher)
+        med[profile] = summarize(us)["median"]
+        if not profile:
+            system.close()
+    if ctx.rank == 0:
+        off, on = med[False], med[True]
+        print(f"trace overhead {shape.label}: pipeline median {on:.1f} us profiled vs {off:.1f} us not "
+              f"profiled (same build): {on - off:+.1f} us ({100 * (on - off) / off:+.1f}%)")
+    system.ep.profile_reset()
     system.run(pool.get(0))
     system.synchronize()
-    root, ext = os.path.splitext(path)
-    target = f"{root}-{shape.label}{ext or '.json'}"
-    for owner, fn in ((trace, "export_chrome_trace"), (trace, "export"),
-                      (system.ep, "export_trace")):
-        if hasattr(owner, fn):
-            f = getattr(owner, fn)
-            f(target) if owner is system.ep else f(system.ep, target)
-            if ctx.rank == 0:
-                print(f"trace: wrote {target}")
-            break
-    else:
-        if ctx.rank == 0:
-            print("trace: no export function found in moe_a2a.trace; skipped")
+    root, ext_ = os.path.splitext(path)
+    target = f"{root}-{shape.label}{ext_ or '.json'}"
+    tr = trace.save(target, system.ep)
+    if ctx.rank == 0:
+        info = tr["moe_a2a"]
+        print(f"trace: wrote {target} ({len(tr['traceEvents'])} events, clock alignment error <= "
+              f"{info['clock_alignment_error_us']:.2f} us, dropped records {info['dropped_records']})")
     system.close()
 
 
@@ -242,7 +256,7 @@ def bench_shape(ctx, shape, args, micro, flusher):
         system.close()
     add_vs_nccl(rows)
     if args.trace:
-        write_trace(ctx, shape, pool, args.trace)
+        write_trace(ctx, shape, pool, args.trace, args, flusher)
     del pool
     torch.cuda.empty_cache()
     return rows

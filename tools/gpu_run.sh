@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # One call on a GPU node does it all: build the extension, run the GPU tests under torchrun on
 # every GPU, run the benchmarks, and leave every log in OUT.
-#   tools/gpu_run.sh OUT [all|build|tests|bench|sweep] [extra pytest args...]
+#   tools/gpu_run.sh OUT [all|build|tests|bench|sweep|profile] [extra pytest args...]
+# `profile` rebuilds with the in-kernel profiler (MOE_A2A_PROFILE=1), runs its GPU tests and a
+# traced benchmark (trace summary into summary.txt, timeline PNG); `all` ends with that pass,
+# so the extension is left built with the profiler.
 # Exit status: non-zero if the build or any test failed.
 set -uo pipefail
-OUT=${1:?usage: tools/gpu_run.sh OUT_DIR [all|build|tests|bench|sweep]}
+OUT=${1:?usage: tools/gpu_run.sh OUT_DIR [all|build|tests|bench|sweep|profile]}
 WHAT=${2:-all}
 shift $(( $# >= 2 ? 2 : 1 ))
 mkdir -p "$OUT"
@@ -30,20 +33,44 @@ step() {  # step NAME TIMEOUT_S CMD...: runs CMD, logs to OUT/NAME.log, records 
   return $rc
 }
 
-if [ "$WHAT" = all ] || [ "$WHAT" = build ] || [ ! -e python/moe_a2a/_C*.so ]; then
-  step build 900 env MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace || { tail -40 "$OUT/build.log"; exit 1; }
+if [ "$WHAT" = all ] || [ "$WHAT" = build ] || { [ "$WHAT" != profile ] && [ ! -e python/moe_a2a/_C*.so ]; }; then
+  # --force: the previous build may have had the profiler in (same sources, other flags)
+  step build 900 env MOE_A2A_PROFILE=0 MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace --force \
+    || { tail -40 "$OUT/build.log"; exit 1; }
 fi
 if [ "$WHAT" = all ] || [ "$WHAT" = tests ]; then
   step gpu_tests 500 torchrun --nproc-per-node="$NGPU" -m pytest tests/python/gpu -q -rfE -p no:cacheprovider "$@"
 fi
 if [ "$WHAT" = all ] || [ "$WHAT" = bench ]; then
-  step bench_all2all 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_all2all.py --out "$OUT"
+  step bench_all2all 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_all2all.py --harness --out "$OUT"
 fi
 if [ "$WHAT" = all ] || [ "$WHAT" = sweep ]; then
   step bench_sweep 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_sweep.py --out "$OUT"
 fi
+if [ "$WHAT" = all ] || [ "$WHAT" = profile ]; then
+  if step build_profiler 900 env MOE_A2A_PROFILE=1 MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace --force; then
+    step profiler_tests 300 torchrun --nproc-per-node="$NGPU" -m pytest tests/python/gpu/test_profiler.py -q -rfE \
+      -p no:cacheprovider "$@"
+    step bench_trace 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_all2all.py --shapes 256,8,7168,256 \
+      --systems moe_a2a --no-microbench --trace "$OUT/trace.json" --out "$OUT/bench_trace"
+    grep -E "^trace" "$OUT/bench_trace.log" | tee -a "$OUT/summary.txt"
+    traced=$(ls "$OUT"/trace-*.json 2>/dev/null | head -n 1)
+    if [ -n "$traced" ]; then
+      step trace_check 120 python3 -m moe_a2a.trace check "$traced"
+      step trace_summary 300 python3 -m moe_a2a.trace summary "$traced" --png "$OUT/trace.png"
+      sed -n '1,200p' "$OUT/trace_summary.log" >>"$OUT/summary.txt"
+    else
+      echo "-- trace: no trace file written (see bench_trace.log)" | tee -a "$OUT/summary.txt"
+      status=1
+    fi
+    # bench_trace/ holds the traced run's own tables; archived below with the logs.
+    (cd "$OUT" && tar czf bench_trace.tar.gz bench_trace && rm -rf bench_trace) || true
+  else
+    tail -40 "$OUT/build_profiler.log"
+  fi
+fi
 # The device tool brings back at most 8 files: keep the summary and the plots loose and put
 # every log, JSON and CSV into one archive.
-(cd "$OUT" && tar czf results.tar.gz --remove-files $(ls *.log *.json *.csv 2>/dev/null)) || true
+(cd "$OUT" && tar czf results.tar.gz --remove-files $(ls *.log *.json *.csv *.tar.gz 2>/dev/null | grep -v '^results.tar.gz$')) || true
 cat "$OUT/summary.txt"
 exit $status

@@ -6,6 +6,8 @@
 
 #include "heap/heap_selftest.h"
 #include "moe_a2a/platform/device.h"
+#include "moe_a2a/profiler_events.h"
+#include "profiler/clock_sync.h"
 #include "registry.h"
 
 namespace py = pybind11;
@@ -44,6 +46,53 @@ struct ResultBuffer {
     return {c[0].item<int64_t>(), c[1].item<int64_t>(), c[2].item<int64_t>()};
   }
 };
+
+#if defined(MOE_A2A_ENABLE_PROFILER)
+constexpr bool kProfilerCompiledIn = true;
+
+// One rank's profile as plain Python objects; python/moe_a2a/trace.py turns every rank's into
+// one trace. Times stay in raw ticks (Python ints are exact) with the rate to convert them.
+py::dict dump_to_python(const moe_a2a::ProfileDump& d) {
+  py::list events;
+  for (const auto& e : d.profile.events) events.append(py::make_tuple(e.block, e.wave, e.event, e.arg, e.start, e.end));
+  auto samples = [&d](const std::vector<moe_a2a::ClockSample>& s) {
+    py::list peers;  // peers[p] = [(t0, tp, t1), ...]; empty off rank 0 and for p = 0
+    if (s.empty()) return peers;
+    for (int p = 0; p < d.world; ++p) {
+      py::list row;
+      for (int i = 0; p > 0 && i < d.clock_iters; ++i) {
+        const auto& c = s[static_cast<size_t>(p) * d.clock_iters + i];
+        row.append(py::make_tuple(c.t0, c.peer, c.t1));
+      }
+      peers.append(row);
+    }
+    return peers;
+  };
+  py::dict out;
+  out["rank"] = d.rank;
+  out["world"] = d.world;
+  out["clock_rate_hz"] = d.clock_rate_hz;
+  out["num_blocks"] = d.num_blocks;
+  out["waves_per_block"] = d.waves_per_block;
+  out["capacity"] = d.capacity;
+  out["attempted"] = d.profile.attempted;
+  out["dropped"] = d.profile.dropped;
+  out["invalid"] = d.profile.invalid;
+  out["events"] = events;
+  out["clock_before"] = samples(d.clock_before);
+  out["clock_after"] = samples(d.clock_after);
+  return out;
+}
+#else
+constexpr bool kProfilerCompiledIn = false;
+
+[[noreturn]] void no_profiler() {
+  MOE_A2A_TORCH_CHECK(false, "moe_a2a: this build has no in-kernel profiler; rebuild with it compiled in: "
+                             "MOE_A2A_PROFILE=1 python setup.py build_ext --inplace --force "
+                             "(or MOE_A2A_PROFILE=1 pip install --no-build-isolation -e .)");
+  std::abort();
+}
+#endif
 
 uint64_t ticks(const SymmetricHeap& h, double seconds) {
   return static_cast<uint64_t>(seconds * moe_a2a::wall_clock_rate_hz(h.device()));
@@ -110,6 +159,43 @@ PYBIND11_MODULE(_C, m) {
     moe_a2a::unregister_engine(id);
   });
   m.def("engine_num_tokens", [](int64_t id) { return moe_a2a::engine_by_id(id).num_tokens(); });
+
+  // ---- in-kernel profiler ----
+  m.def("profiler_compiled_in", []() { return kProfilerCompiledIn; });
+  m.def("profiler_event_names", []() {
+    return std::vector<std::string>(std::begin(moe_a2a::kProfilerEventNames), std::end(moe_a2a::kProfilerEventNames));
+  });
+  m.def("profiler_event_arg_names", []() {
+    return std::vector<std::string>(std::begin(moe_a2a::kProfilerEventArgNames),
+                                    std::end(moe_a2a::kProfilerEventArgNames));
+  });
+  m.def("profiler_mailbox_bytes", &moe_a2a::clock_mailbox_bytes);
+#if defined(MOE_A2A_ENABLE_PROFILER)
+  m.def("engine_enable_profiler", [](int64_t id, uint32_t capacity, size_t mailbox_offset) {
+    auto& e = moe_a2a::engine_by_id(id);
+    const c10::cuda::CUDAGuard guard(e.heap().device());
+    e.enable_profiler(capacity, mailbox_offset);
+  });
+  m.def("engine_profile_collect", [](int64_t id) {
+    auto& e = moe_a2a::engine_by_id(id);
+    const c10::cuda::CUDAGuard guard(e.heap().device());
+    moe_a2a::ProfileDump d;
+    {
+      py::gil_scoped_release no_gil;  // waits for the GPU and for the other ranks
+      d = e.collect_profile(at::cuda::getCurrentCUDAStream(e.heap().device()).stream());
+    }
+    return dump_to_python(d);
+  });
+  m.def("engine_profile_reset", [](int64_t id) {
+    auto& e = moe_a2a::engine_by_id(id);
+    const c10::cuda::CUDAGuard guard(e.heap().device());
+    e.reset_profile(at::cuda::getCurrentCUDAStream(e.heap().device()).stream());
+  });
+#else
+  m.def("engine_enable_profiler", [](int64_t, uint32_t, size_t) { no_profiler(); });
+  m.def("engine_profile_collect", [](int64_t) -> py::dict { no_profiler(); });
+  m.def("engine_profile_reset", [](int64_t) { no_profiler(); });
+#endif
 
   // ---- self-tests and microbenchmarks (synchronous) ----
   m.def("put_pattern", [](const SymmetricHeap& h, size_t region_offset, size_t words, size_t flag_offset,

@@ -9,18 +9,22 @@ namespace {
 template <TokenType kType>
 __global__ void __launch_bounds__(kEpBlock) combine_recv_kernel(EpContext c, CombineRecvArgs a) {
   __shared__ bool ok;
+  MOE_A2A_PROFILE_TRACK(prof, c.profiler, kCombineRecv);
   const EpBuffers b{c};
   const EpConfig& cfg = c.cfg;
   const int me = cfg.rank;
   const uint32_t epoch = b.current_epoch();
 
+  MOE_A2A_PROFILE(const uint64_t wait_start = prof.now());
   if (threadIdx.x == 0) ok = true;
   __syncthreads();
   if (threadIdx.x < cfg.world) {
     const int src = threadIdx.x;
     uint64_t seen = 0;
     const uint64_t target = make_flag(epoch, 0);
-    if (!wait_until_at_least_sys(b.combine_flag(me, src), target, c.timeout_ticks, &seen)) {
+    const bool arrived = wait_until_at_least_sys(b.combine_flag(me, src), target, c.timeout_ticks, &seen);
+    MOE_A2A_PROFILE(profiler_arrivals()[src] = wall_clock());
+    if (!arrived) {
       report_error(c, ErrorCode::kCombineTimeout, src, -1, src, target, seen);
       ok = false;
     } else if (flag_payload(seen) & kFlagErrorBit) {
@@ -29,6 +33,7 @@ __global__ void __launch_bounds__(kEpBlock) combine_recv_kernel(EpContext c, Com
   }
   __syncthreads();
   if (!ok) return;  // a timed-out block leaves the output unwritten; the engine is failed
+  MOE_A2A_PROFILE(prof.record_wait(ProfilerEvent::kCombineRecvWait, wait_start, cfg.world));
 
   // Tasks (token, chunk) over every wave of the grid.
   const int vecs = b.vecs_per_row();
@@ -38,6 +43,7 @@ __global__ void __launch_bounds__(kEpBlock) combine_recv_kernel(EpContext c, Com
   for (int task = blockIdx.x * kWavesPerBlock + wave_id(); task < a.num_tokens * chunks; task += waves) {
     const int t = task / chunks, chunk = task % chunks;
     const uint32_t mask = b.token_dest_mask()[t];
+    MOE_A2A_PROFILE_SPAN(reduce_span, prof, kCombineRecvReduce, t);
     float acc[kUnroll][8] = {};
     for (int r = 0; r < cfg.world; ++r) {
       if (!((mask >> r) & 1u)) continue;

@@ -13,6 +13,7 @@ __global__ void __launch_bounds__(kEpBlock) combine_send_kernel(EpContext c, Com
   __shared__ int pos[kRowBatch][kMaxTopk];
   __shared__ float weight[kRowBatch][kMaxTopk];
   __shared__ int token[kRowBatch];
+  MOE_A2A_PROFILE_TRACK(prof, c.profiler, kCombineSend);
 
   const EpBuffers b{c};
   const EpConfig& cfg = c.cfg;
@@ -32,6 +33,7 @@ __global__ void __launch_bounds__(kEpBlock) combine_send_kernel(EpContext c, Com
   const Vec16* y = static_cast<const Vec16*>(a.expert_y);
   for (int batch = blockIdx.x * per_block; batch < row_end; batch += kRowBatch) {
     const int n = min(kRowBatch, row_end - batch);
+    MOE_A2A_PROFILE(const uint64_t gather_start = prof.now());
     for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
       const int r = j / cfg.topk, k = j % cfg.topk;
       int src, slot;
@@ -41,11 +43,13 @@ __global__ void __launch_bounds__(kEpBlock) combine_send_kernel(EpContext c, Com
       if (k == 0) token[r] = *b.recv_token(me, src, slot);
     }
     __syncthreads();
+    MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kCombineSendGather, gather_start, batch));
     // Tasks (row, chunk): sum the row's local experts' outputs for this chunk, k ascending.
     for (int task = wave_id(); task < n * chunks; task += kWavesPerBlock) {
       const int r = task / chunks, chunk = task % chunks;
       // The token index came from a peer: never let it address outside comb_x.
       if (token[r] < 0 || token[r] >= cfg.max_tokens) continue;
+      MOE_A2A_PROFILE(const uint64_t copy_start = prof.now());
       float acc[kUnroll][8] = {};
       for (int k = 0; k < cfg.topk; ++k) {
         const int p = pos[r][k];
@@ -61,13 +65,16 @@ __global__ void __launch_bounds__(kEpBlock) combine_send_kernel(EpContext c, Com
       int src, slot;
       row_source(first_row, cfg.world, batch + r, src, slot);
       store_chunk(b.comb_x(src, me, token[r]), chunk, vecs, packed);
+      MOE_A2A_PROFILE(prof.record(ProfilerEvent::kCombineSendCopy, copy_start, src));
     }
     __syncthreads();  // pos/weight/token are rewritten by the next batch
   }
 
   // The last block tells every rank (also those that sent us nothing) that our partial sums
   // for this call are in place.
+  MOE_A2A_PROFILE_SPAN(publish_span, prof, kCombineSendPublish, 0, wave_id() == 0);
   if (last_block_done(b.done_counter(kCombineSend))) {
+    MOE_A2A_PROFILE(publish_span.set_arg(1));
     if (threadIdx.x < cfg.world) {
       const uint32_t err = ld_relaxed_sys(b.round_error()) != 0 ? kFlagErrorBit : 0u;
       st_release_sys(b.combine_flag(threadIdx.x, me), make_flag(epoch, err));

@@ -22,7 +22,9 @@ MOE_A2A_DEVICE bool wait_for_counts(const EpContext& c, uint32_t epoch, int* cou
     const int src = threadIdx.x;
     uint64_t seen = 0;
     const uint64_t target = make_flag(epoch, 0);
-    if (!wait_until_at_least_sys(b.dispatch_flag(c.cfg.rank, src), target, c.timeout_ticks, &seen)) {
+    const bool arrived = wait_until_at_least_sys(b.dispatch_flag(c.cfg.rank, src), target, c.timeout_ticks, &seen);
+    MOE_A2A_PROFILE(profiler_arrivals()[src] = wall_clock());
+    if (!arrived) {
       report_error(c, ErrorCode::kDispatchTimeout, src, -1, src, target, seen);
       ok = false;
       count[src] = 0;
@@ -49,6 +51,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_recv_kernel(EpContext c, Di
   __shared__ int count[kMaxWorld];
   __shared__ int first_row[kMaxWorld + 1];
   __shared__ int dest[kRowBatch][kMaxTopk];  // e * capacity + pos for each (row, k) of the batch, or -1
+  MOE_A2A_PROFILE_TRACK(prof, c.profiler, kDispatchRecv);
 
   const EpBuffers b{c};
   const EpConfig& cfg = c.cfg;
@@ -58,7 +61,9 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_recv_kernel(EpContext c, Di
   const uint32_t epoch = b.current_epoch();
 
   // A timed-out block leaves without touching any buffer; the engine is failed from then on.
+  MOE_A2A_PROFILE(const uint64_t wait_start = prof.now());
   if (!wait_for_counts(c, epoch, count, first_row)) return;
+  MOE_A2A_PROFILE(prof.record_wait(ProfilerEvent::kDispatchRecvWait, wait_start, cfg.world));
 
   // Rows g = 0..N-1 over all sources; block b takes a contiguous range, batch by batch.
   const int total_rows = first_row[cfg.world];
@@ -69,6 +74,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_recv_kernel(EpContext c, Di
   Vec16* out = static_cast<Vec16*>(a.expert_x);
   for (int batch = blockIdx.x * per_block; batch < row_end; batch += kRowBatch) {
     const int n = min(kRowBatch, row_end - batch);
+    MOE_A2A_PROFILE(const uint64_t place_start = prof.now());
     // Positions: one thread per (row, k) that names a local expert.
     for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
       const int r = j / cfg.topk, k = j % cfg.topk;
@@ -94,12 +100,14 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_recv_kernel(EpContext c, Di
       b.row_pos(src, slot)[k] = pos_code;
     }
     __syncthreads();
+    MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchRecvPlace, place_start, batch));
     // Payload: tasks (row, chunk) over the waves; each chunk is read once and written to
     // every local expert of the row.
     for (int task = wave_id(); task < n * chunks; task += kWavesPerBlock) {
       const int r = task / chunks, chunk = task % chunks;
       int src, slot;
       row_source(first_row, cfg.world, batch + r, src, slot);
+      MOE_A2A_PROFILE_SPAN(copy_span, prof, kDispatchRecvCopy, src);
       Vec16 v[kUnroll];
       load_chunk(b.recv_x(me, src, slot), chunk, vecs, v);
       for (int k = 0; k < cfg.topk; ++k) {

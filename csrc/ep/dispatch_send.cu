@@ -25,6 +25,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_send_kernel(EpContext c, Di
   __shared__ uint32_t dest_mask[kEpBlock];
   __shared__ int slot[kEpBlock][kMaxWorld];
   __shared__ int block_base[kMaxWorld];
+  MOE_A2A_PROFILE_TRACK(prof, c.profiler, kDispatchSend);
 
   const EpBuffers b{c};
   const EpConfig& cfg = c.cfg;
@@ -37,6 +38,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_send_kernel(EpContext c, Di
 
   // 1. Routing: which ranks each token goes to. Ids are checked here, before any remote
   //    write: a bad id is reported and its (token, k) pair dropped, never sent anywhere.
+  MOE_A2A_PROFILE(const uint64_t route_start = prof.now());
   uint32_t mask = 0;
   if (threadIdx.x < count) {
     const int t = first + threadIdx.x;
@@ -64,6 +66,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_send_kernel(EpContext c, Di
     slot[threadIdx.x][r] = block_base[r] + offset;
   }
   __syncthreads();
+  MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchSendRoute, route_start, -1));
 
   // 3. Rows: tasks (token, chunk) over the block's waves. Each chunk is loaded once and stored
   //    to every destination rank of the token; the chunk-0 task also writes the metadata: for
@@ -75,6 +78,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_send_kernel(EpContext c, Di
     const int t = first + i;
     const uint32_t m = dest_mask[i];
     if (m == 0) continue;
+    MOE_A2A_PROFILE_SPAN(token_span, prof, kDispatchSendToken, t);
     if (chunk == 0) {
       for (int j = lane_id(); j < cfg.world * cfg.topk; j += kWaveSize) {
         const int r = j / cfg.topk, k = j % cfg.topk;
@@ -96,7 +100,9 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_send_kernel(EpContext c, Di
   }
 
   // 4. Publish: the last block tells every rank how many rows it got from us (possibly 0).
+  MOE_A2A_PROFILE_SPAN(count_span, prof, kDispatchSendCounts, 0, wave_id() == 0);
   if (last_block_done(b.done_counter(kDispatchSend))) {
+    MOE_A2A_PROFILE(count_span.set_arg(1));
     if (threadIdx.x < cfg.world) {
       const int r = threadIdx.x;
       const uint32_t rows = ld_relaxed_sys(b.slot_counter() + r);

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "ep_device.cuh"
 #include "moe_a2a/platform/device.h"
 
 namespace moe_a2a {
@@ -66,12 +67,38 @@ void EpEngine::close() {
   closed_ = true;
   MOE_A2A_GPU_CHECK(hipSetDevice(heap_->device()));
   MOE_A2A_GPU_CHECK(hipDeviceSynchronize());
+#if defined(MOE_A2A_ENABLE_PROFILER)
+  profiler_.reset();
+  ctx_.profiler = ProfilerView{};
+#endif
   if (ctx_.workspace != nullptr) MOE_A2A_GPU_CHECK(hipFree(ctx_.workspace));
   if (error_host_ != nullptr) MOE_A2A_GPU_CHECK(hipHostFree(error_host_));
   ctx_.workspace = nullptr;
   error_host_ = nullptr;
   heap_.reset();
 }
+
+#if defined(MOE_A2A_ENABLE_PROFILER)
+void EpEngine::enable_profiler(uint32_t capacity_per_track, size_t mailbox_offset) {
+  MOE_A2A_CHECK(!closed_, "enable_profiler called after close()");
+  MOE_A2A_CHECK(profiler_ == nullptr, "the profiler of this all-to-all is already on");
+  MOE_A2A_CHECK(phase_ == Phase::kIdle, "enable_profiler must be called between rounds");
+  profiler_ = std::make_unique<ProfilerSession>(ctx_.heap, heap_->device(), mailbox_offset, ctx_.num_blocks,
+                                                kWavesPerBlock, capacity_per_track, ctx_.timeout_ticks);
+  ctx_.profiler = profiler_->view();
+}
+
+ProfileDump EpEngine::collect_profile(hipStream_t stream) {
+  MOE_A2A_CHECK(!closed_, "collect_profile called after close()");
+  MOE_A2A_CHECK(profiler_ != nullptr, "this all-to-all was created without profile=True");
+  return profiler_->collect(stream);
+}
+
+void EpEngine::reset_profile(hipStream_t stream) {
+  MOE_A2A_CHECK(!closed_ && profiler_ != nullptr, "this all-to-all is not profiling");
+  profiler_->reset(stream);
+}
+#endif
 
 void EpEngine::expect(Phase phase, const char* call) const {
   MOE_A2A_CHECK(!closed_, call, " called after close()");

@@ -8,6 +8,7 @@
 
 #include "heap/symmetric_heap.h"
 #include "moe_a2a/ep/kernels.h"
+#include "profiler/session.h"
 
 namespace moe_a2a {
 
@@ -33,6 +34,16 @@ class EpEngine {
   void check_errors();
   void close();
 
+#if defined(MOE_A2A_ENABLE_PROFILER)
+  // Starts recording every kernel of this engine (collective: syncs clocks with rank 0).
+  // `mailbox_offset`: clock_mailbox_bytes() allocated symmetrically in the engine's heap.
+  void enable_profiler(uint32_t capacity_per_track, size_t mailbox_offset);
+  bool profiling() const { return profiler_ != nullptr; }
+  // Collective. Waits for the stream, copies the records out and starts a new session.
+  ProfileDump collect_profile(hipStream_t stream);
+  void reset_profile(hipStream_t stream);
+#endif
+
   const EpConfig& config() const { return ctx_.cfg; }
   int num_tokens() const { return num_tokens_; }
   uint8_t* workspace() const { return ctx_.workspace; }
@@ -46,6 +57,9 @@ class EpEngine {
 
   EpContext ctx_{};
   std::shared_ptr<SymmetricHeap> heap_;
+#if defined(MOE_A2A_ENABLE_PROFILER)
+  std::unique_ptr<ProfilerSession> profiler_;
+#endif
   ErrorRecord* error_host_ = nullptr;
   Phase phase_ = Phase::kIdle;
   int num_tokens_ = 0;

@@ -9,6 +9,9 @@
 No call synchronises with the host; errors found on the device (a bad expert id, an expert
 over capacity, a peer that never answered) are raised by the next dispatch or by
 synchronize(). Each dispatch must be combined before the next dispatch.
+
+profile=True records every kernel with the in-kernel profiler (a build with MOE_A2A_PROFILE=1);
+moe_a2a.trace.save(path) writes what was recorded as one Perfetto trace for all ranks.
 """
 
 from dataclasses import dataclass, field
@@ -25,6 +28,8 @@ _DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
 # Default budget for the padded per-expert output of one dispatch; the worst case (every
 # token to one expert) is used when it fits.
 DEFAULT_OUTPUT_BUDGET_BYTES = 4 << 30
+# Profiler records kept per track (one track per wave of a block; 24 bytes a record).
+DEFAULT_PROFILE_CAPACITY = 512
 
 
 @dataclass
@@ -64,8 +69,14 @@ class AllToAll:
         max_recv_tokens_per_expert: Optional[int] = None,
         timeout_s: float = 5.0,
         device: Optional[torch.device] = None,
+        profile: bool = False,
+        profile_capacity: int = DEFAULT_PROFILE_CAPACITY,
     ):
-        """Collective: every rank of `group` must call it with the same arguments."""
+        """Collective: every rank of `group` must call it with the same arguments.
+
+        profile=True turns the in-kernel profiler on (needs a build with MOE_A2A_PROFILE=1);
+        profile_capacity is the number of records each wave of each block keeps, later ones
+        are counted as dropped."""
         self.group = group if group is not None else dist.group.WORLD
         self.rank = dist.get_rank(self.group)
         self.world = dist.get_world_size(self.group)
@@ -77,6 +88,15 @@ class AllToAll:
         self.max_num_tokens = int(max_num_tokens)
         self.dtype = dtype
         C = ext()
+        self.profile = bool(profile)
+        if self.profile and not C.profiler_compiled_in():
+            raise RuntimeError(
+                "moe_a2a: AllToAll(profile=True) needs the in-kernel profiler, which this build does not have. "
+                "Rebuild with it: MOE_A2A_PROFILE=1 python setup.py build_ext --inplace --force "
+                "(or MOE_A2A_PROFILE=1 pip install --no-build-isolation -e .)"
+            )
+        if self.profile and not 1 <= int(profile_capacity) <= (1 << 20):
+            raise ValueError(f"moe_a2a: profile_capacity must be in [1, 2^20], got {profile_capacity}")
         if max_recv_tokens_per_expert is None:
             capacity = C.default_capacity(self.world, self.num_experts, self.experts_per_token, self.hidden_dim,
                                           self.max_num_tokens, DEFAULT_OUTPUT_BUDGET_BYTES) \
@@ -85,9 +105,9 @@ class AllToAll:
             capacity = int(max_recv_tokens_per_expert)
         self.capacity = capacity
         config = (self.world, self.num_experts, self.experts_per_token, self.hidden_dim, self.max_num_tokens,
-                  self.capacity, _DTYPES[dtype], float(timeout_s))
-        require_same("the AllToAll config (world, experts, topk, hidden, max tokens, capacity, dtype, timeout)",
-                     config, self.group)
+                  self.capacity, _DTYPES[dtype], float(timeout_s), self.profile)
+        require_same("the AllToAll config (world, experts, topk, hidden, max tokens, capacity, dtype, timeout, "
+                     "profile)", config, self.group)
         problem = C.validate_config(self.world, self.rank, self.num_experts, self.experts_per_token, self.hidden_dim,
                                     self.max_num_tokens, self.capacity)
         if problem:
@@ -96,12 +116,19 @@ class AllToAll:
 
         region = C.ep_region_bytes(self.world, self.num_experts, self.experts_per_token, self.hidden_dim,
                                    self.max_num_tokens, self.capacity)
-        self.heap = SymmetricHeap(self.group, region, device)
+        mailbox = C.profiler_mailbox_bytes() if self.profile else 0  # clock-sync ping-pong
+        self.heap = SymmetricHeap(self.group, region + mailbox, device)
         self.device = self.heap.device
         offset = self.heap.alloc_bytes(region, 256)
         self.heap_bytes = region
         self._engine = C.create_engine(self.heap._heap, self.num_experts, self.experts_per_token, self.hidden_dim,
                                        self.max_num_tokens, self.capacity, _DTYPES[dtype], offset, float(timeout_s))
+        if self.profile:
+            C.engine_enable_profiler(self._engine, int(profile_capacity), self.heap.alloc_bytes(mailbox, 256))
+            # Imported here, not at the top: `python -m moe_a2a.trace` must find it unimported.
+            from . import trace
+
+            trace._register(self)
         # Orders this all-to-all's ops for torch.compile (schemas mark it mutated).
         self._state = torch.zeros(1, dtype=torch.int64, device=self.device)
         self._round = 0
@@ -134,6 +161,22 @@ class AllToAll:
 
     def combine(self, expert_y: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:
         return self.combine_recv(self.combine_send(expert_y, dispatched))
+
+    # ---- profiler ----
+    def profile_collect(self) -> dict:
+        """Collective: waits for this rank's kernels, syncs clocks with rank 0 and returns the
+        records so far (raw ticks, see moe_a2a.trace), then starts recording afresh."""
+        self._check_open()
+        if not self.profile:
+            raise RuntimeError("moe_a2a: this AllToAll was created without profile=True")
+        return ext().engine_profile_collect(self._engine)
+
+    def profile_reset(self) -> None:
+        """Forgets the records so far (enqueued on the current stream; not collective)."""
+        self._check_open()
+        if not self.profile:
+            raise RuntimeError("moe_a2a: this AllToAll was created without profile=True")
+        ext().engine_profile_reset(self._engine)
 
     # ---- errors and lifetime ----
     def check(self) -> None:

@@ -10,6 +10,7 @@
 #include "moe_a2a/errors.h"
 #include "moe_a2a/heap.h"
 #include "moe_a2a/platform/runtime.h"
+#include "moe_a2a/profiler.h"
 
 namespace moe_a2a {
 
@@ -27,6 +28,9 @@ struct EpContext {
   uint64_t timeout_ticks;          // bound on every wait, in wall_clock() ticks
   TokenType token_type;
   int32_t num_blocks;              // grid size of every EP kernel
+  // Last, so the other fields keep their offsets whether or not a build profiles; all zero
+  // unless profiling (see include/moe_a2a/profiler.h).
+  ProfilerView profiler;
 };
 
 #if defined(MOE_A2A_HAS_GPU)

@@ -1,0 +1,359 @@
+"""In-kernel profiler traces: export to Chrome JSON (opens in ui.perfetto.dev), check,
+summarise, plot.
+
+    ep = moe_a2a.AllToAll(..., profile=True)      # needs a build with MOE_A2A_PROFILE=1
+    ... ep.dispatch / ep.combine ...
+    moe_a2a.trace.save("trace.json")             # collective; rank 0 writes the file
+
+    python -m moe_a2a.trace summary trace.json [--png timeline.png]
+    python -m moe_a2a.trace check trace.json
+
+Layout: pid = rank + 1 ("rank N"); one track per wave of a block, tid = block * waves + wave + 1
+("block B wave W"); complete events ("ph": "X") in microseconds from the earliest event, on
+rank 0's clock. Each rank's clock is mapped onto rank 0's through the ping-pong samples taken
+before and after the run (offset from the fastest round trip, drift linear in between); the
+error bound (half that round trip) is written into the trace.
+
+Everything except save() is pure Python (json; matplotlib for --png): event names travel in
+the trace, so these tools never need the compiled extension.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import weakref
+
+# The kernels in pipeline order; tests/python/cpu/test_trace.py checks this against
+# include/moe_a2a/profiler_events.h, the table the names come from.
+KERNELS = ("dispatch_send", "dispatch_recv", "combine_send", "combine_recv")
+TRACE_VERSION = 1
+
+_active = None  # the last AllToAll created with profile=True (weak)
+
+
+def _register(ep) -> None:
+    global _active
+    _active = weakref.ref(ep)
+
+
+def kernel_of(name: str) -> str:
+    """'dispatch_recv.wait' -> 'dispatch_recv'; a kernel's own span is named after it."""
+    return name.split(".", 1)[0]
+
+
+# ------------------------------------------------------------------------- clock alignment
+def ticks_to_ns(ticks: int, rate_hz: int) -> int:
+    return ticks * 1_000_000_000 // rate_hz  # Python ints: exact even for 64-bit tick counts
+
+
+def fit_clock(samples, rate0: int, rate_peer: int):
+    """The ping-pong sample with the shortest round trip, as {peer_ns, offset_ns, error_ns,
+    rtt_ns}: offset = peer clock - rank-0 clock (ns), error <= half the round trip."""
+    best = None
+    for t0, tp, t1 in samples:
+        a, b, p = ticks_to_ns(t0, rate0), ticks_to_ns(t1, rate0), ticks_to_ns(tp, rate_peer)
+        if t0 == 0 or b < a:
+            continue  # unfilled or impossible sample
+        if best is None or b - a < best["rtt_ns"]:
+            best = {"peer_ns": p, "offset_ns": p - (a + (b - a) // 2), "rtt_ns": b - a, "error_ns": (b - a) / 2}
+    if best is not None:
+        best["samples"] = len(samples)
+    return best
+
+
+class ClockMap:
+    """Maps a rank's local ns to rank 0's ns: the offset measured before and after the run,
+    interpolated linearly (constant drift) in between and extrapolated outside."""
+
+    def __init__(self, before=None, after=None):
+        fits = [f for f in (before, after) if f is not None]
+        self.before, self.after = before, after
+        self.offset0 = fits[0]["offset_ns"] if fits else 0
+        self.at0 = fits[0]["peer_ns"] if fits else 0
+        self.slope = 0.0
+        if len(fits) == 2 and fits[1]["peer_ns"] != fits[0]["peer_ns"]:
+            self.slope = (fits[1]["offset_ns"] - fits[0]["offset_ns"]) / (fits[1]["peer_ns"] - fits[0]["peer_ns"])
+        # Between two bounded estimates a linear interpolation is bounded by the worse one.
+        self.error_ns = max((f["error_ns"] for f in fits), default=0.0)
+
+    def __call__(self, ns: int) -> int:
+        return ns - self.offset0 - round(self.slope * (ns - self.at0))
+
+    def describe(self, rate_hz: int):
+        return {"offset_before_ns": self.before and self.before["offset_ns"],
+                "error_before_ns": self.before and self.before["error_ns"],
+                "offset_after_ns": self.after and self.after["offset_ns"],
+                "error_after_ns": self.after and self.after["error_ns"],
+                "drift_ppm": self.slope * 1e6, "error_ns": self.error_ns, "clock_rate_hz": rate_hz}
+
+
+# ------------------------------------------------------------------------- building a trace
+def build_trace(dumps, event_names, arg_names):
+    """One Chrome-JSON trace (a dict) from every rank's profile dump (AllToAll.profile_collect())."""
+    dumps = sorted(dumps, key=lambda d: d["rank"])
+    root = dumps[0]
+    rates = {d["rank"]: d["clock_rate_hz"] for d in dumps}
+    maps = {0: ClockMap()}
+    for d in dumps[1:]:
+        p = d["rank"]
+
+        def fit(key):
+            rows = root.get(key) or []
+            return fit_clock(rows[p], rates[0], rates[p]) if p < len(rows) and rows[p] else None
+
+        maps[p] = ClockMap(fit("clock_before"), fit("clock_after"))
+
+    rows = []  # (pid, tid, start_ns, end_ns, name, arg, block, wave)
+    for d in dumps:
+        r, rate, waves, cmap = d["rank"], d["clock_rate_hz"], d["waves_per_block"], maps[d["rank"]]
+        for block, wave, ev, arg, start, end in d["events"]:
+            s, e = cmap(ticks_to_ns(start, rate)), cmap(ticks_to_ns(end, rate))
+            rows.append((r + 1, block * waves + wave + 1, s, max(s, e), ev, arg, block, wave))
+    origin = min((row[2] for row in rows), default=0)
+    rows.sort(key=lambda x: (x[0], x[1], x[2], -(x[3] - x[2])))  # parents before children
+
+    events = []
+    for d in dumps:
+        pid = d["rank"] + 1
+        err_us = maps[d["rank"]].error_ns / 1e3
+        events += [{"name": "process_name", "ph": "M", "pid": pid, "args": {"name": f"rank {d['rank']}"}},
+                   {"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": pid}},
+                   {"name": "process_labels", "ph": "M", "pid": pid,
+                    "args": {"labels": f"clock error <= {err_us:.2f} us, dropped {d['dropped']}"}}]
+    tracks = {(x[0], x[1]): (x[6], x[7]) for x in rows}
+    for (pid, tid), (block, wave) in sorted(tracks.items()):
+        events += [{"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
+                    "args": {"name": f"block {block} wave {wave}"}},
+                   {"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}}]
+    for pid, tid, s, e, ev, arg, block, wave in rows:
+        name = event_names[ev] if 0 <= ev < len(event_names) else f"event_{ev}"
+        args = {"block": block, "wave": wave}
+        if 0 <= ev < len(arg_names) and arg_names[ev]:
+            args[arg_names[ev]] = arg
+        events.append({"name": name, "cat": kernel_of(name), "ph": "X", "pid": pid, "tid": tid,
+                       "ts": round((s - origin) / 1e3, 3), "dur": round((e - s) / 1e3, 3), "args": args})
+
+    clock = {str(d["rank"]): maps[d["rank"]].describe(d["clock_rate_hz"]) for d in dumps}
+    records = {str(d["rank"]): {k: d[k] for k in ("attempted", "dropped", "invalid", "capacity")} for d in dumps}
+    err_us = max(m.error_ns for m in maps.values()) / 1e3
+    dropped = sum(d["dropped"] for d in dumps)
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ns",
+        "otherData": {"producer": "moe_a2a in-kernel profiler", "clock_alignment_error_us": f"{err_us:.3f}",
+                      "dropped_records": str(dropped)},
+        "moe_a2a": {"version": TRACE_VERSION, "world": len(dumps), "event_names": list(event_names),
+                    "arg_names": list(arg_names), "kernels": list(KERNELS),
+                    "waves_per_block": root["waves_per_block"], "origin_ns": origin,
+                    "clock_alignment_error_us": err_us, "clock": clock, "records": records,
+                    "dropped_records": dropped},
+    }
+
+
+def save(path, ep=None):
+    """Collective over ep's group: collects every rank's records and writes one trace on
+    rank 0. Returns the trace dict on rank 0, None elsewhere. Recording goes on afterwards,
+    into emptied buffers."""
+    if ep is None:
+        ep = _active() if _active is not None else None
+    if ep is None:
+        raise RuntimeError("moe_a2a.trace.save: no AllToAll was created with profile=True")
+    from ._collective import all_gather
+    from ._ext import ext
+
+    dumps = all_gather(ep.profile_collect(), ep.group)
+    if ep.rank != 0:
+        return None
+    trace = build_trace(dumps, ext().profiler_event_names(), ext().profiler_event_arg_names())
+    with open(path, "w") as f:
+        json.dump(trace, f, separators=(",", ":"))
+    info = trace["moe_a2a"]
+    if info["dropped_records"]:
+        print(f"moe_a2a.trace: {info['dropped_records']} records did not fit the per-track buffers and were "
+              "dropped; raise AllToAll(profile_capacity=...)", file=sys.stderr)
+    return trace
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+# ------------------------------------------------------------------------- reading a trace
+def complete_events(trace):
+    return [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+
+
+def _ns(e):
+    s = round(e["ts"] * 1e3)
+    return s, s + round(e["dur"] * 1e3)
+
+
+def rank_names(trace):
+    """{pid: 'rank N'} from the metadata events."""
+    return {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+            if e.get("ph") == "M" and e.get("name") == "process_name"}
+
+
+def check(trace):
+    """Problems found in a trace (an empty list when it is sound): event fields, nesting on
+    every track, stages inside their kernel's span, every kernel on every rank."""
+    problems = []
+    if not isinstance(trace.get("traceEvents"), list):
+        return ["no traceEvents list"]
+    xs = complete_events(trace)
+    for e in xs:
+        ok = (isinstance(e.get("name"), str) and isinstance(e.get("pid"), int) and isinstance(e.get("tid"), int)
+              and isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur"), (int, float)))
+        if not ok or e["pid"] < 1 or e["tid"] < 1 or e["dur"] < 0 or e["ts"] < 0:
+            problems.append(f"bad event {e}")
+    if problems:
+        return problems
+    tracks = {}
+    for e in xs:
+        tracks.setdefault((e["pid"], e["tid"]), []).append(e)
+    for (pid, tid), evs in sorted(tracks.items()):
+        evs.sort(key=lambda e: (_ns(e)[0], -_ns(e)[1]))
+        stack = []
+        for e in evs:
+            s, t = _ns(e)
+            while stack and _ns(stack[-1])[1] <= s:
+                stack.pop()
+            if stack and t > _ns(stack[-1])[1]:
+                problems.append(f"pid {pid} tid {tid}: {e['name']} at {e['ts']} us overlaps "
+                                f"{stack[-1]['name']} at {stack[-1]['ts']} us without nesting")
+            if "." in e["name"] and (not stack or stack[0]["name"] != kernel_of(e["name"])):
+                problems.append(f"pid {pid} tid {tid}: {e['name']} at {e['ts']} us is outside a "
+                                f"{kernel_of(e['name'])} span")
+            stack.append(e)
+    kernels = {e["name"] for e in xs if "." not in e["name"]}
+    for pid, name in sorted(rank_names(trace).items()):
+        mine = {e["name"] for e in xs if e["pid"] == pid and "." not in e["name"]}
+        if kernels - mine:
+            problems.append(f"{name}: no span of {sorted(kernels - mine)}")
+    return problems
+
+
+def _stats(values):
+    return min(values), statistics.median(values), max(values)
+
+
+def summary(trace, top=5) -> str:
+    """A text report: time per stage per rank, the slowest blocks and whom they waited for."""
+    info = trace.get("moe_a2a", {})
+    xs = complete_events(trace)
+    names = rank_names(trace)
+    waves = info.get("waves_per_block", 1)
+    out = [f"moe_a2a trace: {len(names)} rank(s), {len(xs)} events; clock alignment error <= "
+           f"{info.get('clock_alignment_error_us', float('nan')):.3f} us; dropped records: "
+           f"{info.get('dropped_records', '?')}"]
+    # per (pid, name, block): a kernel's block time is its first start to last end over the
+    # block's waves; a stage's is the sum of its events over the block's waves.
+    per_block = {}
+    for e in xs:
+        block = (e["tid"] - 1) // waves
+        s, t = _ns(e)
+        key = (e["pid"], e["name"], block)
+        if "." in e["name"]:
+            per_block[key] = per_block.get(key, 0) + (t - s)
+        else:
+            lo, hi = per_block.get(key, (s, t))
+            per_block[key] = (min(lo, s), max(hi, t))
+    order = {k: i for i, k in enumerate(KERNELS)}
+    stage_names = sorted({k[1] for k in per_block}, key=lambda n: (order.get(kernel_of(n), 99), n))
+    out.append("\nTime per stage per rank, us per block (kernel: first start to last end over the block's "
+               "waves; stage: sum over the block's waves)")
+    out.append(f"{'stage':32s} {'rank':>6s} {'blocks':>6s} {'min':>9s} {'median':>9s} {'max':>9s}")
+    for name in stage_names:
+        for pid in sorted(names):
+            vals = [(v[1] - v[0]) if isinstance(v, tuple) else v
+                    for (p, n, _), v in per_block.items() if p == pid and n == name]
+            if vals:
+                lo, med, hi = _stats(vals)
+                out.append(f"{name:32s} {pid - 1:>6d} {len(vals):>6d} {lo / 1e3:9.2f} {med / 1e3:9.2f} {hi / 1e3:9.2f}")
+    waits = {}  # (pid, block, kernel) -> (dur_ns, peer)
+    for e in xs:
+        if e["name"].endswith(".wait"):
+            s, t = _ns(e)
+            waits[(e["pid"], (e["tid"] - 1) // waves, kernel_of(e["name"]))] = (t - s, e["args"].get("peer"))
+    out.append(f"\nSlowest blocks (top {top} per kernel over all ranks)")
+    for k in KERNELS:
+        spans = sorted(((v[1] - v[0], p, b) for (p, n, b), v in per_block.items() if n == k), reverse=True)
+        for dur, pid, block in spans[:top]:
+            w = waits.get((pid, block, k))
+            note = f", waited {w[0] / 1e3:.2f} us for rank {w[1]}" if w else ""
+            out.append(f"  {k:14s} rank {pid - 1} block {block:4d}: {dur / 1e3:9.2f} us{note}")
+    out.append("\nWaits by peer (blocks whose wait ended when that peer's flag arrived)")
+    by_peer = {}
+    for (pid, _, k), (dur, peer) in waits.items():
+        by_peer.setdefault((k, pid, peer), []).append(dur)
+    for (k, pid, peer), durs in sorted(by_peer.items()):
+        lo, med, hi = _stats(durs)
+        out.append(f"  {k + '.wait':20s} rank {pid - 1} waited on rank {peer}: {len(durs):4d} blocks, "
+                   f"median {med / 1e3:.2f} us, max {hi / 1e3:.2f} us")
+    return "\n".join(out)
+
+
+def plot_png(trace, path) -> None:
+    """A timeline per rank (y: track, x: time), for readers without Perfetto."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = complete_events(trace)
+    pids = sorted(rank_names(trace)) or sorted({e["pid"] for e in xs})
+    names = sorted({e["name"] for e in xs}, key=lambda n: ("." in n, n))
+    colors = {n: plt.cm.tab20(i % 20) for i, n in enumerate(names)}
+    fig, axes = plt.subplots(len(pids), 1, figsize=(16, 3 + 3 * len(pids)), sharex=True, squeeze=False)
+    for ax, pid in zip(axes[:, 0], pids):
+        for n in names:
+            bars = {}
+            for e in xs:
+                if e["pid"] == pid and e["name"] == n:
+                    bars.setdefault(e["tid"], []).append((e["ts"], max(e["dur"], 1e-3)))
+            kernel = "." not in n
+            for tid, b in bars.items():
+                ax.broken_barh(b, (tid - 0.5, 1.0 if kernel else 0.7), facecolors=colors[n],
+                               alpha=0.35 if kernel else 0.9, linewidth=0)
+        ax.set_ylabel(f"rank {pid - 1}\ntrack (block x waves + wave)")
+        ax.invert_yaxis()
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[n], alpha=0.35 if "." not in n else 0.9) for n in names]
+    fig.legend(handles, names, loc="upper center", ncol=4, fontsize=8)
+    axes[-1, 0].set_xlabel("time (us, rank 0's clock)")
+    err = trace.get("moe_a2a", {}).get("clock_alignment_error_us")
+    if err is not None:
+        axes[0, 0].set_title(f"clock alignment error <= {err:.2f} us", fontsize=9, loc="right")
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m moe_a2a.trace", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("summary", help="time per stage per rank, slowest blocks, waits by peer")
+    s.add_argument("trace")
+    s.add_argument("--png", help="also draw a timeline per rank into this PNG")
+    s.add_argument("--top", type=int, default=5)
+    c = sub.add_parser("check", help="validate a trace (nesting, spans, every kernel on every rank)")
+    c.add_argument("trace")
+    args = p.parse_args(argv)
+    trace = load(args.trace)
+    if args.cmd == "check":
+        problems = check(trace)
+        for line in problems[:50]:
+            print(line)
+        print(f"{len(problems)} problem(s)" if problems else "trace OK")
+        return 1 if problems else 0
+    print(summary(trace, args.top))
+    if args.png:
+        plot_png(trace, args.png)
+        print(f"wrote {args.png}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""moe_a2a.trace on synthetic profiles (no GPU, no extension): clock alignment, Chrome-JSON
+export, nesting and span checks, summary, PNG, and the event table shared with C++."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from moe_a2a import trace
+
+HEADER = Path(__file__).resolve().parents[3] / "include" / "moe_a2a" / "profiler_events.h"
+
+
+def header_table():
+    """(enum, name, arg) rows of the X-macro table, read from the header's text."""
+    return re.findall(r'X\((k\w+),\s*"([^"]*)",\s*"([^"]*)"\)', HEADER.read_text())
+
+
+NAMES = [n for _, n, _ in header_table()]
+ARGS = [a for _, _, a in header_table()]
+EV = {n: i for i, n in enumerate(NAMES)}
+WAVES = 2
+
+
+def test_header_table_matches_python():
+    assert len(NAMES) == len(set(NAMES)) >= 4
+    kernels = tuple(n for n in NAMES if "." not in n)
+    assert kernels == trace.KERNELS  # same kernels, pipeline order
+    for n in NAMES:
+        assert trace.kernel_of(n) in kernels, n
+
+
+class FakeRank:
+    """Events of one rank generated on 'true' time (rank 0's ns), stored in local ticks:
+    local_ns = true_ns + offset_ns + drift * true_ns."""
+
+    def __init__(self, rank, rate_hz, offset_ns, drift=0.0):
+        self.rank, self.rate, self.offset, self.drift = rank, rate_hz, offset_ns, drift
+        self.events = []
+
+    def ticks(self, true_ns):
+        local = true_ns + self.offset + self.drift * true_ns
+        return int(local * self.rate // 1_000_000_000)
+
+    def add(self, block, wave, name, s, e, arg=-1):
+        self.events.append((block, wave, EV[name], arg, self.ticks(s), self.ticks(e)))
+
+
+def pingpong(peer, at_ns, n=16, one_way_ns=800, jitter=lambda i: 37 * i % 500):
+    """Samples (t0, tp, t1) in ticks: rank 0 clock for t0/t1, the peer's for tp."""
+    out = []
+    for i in range(n):
+        t0 = at_ns + i * 5000
+        tp = t0 + one_way_ns + jitter(i)
+        t1 = tp + one_way_ns + jitter(i + 3)
+        out.append((t0, peer.ticks(tp), t1))  # rank 0 ticks at 1 GHz == ns
+    return out
+
+
+def make_dumps(world=2, capacity=64, dropped=0):
+    ranks = [FakeRank(0, 1_000_000_000, 0)] + [
+        FakeRank(r, 100_000_000 if r % 2 else 1_000_000_000, 12_345_678 * r, drift=2e-6 * r) for r in range(1, world)]
+    base = 1_000_000_000  # the run, on the true clock
+    for fr in ranks:
+        for k, kernel in enumerate(trace.KERNELS):
+            t = base + k * 100_000
+            for block in range(3):
+                for wave in range(WAVES):
+                    s, e = t + 1000 * block, t + 50_000 + 1000 * block
+                    fr.add(block, wave, kernel, s, e)
+                    if wave == 0 and kernel.endswith("recv"):
+                        fr.add(block, 0, kernel + ".wait", s + 100, s + 20_000 + 3000 * block, (fr.rank + 1) % world)
+                    stage = {"dispatch_send": "dispatch_send.token", "dispatch_recv": "dispatch_recv.copy",
+                             "combine_send": "combine_send.copy", "combine_recv": "combine_recv.reduce"}[kernel]
+                    fr.add(block, wave, stage, s + 30_000, s + 35_000, 7)
+                    fr.add(block, wave, stage, s + 35_000, s + 36_000, 8)  # back to back: still nested
+    dumps = []
+    for fr in ranks:
+        dumps.append({
+            "rank": fr.rank, "world": world, "clock_rate_hz": fr.rate, "num_blocks": 3,
+            "waves_per_block": WAVES, "capacity": capacity, "attempted": len(fr.events) + dropped,
+            "dropped": dropped if fr.rank == world - 1 else 0, "invalid": 0, "events": fr.events,
+            "clock_before": [[]] + [pingpong(p, base - 10_000_000) for p in ranks[1:]] if fr.rank == 0 else [],
+            "clock_after": [[]] + [pingpong(p, base + 10_000_000) for p in ranks[1:]] if fr.rank == 0 else [],
+        })
+    return dumps
+
+
+def build(**kw):
+    return trace.build_trace(make_dumps(**kw), NAMES, ARGS)
+
+
+def test_fit_clock_recovers_offset_within_half_rtt():
+    peer = FakeRank(1, 100_000_000, 5_000_000)
+    fit = trace.fit_clock(pingpong(peer, 10**9), 1_000_000_000, 100_000_000)
+    assert fit["rtt_ns"] == min(1600 + 37 * i % 500 + 37 * (i + 3) % 500 for i in range(16))  # fastest sample
+    assert abs(fit["offset_ns"] - 5_000_000) <= fit["error_ns"] + 10  # + one 100 MHz tick
+
+
+def test_clock_map_corrects_drift():
+    peer = FakeRank(1, 1_000_000_000, 1_000_000, drift=5e-6)
+    before = trace.fit_clock(pingpong(peer, 10**9, one_way_ns=500, jitter=lambda i: 0), 10**9, 10**9)
+    after = trace.fit_clock(pingpong(peer, 2 * 10**9, one_way_ns=500, jitter=lambda i: 0), 10**9, 10**9)
+    m = trace.ClockMap(before, after)
+    for true_ns in (10**9, 1.5e9, 2 * 10**9):
+        assert abs(m(peer.ticks(true_ns)) - true_ns) <= 2
+    assert m.slope == pytest.approx(5e-6, rel=1e-3)
+
+
+@pytest.mark.parametrize("world", [2, 3, 8])
+def test_trace_is_valid_chrome_json(world, tmp_path):
+    t = build(world=world)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(t))
+    t = trace.load(path)
+    assert t["displayTimeUnit"] == "ns"
+    assert trace.check(t) == []
+    meta = [e for e in t["traceEvents"] if e["ph"] == "M"]
+    assert {e["args"]["name"] for e in meta if e["name"] == "process_name"} == {f"rank {r}" for r in range(world)}
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in meta if e["name"] == "thread_name"}
+    assert threads[(1, 1)] == "block 0 wave 0" and threads[(world, 2 * WAVES)] == "block 1 wave 1"
+    xs = trace.complete_events(t)
+    assert min(e["pid"] for e in xs) == 1 and min(e["tid"] for e in xs) == 1  # never 0
+    assert min(e["ts"] for e in xs) == 0.0
+    assert all(e["dur"] >= 0 for e in xs)
+    # Alignment undid each rank's offset and drift: the same true schedule on every rank.
+    err = t["moe_a2a"]["clock_alignment_error_us"]
+    assert 0 < err < 1.0
+    starts = {}
+    for e in xs:
+        if e["name"] == "dispatch_send" and e["tid"] == 1:
+            starts[e["pid"]] = e["ts"]
+    assert max(starts.values()) - min(starts.values()) <= err + 0.02
+    waits = [e for e in xs if e["name"] == "dispatch_recv.wait"]
+    assert waits and all("peer" in e["args"] for e in waits)
+
+
+def test_check_finds_overlap_missing_kernel_and_stray_stage():
+    t = build()
+    xs = trace.complete_events(t)
+    token = next(e for e in xs if e["name"] == "dispatch_send.token")
+    t["traceEvents"].append(dict(token, ts=token["ts"] + token["dur"] / 2))  # overlaps its twin
+    t["traceEvents"].append(dict(token, ts=1e6, dur=1.0))  # outside every kernel span
+    t["traceEvents"] = [e for e in t["traceEvents"] if not (e.get("name") == "combine_recv" and e.get("pid") == 2)]
+    problems = "\n".join(trace.check(t))
+    assert "without nesting" in problems
+    assert "outside a dispatch_send span" in problems
+    assert "rank 1: no span of ['combine_recv']" in problems
+
+
+def test_dropped_records_are_reported():
+    t = build(dropped=17)
+    assert t["moe_a2a"]["dropped_records"] == 17
+    assert t["moe_a2a"]["records"]["1"]["dropped"] == 17
+    assert t["otherData"]["dropped_records"] == "17"
+    assert "dropped records: 17" in trace.summary(t)
+
+
+def test_summary_and_png(tmp_path, capsys):
+    t = build(world=3)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(t))
+    text = trace.summary(t)
+    for name in NAMES:
+        if name in {e["name"] for e in trace.complete_events(t)}:
+            assert name in text
+    assert "waited on rank" in text and "Slowest blocks" in text
+    # rank 1 block 2 waits longest (20 us + 3 us per block, from 0.1 us in), for rank 2
+    assert re.search(r"rank 1 block +2: .*waited 25\.90 us for rank 2", text)
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "t.png"
+    assert trace.main(["summary", str(path), "--png", str(png)]) == 0
+    assert png.stat().st_size > 10_000
+    assert trace.main(["check", str(path)]) == 0
+    assert "trace OK" in capsys.readouterr().out
