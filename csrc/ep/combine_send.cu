@@ -25,14 +25,12 @@ __global__ void __launch_bounds__(kEpBlock) combine_send_kernel(EpContext c, Com
   if (threadIdx.x == 0) rows_from_dispatch_flags(b, epoch, first_row);
   __syncthreads();
 
-  const int total_rows = first_row[cfg.world];
-  const int per_block = (total_rows + gridDim.x - 1) / gridDim.x;
-  const int row_end = min(total_rows, (static_cast<int>(blockIdx.x) + 1) * per_block);
+  const BlockRows rows = block_rows(first_row[cfg.world]);
   const int vecs = b.vecs_per_row();
   const int chunks = chunks_per_row(vecs);
   const Vec16* y = static_cast<const Vec16*>(a.expert_y);
-  for (int batch = blockIdx.x * per_block; batch < row_end; batch += kRowBatch) {
-    const int n = min(kRowBatch, row_end - batch);
+  for (int batch = rows.begin; batch < rows.end; batch += kRowBatch) {
+    const int n = min(kRowBatch, rows.end - batch);
     MOE_A2A_PROFILE(const uint64_t gather_start = prof.now());
     for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
       const int r = j / cfg.topk, k = j % cfg.topk;

@@ -65,15 +65,13 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_recv_kernel(EpContext c, Di
   if (!wait_for_counts(c, epoch, count, first_row)) return;
   MOE_A2A_PROFILE(prof.record_wait(ProfilerEvent::kDispatchRecvWait, wait_start, cfg.world));
 
-  // Rows g = 0..N-1 over all sources; block b takes a contiguous range, batch by batch.
-  const int total_rows = first_row[cfg.world];
-  const int per_block = (total_rows + gridDim.x - 1) / gridDim.x;
-  const int row_end = min(total_rows, (static_cast<int>(blockIdx.x) + 1) * per_block);
+  // Rows g = 0..N-1 over all sources; this block takes its contiguous share, batch by batch.
+  const BlockRows rows = block_rows(first_row[cfg.world]);
   const int vecs = b.vecs_per_row();
   const int chunks = chunks_per_row(vecs);
   Vec16* out = static_cast<Vec16*>(a.expert_x);
-  for (int batch = blockIdx.x * per_block; batch < row_end; batch += kRowBatch) {
-    const int n = min(kRowBatch, row_end - batch);
+  for (int batch = rows.begin; batch < rows.end; batch += kRowBatch) {
+    const int n = min(kRowBatch, rows.end - batch);
     MOE_A2A_PROFILE(const uint64_t place_start = prof.now());
     // Positions: one thread per (row, k) that names a local expert.
     for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {

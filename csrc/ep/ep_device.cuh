@@ -111,6 +111,18 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void row_source(const int* first_row, int world, i
   slot = g - first_row[src];
 }
 
+// The contiguous share [begin, end) of `total` rows that this block handles. Received rows are
+// split this way (not round-robin) so that a block can stage the metadata of consecutive rows
+// in shared memory batch by batch.
+struct BlockRows {
+  int begin, end;
+};
+MOE_A2A_DEVICE MOE_A2A_INLINE BlockRows block_rows(int total) {
+  const int per_block = (total + gridDim.x - 1) / gridDim.x;
+  const int begin = static_cast<int>(blockIdx.x) * per_block;
+  return BlockRows{begin, min(total, begin + per_block)};
+}
+
 // Row counts per source as published in this call's dispatch flags (already acquired by
 // dispatch-recv), as prefix sums: first_row[r] .. first_row[r + 1] are source r's rows.
 MOE_A2A_DEVICE inline void rows_from_dispatch_flags(const EpBuffers& b, uint32_t epoch, int* first_row) {
