@@ -243,5 +243,46 @@ def test_report_and_outputs():
         assert open(os.path.join(d, "a.csv")).readline().startswith("shape,")
 
 
+def test_moe_layer_bench_cli_and_sizing():
+    import bench_moe_layer as bm
+    a = bm.parse_args([])
+    assert a.token_list == [128, 512, 2048] and (a.experts, a.topk, a.hidden, a.ffn) == (256, 8, 7168, 2048)
+    assert a.dtype_t == torch.bfloat16 and a.layout == "packed" and a.phase_list == list(bm.PHASES)
+    a = bm.parse_args(["--tokens", "4,8", "--shape", "16,2,64,32", "--phases", "dispatch,fwd+bwd", "--dtype",
+                       "fp32", "--layout", "padded", "--no-check"])
+    assert a.phase_list == ["dispatch", "fwd+bwd"] and a.dtype_t == torch.float32 and not a.check
+    for bad in (["--tokens", "0"], ["--shape", "8,9,64,32"], ["--shape", "8,2,64"], ["--phases", "attention"],
+                ["--iters", "3"]):
+        with pytest.raises(SystemExit):
+            bm.parse_args(bad)
+    # packed: worst case T x world x min(K, E_local) rows, unless the budget is smaller
+    assert bm.recv_capacity("packed", 128, 2, 256, 8, 7168, 2, 4 << 30) == (2048, None)
+    assert bm.recv_capacity("packed", 4, 8, 16, 8, 64, 2, 1 << 30) == (4 * 8 * 2, None)  # 2 experts per rank
+    assert bm.recv_capacity("packed", 4096, 8, 256, 8, 7168, 2, 1 << 30) == ((1 << 30) // (7168 * 2), None)
+    # padded: T x world rows per local expert, capped so all local experts fit the budget
+    assert bm.recv_capacity("padded", 64, 2, 256, 8, 7168, 2, 4 << 30) == (None, 128)
+    assert bm.recv_capacity("padded", 2048, 2, 256, 8, 7168, 2, 1 << 30) == (None, (1 << 30) // (7168 * 2 * 128))
+    assert bm.expert_flops(10, 7, 3) == 3 * 2 * 10 * 7 * 3
+    assert bm.expert_flops(10, 7, 3, backward=True) == 3 * bm.expert_flops(10, 7, 3)
+    assert bm.weight_bytes_per_rank(256, 2, 7168, 2048, 2) / 2**30 == pytest.approx(10.5, rel=1e-3)
+
+
+def test_moe_layer_bench_report():
+    import bench_moe_layer as bm
+    base = {"tokens": 128, "world": 2}
+    rows = [bm.phase_row(base, "forward", [10.0, 20.0, 30.0], flops=6e6),
+            bm.phase_row(base, "dispatch", [5.0] * 4),
+            dict(base, phase="fwd+bwd", status="error: RuntimeError: capacity")]
+    assert rows[0]["us_median"] == 20.0 and rows[0]["tflops"] == pytest.approx(6e6 / 20e6)
+    assert "tflops" not in rows[1] and rows[1]["us_p90"] == 5.0
+    table = bm.table_rows(rows)
+    assert table[0][:3] == [128, "forward", "20.0"] and table[2][-1].startswith("error")
+    common.print_table(bm.HEADERS, table)
+    with tempfile.TemporaryDirectory() as d:
+        stem = bm.write_outputs(d, rows, common.metadata(), {"tokens": "128"})
+        assert open(stem + ".csv").readline().startswith("tokens,world,phase")
+        assert os.path.getsize(stem + ".json") > 0
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # One call on a GPU node does it all: build the extension, run the GPU tests under torchrun on
 # every GPU, run the benchmarks, and leave every log in OUT.
-#   tools/gpu_run.sh OUT [all|build|tests|bench|sweep|profile] [extra pytest args...]
+#   tools/gpu_run.sh OUT [all|build|tests|bench|sweep|layer|profile] [extra pytest args...]
+# `layer` runs examples/moe_layer.py and benchmarks/bench_moe_layer.py (the MoE layer at the
+# DeepSeek-V3 shape: forward, backward, and its dispatch / combine / experts alone).
 # `profile` rebuilds with the in-kernel profiler (MOE_A2A_PROFILE=1), runs its GPU tests and a
 # traced benchmark (trace summary into summary.txt, timeline PNG); `all` ends with that pass,
 # so the extension is left built with the profiler.
 # Exit status: non-zero if the build or any test failed.
 set -uo pipefail
-OUT=${1:?usage: tools/gpu_run.sh OUT_DIR [all|build|tests|bench|sweep|profile]}
+OUT=${1:?usage: tools/gpu_run.sh OUT_DIR [all|build|tests|bench|sweep|layer|profile]}
 WHAT=${2:-all}
 shift $(( $# >= 2 ? 2 : 1 ))
 mkdir -p "$OUT"
@@ -46,6 +48,10 @@ if [ "$WHAT" = all ] || [ "$WHAT" = bench ]; then
 fi
 if [ "$WHAT" = all ] || [ "$WHAT" = sweep ]; then
   step bench_sweep 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_sweep.py --out "$OUT"
+fi
+if [ "$WHAT" = all ] || [ "$WHAT" = layer ]; then
+  step example 120 torchrun --nproc-per-node="$NGPU" examples/moe_layer.py
+  step bench_moe_layer 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_moe_layer.py --out "$OUT"
 fi
 if [ "$WHAT" = all ] || [ "$WHAT" = profile ]; then
   if step build_profiler 900 env MOE_A2A_PROFILE=1 MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace --force; then

@@ -16,7 +16,28 @@ using moe_a2a::SymmetricHeap;
 
 namespace {
 
-EpConfig make_config(int world, int rank, int num_experts, int topk, int hidden, int max_tokens, int capacity) {
+at::ScalarType token_dtype(const std::string& name) {
+  if (name == "bfloat16") return at::kBFloat16;
+  if (name == "float16") return at::kHalf;
+  if (name == "float32") return at::kFloat;
+  MOE_A2A_TORCH_CHECK(false, "moe_a2a: token dtype must be bfloat16, float16 or float32, got ", name);
+}
+
+moe_a2a::TokenType token_type(at::ScalarType t) {
+  if (t == at::kBFloat16) return moe_a2a::TokenType::kBFloat16;
+  if (t == at::kHalf) return moe_a2a::TokenType::kFloat16;
+  return moe_a2a::TokenType::kFloat32;
+}
+
+moe_a2a::Layout layout_of(const std::string& name) {
+  if (name == "padded") return moe_a2a::Layout::kPadded;
+  if (name == "packed") return moe_a2a::Layout::kPacked;
+  MOE_A2A_TORCH_CHECK(false, "moe_a2a: layout must be \"padded\" or \"packed\", got \"", name, "\"");
+}
+
+// Everything but the rank; `dtype` and `layout` as the Python API spells them.
+EpConfig make_config(int world, int rank, int num_experts, int topk, int hidden, int max_tokens, int capacity,
+                     const std::string& dtype, const std::string& layout) {
   EpConfig c;
   c.world = world;
   c.rank = rank;
@@ -25,14 +46,9 @@ EpConfig make_config(int world, int rank, int num_experts, int topk, int hidden,
   c.hidden = hidden;
   c.max_tokens = max_tokens;
   c.expert_capacity = capacity;
-  c.elem_bytes = 2;
+  c.elem_bytes = static_cast<int32_t>(c10::elementSize(token_dtype(dtype)));
+  c.layout = layout_of(layout);
   return c;
-}
-
-at::ScalarType token_dtype(const std::string& name) {
-  if (name == "bfloat16") return at::kBFloat16;
-  if (name == "float16") return at::kHalf;
-  MOE_A2A_TORCH_CHECK(false, "moe_a2a: token dtype must be bfloat16 or float16, got ", name);
 }
 
 // Device scratch for a self-test result; synchronous, for tests and microbenchmarks only.
@@ -133,24 +149,27 @@ PYBIND11_MODULE(_C, m) {
   m.def("open_mappings", &SymmetricHeap::open_mappings);
 
   // ---- EP engine ----
+  // Config helpers take (world, rank, num_experts, topk, hidden, max_tokens, capacity, dtype, layout).
   m.def("validate_config", [](int world, int rank, int num_experts, int topk, int hidden, int max_tokens,
-                              int capacity) {
-    return moe_a2a::validate(make_config(world, rank, num_experts, topk, hidden, max_tokens, capacity));
+                              int capacity, const std::string& dtype, const std::string& layout) {
+    return moe_a2a::validate(make_config(world, rank, num_experts, topk, hidden, max_tokens, capacity, dtype, layout));
   });
-  m.def("default_capacity", [](int world, int num_experts, int topk, int hidden, int max_tokens, size_t budget) {
-    return moe_a2a::default_expert_capacity(make_config(world, 0, num_experts, topk, hidden, max_tokens, 1), budget);
+  m.def("default_capacity", [](int world, int num_experts, int topk, int hidden, int max_tokens,
+                               const std::string& dtype, const std::string& layout, size_t budget) {
+    return moe_a2a::default_expert_capacity(
+        make_config(world, 0, num_experts, topk, hidden, max_tokens, 1, dtype, layout), budget);
   });
-  m.def("ep_region_bytes", [](int world, int num_experts, int topk, int hidden, int max_tokens, int capacity) {
-    return make_config(world, 0, num_experts, topk, hidden, max_tokens, capacity).heap_layout().total;
+  m.def("ep_region_bytes", [](int world, int num_experts, int topk, int hidden, int max_tokens, int capacity,
+                              const std::string& dtype, const std::string& layout) {
+    return make_config(world, 0, num_experts, topk, hidden, max_tokens, capacity, dtype, layout).heap_layout().total;
   });
   m.def("create_engine",
         [](std::shared_ptr<SymmetricHeap> heap, int num_experts, int topk, int hidden, int max_tokens, int capacity,
-           const std::string& dtype, size_t ep_offset, double timeout_s) {
+           const std::string& dtype, const std::string& layout, size_t ep_offset, double timeout_s) {
+          const EpConfig c = make_config(heap->world(), heap->rank(), num_experts, topk, hidden, max_tokens, capacity,
+                                         dtype, layout);
           const at::ScalarType st = token_dtype(dtype);
-          const EpConfig c =
-              make_config(heap->world(), heap->rank(), num_experts, topk, hidden, max_tokens, capacity);
-          const auto tt = st == at::kBFloat16 ? moe_a2a::TokenType::kBFloat16 : moe_a2a::TokenType::kFloat16;
-          auto engine = std::make_shared<moe_a2a::EpEngine>(c, tt, std::move(heap), ep_offset, timeout_s);
+          auto engine = std::make_shared<moe_a2a::EpEngine>(c, token_type(st), std::move(heap), ep_offset, timeout_s);
           return moe_a2a::register_engine(std::move(engine), st);
         });
   m.def("engine_check", [](int64_t id) { moe_a2a::engine_by_id(id).check_errors(); });
@@ -158,7 +177,6 @@ PYBIND11_MODULE(_C, m) {
     moe_a2a::engine_by_id(id).close();
     moe_a2a::unregister_engine(id);
   });
-  m.def("engine_num_tokens", [](int64_t id) { return moe_a2a::engine_by_id(id).num_tokens(); });
 
   // ---- in-kernel profiler ----
   m.def("profiler_compiled_in", []() { return kProfilerCompiledIn; });

@@ -1,7 +1,11 @@
 // The torch ops. Schemas mark the state token as mutated (Tensor(a!)) so that torch.compile
-// keeps the four calls of one all-to-all in order and never drops one as dead code; the
-// kernels' real state lives in the engine. Meta implementations give output shapes without
-// running anything. Every input is checked here, at the boundary, with the argument's name.
+// keeps the calls of one all-to-all in order and never drops one as dead code; the kernels'
+// real state lives in the engine. Meta implementations give output shapes without running
+// anything. Every input is checked here, at the boundary, with the argument's name.
+//
+// A dispatch returns its route as tensors (dest_mask on the token side; recv_rows, recv_token,
+// recv_pos on the expert side); combine and the two backward rounds take them back, so a
+// backward pass replays exactly the placement of its forward pass (see ep/kernels.h).
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -14,14 +18,54 @@ namespace {
 void check_device(const at::Tensor& t, const char* name, const EpEngine& e) {
   MOE_A2A_TORCH_CHECK(t.is_cuda(), "moe_a2a: ", name, " must be a GPU tensor, got ", t.device().str());
   MOE_A2A_TORCH_CHECK(t.get_device() == e.heap().device(), "moe_a2a: ", name, " is on device ", t.get_device(),
-              " but this all-to-all lives on device ", e.heap().device());
+                      " but this all-to-all lives on device ", e.heap().device());
   MOE_A2A_TORCH_CHECK(t.is_contiguous(), "moe_a2a: ", name, " must be contiguous");
+}
+
+void check_tensor(const at::Tensor& t, const char* name, const EpEngine& e, at::IntArrayRef shape,
+                  at::ScalarType dtype) {
+  check_device(t, name, e);
+  MOE_A2A_TORCH_CHECK(t.sizes() == shape, "moe_a2a: ", name, " must be ", shape_str(shape), ", got ",
+                      shape_str(t.sizes()));
+  MOE_A2A_TORCH_CHECK(t.scalar_type() == dtype, "moe_a2a: ", name, " must be ", c10::toString(dtype), ", got ",
+                      c10::toString(t.scalar_type()));
 }
 
 hipStream_t current_stream(const EpEngine& e) { return at::cuda::getCurrentCUDAStream(e.heap().device()).stream(); }
 
-void dispatch_send(int64_t id, at::Tensor& state, const at::Tensor& x, const at::Tensor& topk_idx,
-                   const at::Tensor& topk_weights) {
+// ---- shapes of what a dispatch delivers (rows: padded [E_local, capacity], packed [capacity])
+std::vector<int64_t> rows_shape(const EpConfig& c) {
+  if (c.packed()) return {c.expert_capacity};
+  return {c.experts_per_rank(), c.expert_capacity};
+}
+std::vector<int64_t> with(std::vector<int64_t> shape, int64_t last) {
+  shape.push_back(last);
+  return shape;
+}
+std::vector<int64_t> expert_x_shape(const EpConfig& c) { return with(rows_shape(c), c.hidden); }
+int64_t route_rows(const EpConfig& c) { return static_cast<int64_t>(c.rows_per_rank()); }
+
+// ---- the routes, checked where they come back
+SendRoute send_route(const at::Tensor& dest_mask, const EpEngine& e) {
+  check_device(dest_mask, "dest_mask", e);
+  MOE_A2A_TORCH_CHECK(dest_mask.dim() == 1 && dest_mask.size(0) <= e.config().max_tokens &&
+                          dest_mask.scalar_type() == at::kInt,
+                      "moe_a2a: dest_mask must be int32 [num_tokens <= ", e.config().max_tokens, "], got ",
+                      c10::toString(dest_mask.scalar_type()), " ", shape_str(dest_mask.sizes()));
+  return SendRoute{dest_mask.data_ptr<int32_t>(), static_cast<int32_t>(dest_mask.size(0))};
+}
+
+RecvRoute recv_route(const at::Tensor& rows, const at::Tensor& token, const at::Tensor& pos, const EpEngine& e) {
+  const EpConfig& c = e.config();
+  check_tensor(rows, "recv_rows", e, {c.world + 1}, at::kInt);
+  check_tensor(token, "recv_token", e, {route_rows(c)}, at::kInt);
+  check_tensor(pos, "recv_pos", e, {route_rows(c), c.topk}, at::kInt);
+  return RecvRoute{rows.data_ptr<int32_t>(), token.data_ptr<int32_t>(), pos.data_ptr<int32_t>()};
+}
+
+// ---- forward round
+at::Tensor dispatch_send(int64_t id, at::Tensor& state, const at::Tensor& x, const at::Tensor& topk_idx,
+                         const at::Tensor& topk_weights) {
   (void)state;
   EpEngine& e = engine_by_id(id);
   const EpConfig& c = e.config();
@@ -30,103 +74,186 @@ void dispatch_send(int64_t id, at::Tensor& state, const at::Tensor& x, const at:
   check_device(topk_idx, "topk_idx", e);
   check_device(topk_weights, "topk_weights", e);
   MOE_A2A_TORCH_CHECK(x.dim() == 2 && x.size(1) == c.hidden, "moe_a2a: x must be [num_tokens, ", c.hidden, "], got ",
-              shape_str(x.sizes()));
-  MOE_A2A_TORCH_CHECK(x.scalar_type() == engine_dtype(id), "moe_a2a: x must be ", c10::toString(engine_dtype(id)), ", got ",
-              c10::toString(x.scalar_type()));
+                      shape_str(x.sizes()));
+  MOE_A2A_TORCH_CHECK(x.scalar_type() == engine_dtype(id), "moe_a2a: x must be ", c10::toString(engine_dtype(id)),
+                      ", got ", c10::toString(x.scalar_type()));
   const int64_t t = x.size(0);
   MOE_A2A_TORCH_CHECK(t <= c.max_tokens, "moe_a2a: x has ", t, " tokens, more than max_num_tokens = ", c.max_tokens);
   MOE_A2A_TORCH_CHECK(topk_idx.dim() == 2 && topk_idx.size(0) == t && topk_idx.size(1) == c.topk,
-              "moe_a2a: topk_idx must be [", t, ", ", c.topk, "], got ", shape_str(topk_idx.sizes()));
+                      "moe_a2a: topk_idx must be [", t, ", ", c.topk, "], got ", shape_str(topk_idx.sizes()));
   MOE_A2A_TORCH_CHECK(topk_idx.scalar_type() == at::kInt || topk_idx.scalar_type() == at::kLong,
-              "moe_a2a: topk_idx must be int32 or int64, got ", c10::toString(topk_idx.scalar_type()));
+                      "moe_a2a: topk_idx must be int32 or int64, got ", c10::toString(topk_idx.scalar_type()));
   MOE_A2A_TORCH_CHECK(topk_weights.dim() == 2 && topk_weights.size(0) == t && topk_weights.size(1) == c.topk,
-              "moe_a2a: topk_weights must be [", t, ", ", c.topk, "], got ", shape_str(topk_weights.sizes()));
+                      "moe_a2a: topk_weights must be [", t, ", ", c.topk, "], got ", shape_str(topk_weights.sizes()));
   MOE_A2A_TORCH_CHECK(topk_weights.scalar_type() == at::kFloat, "moe_a2a: topk_weights must be float32, got ",
-              c10::toString(topk_weights.scalar_type()));
+                      c10::toString(topk_weights.scalar_type()));
+  at::Tensor dest_mask = at::empty({t}, x.options().dtype(at::kInt));
   e.dispatch_send(DispatchSendArgs{x.data_ptr(), topk_idx.data_ptr(), topk_idx.scalar_type() == at::kLong,
-                                   topk_weights.data_ptr<float>(), static_cast<int32_t>(t)},
+                                   topk_weights.data_ptr<float>(),
+                                   SendRoute{dest_mask.data_ptr<int32_t>(), static_cast<int32_t>(t)}},
                   current_stream(e));
+  return dest_mask;
 }
 
-std::vector<int64_t> expert_x_shape(const EpConfig& c) {
-  return {c.experts_per_rank(), c.expert_capacity, c.hidden};
-}
+using DispatchOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
+                                   at::Tensor>;
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> make_dispatch_outputs(int64_t id, at::Device device) {
+// expert_x, expert_num_tokens, expert_offsets, expert_meta, expert_weights, recv_rows, recv_token, recv_pos
+DispatchOutputs make_dispatch_outputs(int64_t id, at::Device device) {
   const EpConfig& c = engine_by_id(id).config();
   const auto opts = at::TensorOptions().device(device);
+  const auto i32 = opts.dtype(at::kInt);
   return {at::empty(expert_x_shape(c), opts.dtype(engine_dtype(id))),
-          at::empty({c.experts_per_rank()}, opts.dtype(at::kInt)),
-          at::empty({c.experts_per_rank(), c.expert_capacity, 3}, opts.dtype(at::kInt)),
-          at::empty({c.experts_per_rank(), c.expert_capacity}, opts.dtype(at::kFloat))};
+          at::empty({c.experts_per_rank()}, i32),
+          at::empty({c.experts_per_rank() + 1}, i32),
+          at::empty(with(rows_shape(c), 3), i32),
+          at::empty(rows_shape(c), opts.dtype(at::kFloat)),
+          at::empty({c.world + 1}, i32),
+          at::empty({route_rows(c)}, i32),
+          at::empty({route_rows(c), c.topk}, i32)};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> dispatch_recv(int64_t id, at::Tensor& state) {
+DispatchOutputs dispatch_recv(int64_t id, at::Tensor& state) {
   (void)state;
   EpEngine& e = engine_by_id(id);
   const c10::cuda::CUDAGuard guard(e.heap().device());
   auto out = make_dispatch_outputs(id, at::Device(at::kCUDA, e.heap().device()));
   e.dispatch_recv(DispatchRecvArgs{std::get<0>(out).data_ptr(), std::get<1>(out).data_ptr<int32_t>(),
-                                   std::get<2>(out).data_ptr<int32_t>(), std::get<3>(out).data_ptr<float>()},
+                                   std::get<2>(out).data_ptr<int32_t>(), std::get<3>(out).data_ptr<int32_t>(),
+                                   std::get<4>(out).data_ptr<float>(),
+                                   RecvRoute{std::get<5>(out).data_ptr<int32_t>(), std::get<6>(out).data_ptr<int32_t>(),
+                                             std::get<7>(out).data_ptr<int32_t>()}},
                   current_stream(e));
   return out;
 }
 
-void combine_send(int64_t id, at::Tensor& state, const at::Tensor& expert_y) {
-  (void)state;
-  EpEngine& e = engine_by_id(id);
-  const c10::cuda::CUDAGuard guard(e.heap().device());
-  check_device(expert_y, "expert_y", e);
-  MOE_A2A_TORCH_CHECK(expert_y.sizes() == at::IntArrayRef(expert_x_shape(e.config())), "moe_a2a: expert_y must be ",
-              shape_str(expert_x_shape(e.config())), " like expert_x, got ", shape_str(expert_y.sizes()));
-  MOE_A2A_TORCH_CHECK(expert_y.scalar_type() == engine_dtype(id), "moe_a2a: expert_y must be ", c10::toString(engine_dtype(id)), ", got ",
-              c10::toString(expert_y.scalar_type()));
-  e.combine_send(CombineSendArgs{expert_y.data_ptr()}, current_stream(e));
+void check_expert_rows(const at::Tensor& t, const char* name, int64_t id, const EpEngine& e) {
+  check_tensor(t, name, e, expert_x_shape(e.config()), engine_dtype(id));
 }
 
-at::Tensor combine_recv(int64_t id, at::Tensor& state, int64_t num_tokens) {
+void combine_send(int64_t id, at::Tensor& state, const at::Tensor& expert_y, const at::Tensor& expert_weights,
+                  const at::Tensor& recv_rows, const at::Tensor& recv_token, const at::Tensor& recv_pos) {
   (void)state;
   EpEngine& e = engine_by_id(id);
   const c10::cuda::CUDAGuard guard(e.heap().device());
-  MOE_A2A_TORCH_CHECK(num_tokens == e.num_tokens(), "moe_a2a: combine_recv num_tokens = ", num_tokens,
-              " but the matching dispatch had ", e.num_tokens(), " tokens");
-  at::Tensor out = at::empty({num_tokens, e.config().hidden},
+  check_expert_rows(expert_y, "expert_y", id, e);
+  check_tensor(expert_weights, "expert_weights", e, rows_shape(e.config()), at::kFloat);
+  e.combine_send(CombineSendArgs{expert_y.data_ptr(), expert_weights.data_ptr<float>(),
+                                 recv_route(recv_rows, recv_token, recv_pos, e), /*await_ready=*/false},
+                 current_stream(e));
+}
+
+at::Tensor combine_recv(int64_t id, at::Tensor& state, const at::Tensor& dest_mask) {
+  (void)state;
+  EpEngine& e = engine_by_id(id);
+  const c10::cuda::CUDAGuard guard(e.heap().device());
+  const SendRoute route = send_route(dest_mask, e);
+  at::Tensor out = at::empty({route.num_tokens, e.config().hidden},
                              at::TensorOptions().device(at::kCUDA, e.heap().device()).dtype(engine_dtype(id)));
-  e.combine_recv(out.data_ptr(), current_stream(e));
+  e.combine_recv(CombineRecvArgs{out.data_ptr(), route}, current_stream(e));
   return out;
 }
 
-// ---- Meta: shapes only, so torch.compile can trace the ops without running them.
-void dispatch_send_meta(int64_t, at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&) {}
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> dispatch_recv_meta(int64_t id, at::Tensor&) {
-  return make_dispatch_outputs(id, at::Device(at::kMeta));
+// ---- backward of dispatch: an unweighted combine of the rows' gradients, then combine_recv
+void dispatch_backward_send(int64_t id, at::Tensor& state, const at::Tensor& grad_expert_x,
+                            const at::Tensor& recv_rows, const at::Tensor& recv_token, const at::Tensor& recv_pos) {
+  (void)state;
+  EpEngine& e = engine_by_id(id);
+  const c10::cuda::CUDAGuard guard(e.heap().device());
+  check_expert_rows(grad_expert_x, "grad_expert_x", id, e);
+  e.combine_send(CombineSendArgs{grad_expert_x.data_ptr(), nullptr, recv_route(recv_rows, recv_token, recv_pos, e),
+                                 /*await_ready=*/true},
+                 current_stream(e));
 }
-void combine_send_meta(int64_t, at::Tensor&, const at::Tensor&) {}
-at::Tensor combine_recv_meta(int64_t id, at::Tensor&, int64_t num_tokens) {
-  return at::empty({num_tokens, engine_by_id(id).config().hidden},
-                   at::TensorOptions().device(at::kMeta).dtype(engine_dtype(id)));
+
+// ---- backward of combine
+void output_grad_send(int64_t id, at::Tensor& state, const at::Tensor& grad_out, const at::Tensor& dest_mask) {
+  (void)state;
+  EpEngine& e = engine_by_id(id);
+  const c10::cuda::CUDAGuard guard(e.heap().device());
+  const SendRoute route = send_route(dest_mask, e);
+  check_tensor(grad_out, "grad_out", e, {route.num_tokens, e.config().hidden}, engine_dtype(id));
+  e.output_grad_send(OutputGradSendArgs{grad_out.data_ptr(), route}, current_stream(e));
+}
+
+at::Tensor output_grad_recv(int64_t id, at::Tensor& state, const at::Tensor& expert_y,
+                            const at::Tensor& expert_weights, const at::Tensor& recv_rows,
+                            const at::Tensor& recv_token, const at::Tensor& recv_pos) {
+  (void)state;
+  EpEngine& e = engine_by_id(id);
+  const c10::cuda::CUDAGuard guard(e.heap().device());
+  check_expert_rows(expert_y, "expert_y", id, e);
+  check_tensor(expert_weights, "expert_weights", e, rows_shape(e.config()), at::kFloat);
+  // Rows that hold no (token, k) do not reach the output: their gradient is zero.
+  at::Tensor grad_expert_y = at::zeros_like(expert_y);
+  e.output_grad_recv(OutputGradRecvArgs{expert_y.data_ptr(), expert_weights.data_ptr<float>(),
+                                        grad_expert_y.data_ptr(), recv_route(recv_rows, recv_token, recv_pos, e)},
+                     current_stream(e));
+  return grad_expert_y;
+}
+
+at::Tensor weight_grad_recv(int64_t id, at::Tensor& state, const at::Tensor& dest_mask) {
+  (void)state;
+  EpEngine& e = engine_by_id(id);
+  const c10::cuda::CUDAGuard guard(e.heap().device());
+  const SendRoute route = send_route(dest_mask, e);
+  at::Tensor grad = at::empty({route.num_tokens, e.config().topk}, dest_mask.options().dtype(at::kFloat));
+  e.weight_grad_recv(WeightGradRecvArgs{grad.data_ptr<float>(), route}, current_stream(e));
+  return grad;
+}
+
+// ---- Meta: shapes only, so torch.compile can trace the ops without running them.
+at::Tensor dispatch_send_meta(int64_t, at::Tensor&, const at::Tensor& x, const at::Tensor&, const at::Tensor&) {
+  return at::empty({x.size(0)}, x.options().dtype(at::kInt));
+}
+DispatchOutputs dispatch_recv_meta(int64_t id, at::Tensor&) { return make_dispatch_outputs(id, at::Device(at::kMeta)); }
+void combine_send_meta(int64_t, at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                       const at::Tensor&) {}
+at::Tensor combine_recv_meta(int64_t id, at::Tensor&, const at::Tensor& dest_mask) {
+  return at::empty({dest_mask.size(0), engine_by_id(id).config().hidden},
+                   dest_mask.options().dtype(engine_dtype(id)));
+}
+void dispatch_backward_send_meta(int64_t, at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                 const at::Tensor&) {}
+void output_grad_send_meta(int64_t, at::Tensor&, const at::Tensor&, const at::Tensor&) {}
+at::Tensor output_grad_recv_meta(int64_t, at::Tensor&, const at::Tensor& expert_y, const at::Tensor&,
+                                 const at::Tensor&, const at::Tensor&, const at::Tensor&) {
+  return at::empty_like(expert_y);
+}
+at::Tensor weight_grad_recv_meta(int64_t id, at::Tensor&, const at::Tensor& dest_mask) {
+  return at::empty({dest_mask.size(0), engine_by_id(id).config().topk}, dest_mask.options().dtype(at::kFloat));
 }
 
 }  // namespace
 }  // namespace moe_a2a
 
 TORCH_LIBRARY(moe_a2a, m) {
-  m.def("dispatch_send(int engine, Tensor(a!) state, Tensor x, Tensor topk_idx, Tensor topk_weights) -> ()");
-  m.def("dispatch_recv(int engine, Tensor(a!) state) -> (Tensor, Tensor, Tensor, Tensor)");
-  m.def("combine_send(int engine, Tensor(a!) state, Tensor expert_y) -> ()");
-  m.def("combine_recv(int engine, Tensor(a!) state, int num_tokens) -> Tensor");
+  // forward round
+  m.def("dispatch_send(int engine, Tensor(a!) state, Tensor x, Tensor topk_idx, Tensor topk_weights) -> Tensor");
+  m.def("dispatch_recv(int engine, Tensor(a!) state) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, "
+        "Tensor)");
+  m.def("combine_send(int engine, Tensor(a!) state, Tensor expert_y, Tensor expert_weights, Tensor recv_rows, "
+        "Tensor recv_token, Tensor recv_pos) -> ()");
+  m.def("combine_recv(int engine, Tensor(a!) state, Tensor dest_mask) -> Tensor");
+  // backward of dispatch: dispatch_backward_send, then combine_recv
+  m.def("dispatch_backward_send(int engine, Tensor(a!) state, Tensor grad_expert_x, Tensor recv_rows, "
+        "Tensor recv_token, Tensor recv_pos) -> ()");
+  // backward of combine
+  m.def("output_grad_send(int engine, Tensor(a!) state, Tensor grad_out, Tensor dest_mask) -> ()");
+  m.def("output_grad_recv(int engine, Tensor(a!) state, Tensor expert_y, Tensor expert_weights, Tensor recv_rows, "
+        "Tensor recv_token, Tensor recv_pos) -> Tensor");
+  m.def("weight_grad_recv(int engine, Tensor(a!) state, Tensor dest_mask) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(moe_a2a, CUDA, m) {
-  m.impl("dispatch_send", &moe_a2a::dispatch_send);
-  m.impl("dispatch_recv", &moe_a2a::dispatch_recv);
-  m.impl("combine_send", &moe_a2a::combine_send);
-  m.impl("combine_recv", &moe_a2a::combine_recv);
-}
+#define MOE_A2A_IMPL_ALL(m, suffix)                                  \
+  m.impl("dispatch_send", &moe_a2a::dispatch_send##suffix);          \
+  m.impl("dispatch_recv", &moe_a2a::dispatch_recv##suffix);          \
+  m.impl("combine_send", &moe_a2a::combine_send##suffix);            \
+  m.impl("combine_recv", &moe_a2a::combine_recv##suffix);            \
+  m.impl("dispatch_backward_send", &moe_a2a::dispatch_backward_send##suffix); \
+  m.impl("output_grad_send", &moe_a2a::output_grad_send##suffix);    \
+  m.impl("output_grad_recv", &moe_a2a::output_grad_recv##suffix);    \
+  m.impl("weight_grad_recv", &moe_a2a::weight_grad_recv##suffix)
 
-TORCH_LIBRARY_IMPL(moe_a2a, Meta, m) {
-  m.impl("dispatch_send", &moe_a2a::dispatch_send_meta);
-  m.impl("dispatch_recv", &moe_a2a::dispatch_recv_meta);
-  m.impl("combine_send", &moe_a2a::combine_send_meta);
-  m.impl("combine_recv", &moe_a2a::combine_recv_meta);
-}
+TORCH_LIBRARY_IMPL(moe_a2a, CUDA, m) { MOE_A2A_IMPL_ALL(m, ); }
+TORCH_LIBRARY_IMPL(moe_a2a, Meta, m) { MOE_A2A_IMPL_ALL(m, _meta); }

@@ -1,6 +1,7 @@
 // Combine-recv: waits for every rank's partial sums, then out[t] = sum over the expert ranks
 // token t went to, in ascending rank order, in fp32, cast once to the token type. The order
 // is fixed, so identical inputs give bitwise identical outputs whatever the arrival order.
+// Ends the round (forward, or backward of dispatch).
 #include "ep_device.cuh"
 
 namespace moe_a2a {
@@ -8,7 +9,6 @@ namespace {
 
 template <TokenType kType>
 __global__ void __launch_bounds__(kEpBlock) combine_recv_kernel(EpContext c, CombineRecvArgs a) {
-  __shared__ bool ok;
   MOE_A2A_PROFILE_TRACK(prof, c.profiler, kCombineRecv);
   const EpBuffers b{c};
   const EpConfig& cfg = c.cfg;
@@ -16,23 +16,8 @@ __global__ void __launch_bounds__(kEpBlock) combine_recv_kernel(EpContext c, Com
   const uint32_t epoch = b.current_epoch();
 
   MOE_A2A_PROFILE(const uint64_t wait_start = prof.now());
-  if (threadIdx.x == 0) ok = true;
-  __syncthreads();
-  if (threadIdx.x < cfg.world) {
-    const int src = threadIdx.x;
-    uint64_t seen = 0;
-    const uint64_t target = make_flag(epoch, 0);
-    const bool arrived = wait_until_at_least_sys(b.combine_flag(me, src), target, c.timeout_ticks, &seen);
-    MOE_A2A_PROFILE(profiler_arrivals()[src] = wall_clock());
-    if (!arrived) {
-      report_error(c, ErrorCode::kCombineTimeout, src, -1, src, target, seen);
-      ok = false;
-    } else if (flag_payload(seen) & kFlagErrorBit) {
-      report_error(c, ErrorCode::kPeerError, src, -1, -1, 0, 0);
-    }
-  }
-  __syncthreads();
-  if (!ok) return;  // a timed-out block leaves the output unwritten; the engine is failed
+  // A timed-out block leaves the output unwritten; the engine is failed.
+  if (!wait_for_sources(c, b.combine_flag(me, 0), epoch, ErrorCode::kCombineTimeout, kCombineRecv)) return;
   MOE_A2A_PROFILE(prof.record_wait(ProfilerEvent::kCombineRecvWait, wait_start, cfg.world));
 
   // Tasks (token, chunk) over every wave of the grid.
@@ -40,9 +25,9 @@ __global__ void __launch_bounds__(kEpBlock) combine_recv_kernel(EpContext c, Com
   const int chunks = chunks_per_row(vecs);
   Vec16* out = static_cast<Vec16*>(a.out);
   const int waves = gridDim.x * kWavesPerBlock;
-  for (int task = blockIdx.x * kWavesPerBlock + wave_id(); task < a.num_tokens * chunks; task += waves) {
+  for (int task = blockIdx.x * kWavesPerBlock + wave_id(); task < a.route.num_tokens * chunks; task += waves) {
     const int t = task / chunks, chunk = task % chunks;
-    const uint32_t mask = b.token_dest_mask()[t];
+    const uint32_t mask = static_cast<uint32_t>(a.route.dest_mask[t]);
     MOE_A2A_PROFILE_SPAN(reduce_span, prof, kCombineRecvReduce, t);
     float acc[kUnroll][8] = {};
     for (int r = 0; r < cfg.world; ++r) {
@@ -58,20 +43,14 @@ __global__ void __launch_bounds__(kEpBlock) combine_recv_kernel(EpContext c, Com
     store_chunk(out + static_cast<size_t>(t) * vecs, chunk, vecs, packed);
   }
 
-  // End of the round: advance the epoch and clear the error mark for the next call.
-  if (last_block_done(b.done_counter(kCombineRecv))) {
-    if (threadIdx.x == 0) {
-      *b.epoch() = *b.epoch() + 1;
-      *b.round_error() = 0;
-    }
-  }
+  if (last_block_done(b.done_counter(kCombineRecv))) end_round(b);
 }
 
 }  // namespace
 
 void launch_combine_recv(const EpContext& ctx, const CombineRecvArgs& args, hipStream_t stream) {
-  MOE_A2A_CHECK(args.num_tokens >= 0 && args.num_tokens <= ctx.cfg.max_tokens,
-                "combine: num_tokens ", args.num_tokens, " outside [0, ", ctx.cfg.max_tokens, "]");
+  MOE_A2A_CHECK(args.route.num_tokens >= 0 && args.route.num_tokens <= ctx.cfg.max_tokens,
+                "combine: num_tokens ", args.route.num_tokens, " outside [0, ", ctx.cfg.max_tokens, "]");
   MOE_A2A_DISPATCH_TOKEN_TYPE(ctx.token_type, kType,
                               (combine_recv_kernel<kType><<<ctx.num_blocks, kEpBlock, 0, stream>>>(ctx, args)));
   MOE_A2A_GPU_CHECK(hipGetLastError());

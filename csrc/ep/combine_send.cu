@@ -1,11 +1,24 @@
-// Combine-send: for every row this rank received in dispatch, sums the outputs of the row's
-// local experts weighted by the router, in fp32 and in ascending k, and stores that one
-// partial sum straight into the source rank's comb_x at the source token's index. One row
-// goes back per (token, expert rank), the same count that came in.
+// Combine-send: for every row this rank received in a dispatch, sums the outputs of the row's
+// local experts, weighted by the router (or not: the backward of dispatch), in fp32 and in
+// ascending k, and stores that one partial sum straight into the source rank's comb_x at the
+// source token's index. One row goes back per (token, expert rank), the same count that came
+// in. Which rows exist and where their experts' outputs are comes from the dispatch's
+// RecvRoute, so the same kernel serves the forward pass and, later, the backward pass.
 #include "ep_device.cuh"
 
 namespace moe_a2a {
 namespace {
+
+// Backward of dispatch only: every rank says "my comb_x is free" (its previous round ended
+// before this kernel started, on the same stream) and waits until every rank has said so.
+// In a forward round the dispatch half of the round plays this part.
+MOE_A2A_DEVICE bool await_all_ready(const EpContext& c, const EpBuffers& b, uint32_t epoch) {
+  if (blockIdx.x == 0 && threadIdx.x < c.cfg.world) {
+    const uint32_t err = ld_relaxed_sys(b.round_error()) != 0 ? kFlagErrorBit : 0u;
+    st_release_sys(b.dispatch_flag(threadIdx.x, c.cfg.rank), make_flag(epoch, err));
+  }
+  return wait_for_sources(c, b.dispatch_flag(c.cfg.rank, 0), epoch, ErrorCode::kDispatchTimeout, kCombineSend);
+}
 
 template <TokenType kType>
 __global__ void __launch_bounds__(kEpBlock) combine_send_kernel(EpContext c, CombineSendArgs a) {
@@ -20,10 +33,8 @@ __global__ void __launch_bounds__(kEpBlock) combine_send_kernel(EpContext c, Com
   const int me = cfg.rank;
   const uint32_t epoch = b.current_epoch();
 
-  // Row counts were acquired by dispatch-recv of this call; the flags still hold them
-  // because no source can start its next dispatch before our combine flag reaches it.
-  if (threadIdx.x == 0) rows_from_dispatch_flags(b, epoch, first_row);
-  __syncthreads();
+  if (a.await_ready && !await_all_ready(c, b, epoch)) return;  // timed out: engine failed
+  load_route_rows(c, a.route, first_row);
 
   const BlockRows rows = block_rows(first_row[cfg.world]);
   const int vecs = b.vecs_per_row();
@@ -36,9 +47,12 @@ __global__ void __launch_bounds__(kEpBlock) combine_send_kernel(EpContext c, Com
       const int r = j / cfg.topk, k = j % cfg.topk;
       int src, slot;
       row_source(first_row, cfg.world, batch + r, src, slot);
-      pos[r][k] = b.row_pos(src, slot)[k];
-      weight[r][k] = b.recv_weight(me, src, slot)[k];
-      if (k == 0) token[r] = *b.recv_token(me, src, slot);
+      const size_t row = b.row_index(src, slot);
+      int p = a.route.pos[row * cfg.topk + k];
+      if (static_cast<size_t>(p) >= cfg.output_rows()) p = -1;  // also p < 0; see load_route_rows
+      pos[r][k] = p;
+      weight[r][k] = a.expert_weights == nullptr || p < 0 ? 1.0f : a.expert_weights[p];
+      if (k == 0) token[r] = a.route.token[row];
     }
     __syncthreads();
     MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kCombineSendGather, gather_start, batch));
@@ -73,10 +87,7 @@ __global__ void __launch_bounds__(kEpBlock) combine_send_kernel(EpContext c, Com
   MOE_A2A_PROFILE_SPAN(publish_span, prof, kCombineSendPublish, 0, wave_id() == 0);
   if (last_block_done(b.done_counter(kCombineSend))) {
     MOE_A2A_PROFILE(publish_span.set_arg(1));
-    if (threadIdx.x < cfg.world) {
-      const uint32_t err = ld_relaxed_sys(b.round_error()) != 0 ? kFlagErrorBit : 0u;
-      st_release_sys(b.combine_flag(threadIdx.x, me), make_flag(epoch, err));
-    }
+    publish_combine_flags(b, epoch);
   }
 }
 

@@ -5,8 +5,10 @@
 // Block b takes a contiguous range of tokens. Slots in a destination's buffer are reserved
 // per block (one atomic per block and destination), so no remote atomics are needed and a
 // slot is never handed out twice. When every block is done, the last one publishes one flag
-// per destination: (epoch, row count). The receiver acquires that flag and can then read
-// every row, because each block fenced at system scope before counting itself done.
+// per destination: (epoch, row count), after the number of (token, k) pairs sent to each of
+// that destination's experts (which the packed layout turns into offsets). The receiver
+// acquires that flag and can then read every row and count, because each block fenced at
+// system scope before counting itself done.
 #include "ep_device.cuh"
 #include "moe_a2a/platform/block_ops.h"
 
@@ -25,6 +27,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_send_kernel(EpContext c, Di
   __shared__ uint32_t dest_mask[kEpBlock];
   __shared__ int slot[kEpBlock][kMaxWorld];
   __shared__ int block_base[kMaxWorld];
+  __shared__ uint32_t pairs_per_expert[kMaxExperts];  // this block's (token, k) pairs per global expert
   MOE_A2A_PROFILE_TRACK(prof, c.profiler, kDispatchSend);
 
   const EpBuffers b{c};
@@ -32,9 +35,12 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_send_kernel(EpContext c, Di
   const int me = cfg.rank;
   const uint32_t epoch = b.current_epoch();
 
-  const int per_block = (a.num_tokens + gridDim.x - 1) / gridDim.x;  // <= kEpBlock, checked by the launcher
+  const int num_tokens = a.route.num_tokens;
+  const int per_block = (num_tokens + gridDim.x - 1) / gridDim.x;  // <= kEpBlock, checked by the launcher
   const int first = blockIdx.x * per_block;
-  const int count = max(0, min(per_block, a.num_tokens - first));
+  const int count = max(0, min(per_block, num_tokens - first));
+  for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) pairs_per_expert[e] = 0;
+  __syncthreads();
 
   // 1. Routing: which ranks each token goes to. Ids are checked here, before any remote
   //    write: a bad id is reported and its (token, k) pair dropped, never sent anywhere.
@@ -51,8 +57,9 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_send_kernel(EpContext c, Di
         continue;
       }
       mask |= 1u << cfg.owner_rank(static_cast<int32_t>(e));
+      atomic_add_relaxed_block(pairs_per_expert + e, 1u);
     }
-    b.token_dest_mask()[t] = mask;  // combine-recv sums exactly these ranks' partials
+    a.route.dest_mask[t] = static_cast<int32_t>(mask);  // combine-recv sums exactly these ranks' partials
   }
   dest_mask[threadIdx.x] = mask;
 
@@ -64,6 +71,9 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_send_kernel(EpContext c, Di
     if (threadIdx.x == 0) block_base[r] = total > 0 ? static_cast<int>(atomic_add_relaxed_gpu(b.slot_counter() + r, static_cast<uint32_t>(total))) : 0;
     __syncthreads();
     slot[threadIdx.x][r] = block_base[r] + offset;
+  }
+  for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) {
+    if (pairs_per_expert[e] != 0) atomic_add_relaxed_gpu(b.send_count() + e, pairs_per_expert[e]);
   }
   __syncthreads();
   MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchSendRoute, route_start, -1));
@@ -99,10 +109,20 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_send_kernel(EpContext c, Di
     }
   }
 
-  // 4. Publish: the last block tells every rank how many rows it got from us (possibly 0).
+  // 4. Publish: the last block tells every rank how many (token, k) pairs each of its experts
+  //    got from us, then, once those stores are ordered before it, how many rows (possibly 0).
   MOE_A2A_PROFILE_SPAN(count_span, prof, kDispatchSendCounts, 0, wave_id() == 0);
   if (last_block_done(b.done_counter(kDispatchSend))) {
     MOE_A2A_PROFILE(count_span.set_arg(1));
+    const int local_experts = cfg.experts_per_rank();
+    for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) {
+      const int r = e / local_experts;
+      b.recv_count(r, me)[e - r * local_experts] = static_cast<int32_t>(ld_relaxed_sys(b.send_count() + e));
+      b.send_count()[e] = 0;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) fence_acq_rel_sys();  // the counts of every thread before any flag
+    __syncthreads();
     if (threadIdx.x < cfg.world) {
       const int r = threadIdx.x;
       const uint32_t rows = ld_relaxed_sys(b.slot_counter() + r);
@@ -116,9 +136,10 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_send_kernel(EpContext c, Di
 }  // namespace
 
 void launch_dispatch_send(const EpContext& ctx, const DispatchSendArgs& args, hipStream_t stream) {
-  MOE_A2A_CHECK(args.num_tokens >= 0 && args.num_tokens <= ctx.cfg.max_tokens,
-                "dispatch: num_tokens ", args.num_tokens, " outside [0, ", ctx.cfg.max_tokens, "]");
-  MOE_A2A_CHECK((args.num_tokens + ctx.num_blocks - 1) / ctx.num_blocks <= kEpBlock,
+  const int num_tokens = args.route.num_tokens;
+  MOE_A2A_CHECK(num_tokens >= 0 && num_tokens <= ctx.cfg.max_tokens,
+                "dispatch: num_tokens ", num_tokens, " outside [0, ", ctx.cfg.max_tokens, "]");
+  MOE_A2A_CHECK((num_tokens + ctx.num_blocks - 1) / ctx.num_blocks <= kEpBlock,
                 "dispatch: too many tokens per block; raise num_blocks");
   dispatch_send_kernel<<<ctx.num_blocks, kEpBlock, 0, stream>>>(ctx, args);
   MOE_A2A_GPU_CHECK(hipGetLastError());

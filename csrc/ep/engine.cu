@@ -9,8 +9,11 @@
 namespace moe_a2a {
 namespace {
 
-const char* phase_call(int phase) {
-  static const char* const kNext[] = {"dispatch_send", "dispatch_recv", "combine_send", "combine_recv"};
+// What may come next in each phase, for the out-of-order message.
+const char* next_calls(int phase) {
+  static const char* const kNext[] = {
+      "dispatch_send, or a backward round (combine_send of a dispatch's gradient, output_grad_send)",
+      "dispatch_recv", "combine_send", "combine_recv", "output_grad_recv", "weight_grad_recv"};
   return kNext[phase];
 }
 
@@ -103,34 +106,58 @@ void EpEngine::reset_profile(hipStream_t stream) {
 void EpEngine::expect(Phase phase, const char* call) const {
   MOE_A2A_CHECK(!closed_, call, " called after close()");
   MOE_A2A_CHECK(failed_.empty(), "all-to-all is unusable after an earlier error: ", failed_);
-  MOE_A2A_CHECK(phase_ == phase, call, " called out of order: the next call must be "
-                                     , phase_call(static_cast<int>(phase_))
-                                     , " (each dispatch must be combined before the next dispatch)");
+  MOE_A2A_CHECK(phase_ == phase, call, " called out of order: the next call must be ",
+                next_calls(static_cast<int>(phase_)),
+                " (each dispatch must be combined before the next dispatch, and each backward round finished "
+                "before the next round)");
 }
 
 void EpEngine::dispatch_send(const DispatchSendArgs& args, hipStream_t stream) {
   check_errors();
   expect(Phase::kIdle, "dispatch_send");
   launch_dispatch_send(ctx_, args, stream);
-  num_tokens_ = args.num_tokens;
-  phase_ = Phase::kSent;
+  phase_ = Phase::kDispatchSent;
 }
 
 void EpEngine::dispatch_recv(const DispatchRecvArgs& args, hipStream_t stream) {
-  expect(Phase::kSent, "dispatch_recv");
+  expect(Phase::kDispatchSent, "dispatch_recv");
   launch_dispatch_recv(ctx_, args, stream);
-  phase_ = Phase::kReceived;
+  phase_ = Phase::kDispatchReceived;
 }
 
 void EpEngine::combine_send(const CombineSendArgs& args, hipStream_t stream) {
-  expect(Phase::kReceived, "combine_send");
+  if (args.await_ready) {  // a round of its own: the backward of a dispatch
+    check_errors();
+    expect(Phase::kIdle, "combine_send (backward of dispatch)");
+  } else {
+    expect(Phase::kDispatchReceived, "combine_send");
+  }
   launch_combine_send(ctx_, args, stream);
   phase_ = Phase::kCombineSent;
 }
 
-void EpEngine::combine_recv(void* out, hipStream_t stream) {
+void EpEngine::combine_recv(const CombineRecvArgs& args, hipStream_t stream) {
   expect(Phase::kCombineSent, "combine_recv");
-  launch_combine_recv(ctx_, CombineRecvArgs{out, num_tokens_}, stream);
+  launch_combine_recv(ctx_, args, stream);
+  phase_ = Phase::kIdle;
+}
+
+void EpEngine::output_grad_send(const OutputGradSendArgs& args, hipStream_t stream) {
+  check_errors();
+  expect(Phase::kIdle, "output_grad_send");
+  launch_output_grad_send(ctx_, args, stream);
+  phase_ = Phase::kOutputGradSent;
+}
+
+void EpEngine::output_grad_recv(const OutputGradRecvArgs& args, hipStream_t stream) {
+  expect(Phase::kOutputGradSent, "output_grad_recv");
+  launch_output_grad_recv(ctx_, args, stream);
+  phase_ = Phase::kOutputGradReceived;
+}
+
+void EpEngine::weight_grad_recv(const WeightGradRecvArgs& args, hipStream_t stream) {
+  expect(Phase::kOutputGradReceived, "weight_grad_recv");
+  launch_weight_grad_recv(ctx_, args, stream);
   phase_ = Phase::kIdle;
 }
 
@@ -140,8 +167,12 @@ std::string EpEngine::describe(const ErrorRecord& e) const {
   switch (code) {
     case ErrorCode::kDispatchTimeout:
     case ErrorCode::kCombineTimeout: {
+      static const char* const kWaiter[kNumKernels] = {
+          "dispatch-send", "dispatch-recv", "combine-send (backward of dispatch)", "combine-recv",
+          "output-grad-send", "output-grad-recv (backward of combine)", "weight-grad-recv (backward of combine)"};
       const bool dispatch = code == ErrorCode::kDispatchTimeout;
-      return cat("rank ", me, " timed out in ", dispatch ? "dispatch-recv" : "combine-recv", " waiting for rank ", e.peer,
+      const char* waiter = e.detail >= 0 && e.detail < kNumKernels ? kWaiter[e.detail] : "?";
+      return cat("rank ", me, " timed out in ", waiter, " waiting for rank ", e.peer,
                  "'s ", dispatch ? "dispatch" : "combine", " flag (flag index ", e.index, ", waited for epoch ",
                  flag_epoch(e.expected), ", last saw epoch ", flag_epoch(e.seen),
                  "): that rank did not take part in the call, or is far behind");
@@ -150,9 +181,16 @@ std::string EpEngine::describe(const ErrorRecord& e) const {
       return cat("rank ", me, ": topk_idx holds expert id ", e.detail, " at token ", e.index, ", outside [0, ",
                  e.expected, "); that (token, k) was not sent");
     case ErrorCode::kCapacityOverflow:
+      if (ctx_.cfg.packed()) {
+        return cat("rank ", me, ": received ", e.seen, " (token, expert) rows in total but max_recv_tokens is ",
+                   e.expected, "; the extra rows were dropped. Raise max_recv_tokens");
+      }
       return cat("rank ", me, ": local expert ", e.detail, " received at least ", e.seen,
                  " tokens but its capacity (max_recv_tokens_per_expert) is ", e.expected,
                  "; the extra tokens were dropped. Raise max_recv_tokens_per_expert");
+    case ErrorCode::kBadRoute:
+      return cat("rank ", me, ": the route given to a backward or combine call is not one a dispatch of this "
+                 "all-to-all wrote (modified Dispatched tensors?); nothing was sent for it");
     case ErrorCode::kPeerError:
       return cat("rank ", me, ": rank ", e.peer, " reported an error in this call (see that rank's exception)");
     default:

@@ -22,10 +22,17 @@ class EpEngine {
   EpEngine(const EpEngine&) = delete;
   EpEngine& operator=(const EpEngine&) = delete;
 
+  // The calls of each kind of round, in the order they must come (see kernels.h):
+  //   forward:              dispatch_send, dispatch_recv, combine_send, combine_recv
+  //   backward of dispatch: combine_send (await_ready), combine_recv
+  //   backward of combine:  output_grad_send, output_grad_recv, weight_grad_recv
   void dispatch_send(const DispatchSendArgs& args, hipStream_t stream);
   void dispatch_recv(const DispatchRecvArgs& args, hipStream_t stream);
   void combine_send(const CombineSendArgs& args, hipStream_t stream);
-  void combine_recv(void* out, hipStream_t stream);
+  void combine_recv(const CombineRecvArgs& args, hipStream_t stream);
+  void output_grad_send(const OutputGradSendArgs& args, hipStream_t stream);
+  void output_grad_recv(const OutputGradRecvArgs& args, hipStream_t stream);
+  void weight_grad_recv(const WeightGradRecvArgs& args, hipStream_t stream);
 
   // Raises if a kernel reported an error. Reads host-mapped memory, never synchronises: an
   // error of a call still running shows up at a later check. Timeouts leave the engine failed
@@ -45,13 +52,13 @@ class EpEngine {
 #endif
 
   const EpConfig& config() const { return ctx_.cfg; }
-  int num_tokens() const { return num_tokens_; }
   uint8_t* workspace() const { return ctx_.workspace; }
   size_t workspace_bytes() const { return ctx_.ws_layout.total; }
   const SymmetricHeap& heap() const { return *heap_; }
 
  private:
-  enum class Phase { kIdle, kSent, kReceived, kCombineSent };
+  // Where this rank is inside the current round.
+  enum class Phase { kIdle, kDispatchSent, kDispatchReceived, kCombineSent, kOutputGradSent, kOutputGradReceived };
   void expect(Phase phase, const char* call) const;
   std::string describe(const ErrorRecord& e) const;
 
@@ -62,7 +69,6 @@ class EpEngine {
 #endif
   ErrorRecord* error_host_ = nullptr;
   Phase phase_ = Phase::kIdle;
-  int num_tokens_ = 0;
   std::string failed_;  // non-empty once the engine cannot be used any more
   bool closed_ = false;
 };

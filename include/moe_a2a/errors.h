@@ -14,6 +14,7 @@ enum class ErrorCode : uint32_t {
   kBadExpertId = 3,       // topk_idx held an id outside [0, num_experts)
   kCapacityOverflow = 4,  // more tokens for one local expert than expert_capacity
   kPeerError = 5,         // a peer hit an error in this call (its own exception says which)
+  kBadRoute = 6,          // a route given back to a later round is not one a dispatch wrote
 };
 
 struct ErrorRecord {
@@ -34,6 +35,7 @@ inline const char* error_code_name(ErrorCode c) {
     case ErrorCode::kBadExpertId: return "expert id out of range";
     case ErrorCode::kCapacityOverflow: return "expert capacity overflow";
     case ErrorCode::kPeerError: return "error on a peer";
+    case ErrorCode::kBadRoute: return "corrupted route";
   }
   return "unknown";
 }

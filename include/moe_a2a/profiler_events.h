@@ -25,7 +25,10 @@
   X(kCombineSendPublish, "combine_send.publish", "published")                              \
   X(kCombineRecv, "combine_recv", "")                                                      \
   X(kCombineRecvWait, "combine_recv.wait", "peer")       /* until the last partial arrived */ \
-  X(kCombineRecvReduce, "combine_recv.reduce", "token")  /* one (token, chunk) sum */
+  X(kCombineRecvReduce, "combine_recv.reduce", "token")  /* one (token, chunk) sum */     \
+  X(kOutputGradSend, "output_grad_send", "")             /* backward of combine */        \
+  X(kOutputGradRecv, "output_grad_recv", "")                                               \
+  X(kWeightGradRecv, "weight_grad_recv", "")
 
 namespace moe_a2a {
 

@@ -11,8 +11,9 @@ import os as _os
 for _var, _val in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
     _os.environ.setdefault(_var, _val)
 
+from . import layers  # noqa: E402,F401  (pure Python; loads the extension only when a layer is built)
 from .all_to_all import AllToAll, Dispatched  # noqa: E402
 from .heap import SymmetricHeap  # noqa: E402
 
-__all__ = ["AllToAll", "Dispatched", "SymmetricHeap"]
+__all__ = ["AllToAll", "Dispatched", "SymmetricHeap", "layers"]
 __version__ = "0.1.0"

@@ -1,10 +1,19 @@
 """The user API: AllToAll with dispatch / combine and their split halves.
 
     ep = AllToAll(group, num_experts, experts_per_token, hidden_dim, max_num_tokens, dtype)
-    d = ep.dispatch(x, topk_idx, topk_weights)   # d.expert_x [E_local, capacity, H]
+    d = ep.dispatch(x, topk_idx, topk_weights)   # d.expert_x [E_local, capacity, H] (padded)
     y = experts(d.expert_x, d.expert_num_tokens)
     out = ep.combine(y, d)                       # [T, H]
     ep.close()
+
+layout="packed" delivers the rows of all local experts back to back instead, expert_x
+[max_recv_tokens, H] with expert e's rows from d.expert_offsets[e], ready for grouped GEMMs.
+
+dispatch() and combine() are differentiable (torch.autograd): dispatch with respect to x,
+combine with respect to the experts' output and the topk_weights given to dispatch. Each
+backward is a round of its own on the same AllToAll, replaying the placement of its forward
+round, so like the forward calls it is collective: every rank must run backward through
+every dispatch and combine that needs a gradient on any rank.
 
 No call synchronises with the host; errors found on the device (a bad expert id, an expert
 over capacity, a peer that never answered) are raised by the next dispatch or by
@@ -15,7 +24,7 @@ moe_a2a.trace.save(path) writes what was recorded as one Perfetto trace for all 
 """
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import torch
 import torch.distributed as dist
@@ -24,36 +33,125 @@ from ._collective import require_same
 from ._ext import ext
 from .heap import SymmetricHeap
 
-_DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
-# Default budget for the padded per-expert output of one dispatch; the worst case (every
-# token to one expert) is used when it fits.
+_DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
+LAYOUTS = ("padded", "packed")
+# Default budget for the per-expert output of one dispatch; the worst case (padded: every
+# token to one expert; packed: every token to min(topk, experts per rank) local experts) is
+# used when it fits.
 DEFAULT_OUTPUT_BUDGET_BYTES = 4 << 30
 # Profiler records kept per track (one track per wave of a block; 24 bytes a record).
 DEFAULT_PROFILE_CAPACITY = 512
+
+
+class _Route(NamedTuple):
+    """Where a dispatch put every row: what combine and the backward rounds replay."""
+
+    dest_mask: torch.Tensor   # [T] int32, token side: bit r = token went to rank r
+    recv_rows: torch.Tensor   # [world + 1] int32, expert side: rows received per source, prefix sums
+    recv_token: torch.Tensor  # [world * max_tokens] int32: source token of each received row
+    recv_pos: torch.Tensor    # [world * max_tokens, topk] int32: row of expert_x of each (row, k), or -1
 
 
 @dataclass
 class Dispatched:
     """What dispatch delivers to this rank's experts, plus what combine needs.
 
-    expert_x:          [E_local, capacity, H]; rows past expert_num_tokens[e] are undefined
+    Rows are those of expert_x seen as [rows, H]; expert e owns rows expert_offsets[e] ..
+    expert_offsets[e] + expert_num_tokens[e] - 1, and rows of no expert are undefined.
+
+    expert_x:          padded [E_local, capacity, H]; packed [capacity, H]
     expert_num_tokens: [E_local] int32, on the device
-    expert_meta:       [E_local, capacity, 3] int32: source rank, source token, k
-    expert_weights:    [E_local, capacity] float32: the router weight of that (token, k)
+    expert_offsets:    [E_local + 1] int32, on the device: first row of each expert; packed:
+                       expert_offsets[e + 1] = expert_offsets[e] + expert_num_tokens[e], so
+                       expert_offsets[1:] are the group ends of torch._grouped_mm
+    expert_meta:       [..rows.., 3] int32: source rank, source token, k
+    expert_weights:    [..rows..] float32: the router weight of that (token, k)
     """
 
     expert_x: torch.Tensor
     expert_num_tokens: torch.Tensor
+    expert_offsets: torch.Tensor
     expert_meta: torch.Tensor
     expert_weights: torch.Tensor
     num_tokens: int = 0  # tokens this rank dispatched (rows of combine's output)
     _round: int = field(default=-1, repr=False)
+    _route: Optional[_Route] = field(default=None, repr=False)
+    _topk_weights: Optional[torch.Tensor] = field(default=None, repr=False)  # combine's gradient lands here
 
 
 @dataclass
 class _Pending:
     round: int
     num_tokens: int
+    dest_mask: Optional[torch.Tensor] = None
+    topk_weights: Optional[torch.Tensor] = None
+    dispatched: Optional[Dispatched] = None
+
+
+def _dispatch_round(engine: int, state: torch.Tensor, x, topk_idx, topk_weights):
+    dest_mask = torch.ops.moe_a2a.dispatch_send(engine, state, x, topk_idx, topk_weights)
+    return (*torch.ops.moe_a2a.dispatch_recv(engine, state), dest_mask)
+
+
+def _combine_round(engine: int, state: torch.Tensor, expert_y, expert_weights, route: _Route):
+    torch.ops.moe_a2a.combine_send(engine, state, expert_y, expert_weights, route.recv_rows, route.recv_token,
+                                   route.recv_pos)
+    return torch.ops.moe_a2a.combine_recv(engine, state, route.dest_mask)
+
+
+def _backward_state(like: torch.Tensor) -> torch.Tensor:
+    """The ordering token of one backward round. A fresh one, not the AllToAll's: under
+    torch.compile, a tensor the backward reads is saved from the forward with a version
+    check, and the AllToAll's token is mutated by every later round."""
+    return torch.empty(1, dtype=torch.int64, device=like.device)
+
+
+class _DispatchFunction(torch.autograd.Function):
+    """dispatch with autograd: the gradient of x[t] is the sum of the gradients of the rows
+    that carried token t, sent back by an unweighted combine over the forward's route."""
+
+    @staticmethod
+    def forward(ctx, engine, state, x, topk_idx, topk_weights):
+        out = _dispatch_round(engine, state, x, topk_idx, topk_weights)
+        ex, counts, offsets, meta, weights, rows, token, pos, dest_mask = out
+        ctx.engine = engine
+        ctx.save_for_backward(rows, token, pos, dest_mask)
+        ctx.mark_non_differentiable(counts, offsets, meta, weights, rows, token, pos, dest_mask)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_expert_x, *_non_differentiable):
+        rows, token, pos, dest_mask = ctx.saved_tensors
+        state = _backward_state(dest_mask)
+        torch.ops.moe_a2a.dispatch_backward_send(ctx.engine, state, grad_expert_x.contiguous(), rows, token, pos)
+        grad_x = torch.ops.moe_a2a.combine_recv(ctx.engine, state, dest_mask)
+        return None, None, grad_x, None, None
+
+
+class _CombineFunction(torch.autograd.Function):
+    """combine with autograd: grad_out goes back along the forward's route; the expert side
+    returns grad_expert_y[row] = w * grad_out[t] and sends grad w = <grad_out[t], y(row)> home."""
+
+    @staticmethod
+    def forward(ctx, engine, state, expert_y, topk_weights, expert_weights, dest_mask, rows, token, pos):
+        del topk_weights  # same values as expert_weights (both from dispatch); here for its gradient
+        route = _Route(dest_mask, rows, token, pos)
+        ctx.engine = engine
+        ctx.save_for_backward(expert_y, expert_weights, dest_mask, rows, token, pos)
+        return _combine_round(engine, state, expert_y, expert_weights, route)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        expert_y, expert_weights, dest_mask, rows, token, pos = ctx.saved_tensors
+        state = _backward_state(dest_mask)
+        torch.ops.moe_a2a.output_grad_send(ctx.engine, state, grad_out.contiguous(), dest_mask)
+        grad_y = torch.ops.moe_a2a.output_grad_recv(ctx.engine, state, expert_y, expert_weights, rows, token, pos)
+        grad_w = torch.ops.moe_a2a.weight_grad_recv(ctx.engine, state, dest_mask)
+        return None, None, grad_y, grad_w, None, None, None, None, None
+
+
+def _needs_grad(*tensors) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
 class AllToAll:
@@ -66,6 +164,8 @@ class AllToAll:
         max_num_tokens: int,
         dtype: torch.dtype = torch.bfloat16,
         *,
+        layout: str = "padded",
+        max_recv_tokens: Optional[int] = None,
         max_recv_tokens_per_expert: Optional[int] = None,
         timeout_s: float = 5.0,
         device: Optional[torch.device] = None,
@@ -74,6 +174,10 @@ class AllToAll:
     ):
         """Collective: every rank of `group` must call it with the same arguments.
 
+        layout: "padded" (expert_x [E_local, capacity, H], capacity = max_recv_tokens_per_expert)
+        or "packed" (expert_x [capacity, H], capacity = max_recv_tokens, all local experts'
+        rows back to back). dtype: bfloat16, float16 or float32 tokens.
+
         profile=True turns the in-kernel profiler on (needs a build with MOE_A2A_PROFILE=1);
         profile_capacity is the number of records each wave of each block keeps, later ones
         are counted as dropped."""
@@ -81,7 +185,15 @@ class AllToAll:
         self.rank = dist.get_rank(self.group)
         self.world = dist.get_world_size(self.group)
         if dtype not in _DTYPES:
-            raise TypeError(f"moe_a2a: dtype must be torch.bfloat16 or torch.float16, got {dtype}")
+            raise TypeError(f"moe_a2a: dtype must be torch.bfloat16, torch.float16 or torch.float32, got {dtype}")
+        if layout not in LAYOUTS:
+            raise ValueError(f"moe_a2a: layout must be one of {LAYOUTS}, got {layout!r}")
+        wrong = max_recv_tokens_per_expert if layout == "packed" else max_recv_tokens
+        if wrong is not None:
+            right, other = ("max_recv_tokens", "max_recv_tokens_per_expert") if layout == "packed" else \
+                ("max_recv_tokens_per_expert", "max_recv_tokens")
+            raise ValueError(f"moe_a2a: layout={layout!r} takes {right}, not {other}")
+        self.layout = layout
         self.num_experts = int(num_experts)
         self.experts_per_token = int(experts_per_token)
         self.hidden_dim = int(hidden_dim)
@@ -97,32 +209,34 @@ class AllToAll:
             )
         if self.profile and not 1 <= int(profile_capacity) <= (1 << 20):
             raise ValueError(f"moe_a2a: profile_capacity must be in [1, 2^20], got {profile_capacity}")
-        if max_recv_tokens_per_expert is None:
+        name = _DTYPES[dtype]
+        asked = max_recv_tokens if layout == "packed" else max_recv_tokens_per_expert
+        if asked is None:
             capacity = C.default_capacity(self.world, self.num_experts, self.experts_per_token, self.hidden_dim,
-                                          self.max_num_tokens, DEFAULT_OUTPUT_BUDGET_BYTES) \
+                                          self.max_num_tokens, name, layout, DEFAULT_OUTPUT_BUDGET_BYTES) \
                 if self.num_experts % max(self.world, 1) == 0 and self.num_experts >= self.world else 1
         else:
-            capacity = int(max_recv_tokens_per_expert)
+            capacity = int(asked)
         self.capacity = capacity
         config = (self.world, self.num_experts, self.experts_per_token, self.hidden_dim, self.max_num_tokens,
-                  self.capacity, _DTYPES[dtype], float(timeout_s), self.profile)
-        require_same("the AllToAll config (world, experts, topk, hidden, max tokens, capacity, dtype, timeout, "
-                     "profile)", config, self.group)
+                  self.capacity, name, layout, float(timeout_s), self.profile)
+        require_same("the AllToAll config (world, experts, topk, hidden, max tokens, capacity, dtype, layout, "
+                     "timeout, profile)", config, self.group)
         problem = C.validate_config(self.world, self.rank, self.num_experts, self.experts_per_token, self.hidden_dim,
-                                    self.max_num_tokens, self.capacity)
+                                    self.max_num_tokens, self.capacity, name, layout)
         if problem:
             raise ValueError(f"moe_a2a: {problem}")
         self.experts_per_rank = self.num_experts // self.world
 
         region = C.ep_region_bytes(self.world, self.num_experts, self.experts_per_token, self.hidden_dim,
-                                   self.max_num_tokens, self.capacity)
+                                   self.max_num_tokens, self.capacity, name, layout)
         mailbox = C.profiler_mailbox_bytes() if self.profile else 0  # clock-sync ping-pong
         self.heap = SymmetricHeap(self.group, region + mailbox, device)
         self.device = self.heap.device
         offset = self.heap.alloc_bytes(region, 256)
         self.heap_bytes = region
         self._engine = C.create_engine(self.heap._heap, self.num_experts, self.experts_per_token, self.hidden_dim,
-                                       self.max_num_tokens, self.capacity, _DTYPES[dtype], offset, float(timeout_s))
+                                       self.max_num_tokens, self.capacity, name, layout, offset, float(timeout_s))
         if self.profile:
             C.engine_enable_profiler(self._engine, int(profile_capacity), self.heap.alloc_bytes(mailbox, 256))
             # Imported here, not at the top: `python -m moe_a2a.trace` must find it unimported.
@@ -134,33 +248,63 @@ class AllToAll:
         self._round = 0
         self._closed = False
 
-    # ---- split calls, for overlapping communication with other work ----
+    # ---- split calls, for overlapping communication with other work (not differentiable) ----
     def dispatch_send(self, x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor) -> _Pending:
         self._check_open()
-        torch.ops.moe_a2a.dispatch_send(self._engine, self._state, x, topk_idx, topk_weights)
+        self._no_grad_in_split_calls("dispatch_send", x, topk_weights)
+        dest_mask = torch.ops.moe_a2a.dispatch_send(self._engine, self._state, x, topk_idx, topk_weights)
         self._round += 1
-        return _Pending(self._round, x.shape[0])
+        return _Pending(self._round, x.shape[0], dest_mask=dest_mask, topk_weights=topk_weights)
 
     def dispatch_recv(self, pending: _Pending) -> Dispatched:
         self._check_round(pending.round, "dispatch_recv")
-        ex, counts, meta, weights = torch.ops.moe_a2a.dispatch_recv(self._engine, self._state)
-        return Dispatched(ex, counts, meta, weights, pending.num_tokens, pending.round)
+        out = torch.ops.moe_a2a.dispatch_recv(self._engine, self._state)
+        return self._dispatched(pending.round, (*out, pending.dest_mask), pending.topk_weights)
 
     def combine_send(self, expert_y: torch.Tensor, dispatched: Dispatched) -> _Pending:
         self._check_round(dispatched._round, "combine")
-        torch.ops.moe_a2a.combine_send(self._engine, self._state, expert_y)
-        return _Pending(dispatched._round, dispatched.num_tokens)
+        self._no_grad_in_split_calls("combine_send", expert_y, dispatched._topk_weights)
+        r = dispatched._route
+        torch.ops.moe_a2a.combine_send(self._engine, self._state, expert_y, dispatched.expert_weights, r.recv_rows,
+                                       r.recv_token, r.recv_pos)
+        return _Pending(dispatched._round, dispatched.num_tokens, dispatched=dispatched)
 
     def combine_recv(self, pending: _Pending) -> torch.Tensor:
         self._check_round(pending.round, "combine_recv")
-        return torch.ops.moe_a2a.combine_recv(self._engine, self._state, pending.num_tokens)
+        return torch.ops.moe_a2a.combine_recv(self._engine, self._state, pending.dispatched._route.dest_mask)
 
-    # ---- fused calls ----
+    # ---- fused calls (differentiable) ----
     def dispatch(self, x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor) -> Dispatched:
-        return self.dispatch_recv(self.dispatch_send(x, topk_idx, topk_weights))
+        """Differentiable with respect to x. The gradient of topk_weights comes from combine."""
+        self._check_open()
+        if _needs_grad(x):
+            # topk_weights goes in detached: its gradient is combine's business, so this
+            # backward runs exactly when x needs a gradient.
+            out = _DispatchFunction.apply(self._engine, self._state, x, topk_idx, topk_weights.detach())
+        else:
+            out = _dispatch_round(self._engine, self._state, x, topk_idx, topk_weights)
+        self._round += 1
+        return self._dispatched(self._round, out, topk_weights)
 
     def combine(self, expert_y: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:
-        return self.combine_recv(self.combine_send(expert_y, dispatched))
+        """Differentiable with respect to expert_y and to the topk_weights given to dispatch."""
+        self._check_round(dispatched._round, "combine")
+        r = dispatched._route
+        if _needs_grad(expert_y, dispatched._topk_weights):
+            return _CombineFunction.apply(self._engine, self._state, expert_y, dispatched._topk_weights,
+                                          dispatched.expert_weights, *r)
+        return _combine_round(self._engine, self._state, expert_y, dispatched.expert_weights, r)
+
+    def _dispatched(self, round_: int, out, topk_weights) -> Dispatched:
+        ex, counts, offsets, meta, weights, rows, token, pos, dest_mask = out
+        return Dispatched(ex, counts, offsets, meta, weights, int(dest_mask.shape[0]), round_,
+                          _Route(dest_mask, rows, token, pos), topk_weights)
+
+    @staticmethod
+    def _no_grad_in_split_calls(call: str, *tensors):
+        if _needs_grad(*tensors):
+            raise RuntimeError(f"moe_a2a: {call} is not differentiable and an input requires grad; use "
+                               "dispatch()/combine() for training, or call it under torch.no_grad()")
 
     # ---- profiler ----
     def profile_collect(self) -> dict:

@@ -63,7 +63,7 @@ LIBRARY_META_COLUMNS = ("src_rank", "src_token", "k")
 class Routing(NamedTuple):
     """One rank's inputs. A NamedTuple so ``x, idx, w = routing`` keeps working."""
 
-    x: torch.Tensor  # [T, H] fp16 / bf16
+    x: torch.Tensor  # [T, H] fp16 / bf16 (fp32 also accepted)
     topk_idx: torch.Tensor  # [T, topk] int32 / int64, distinct experts per row
     topk_weights: torch.Tensor  # [T, topk] fp32
 
@@ -160,8 +160,8 @@ def generate_rank_inputs(
         raise ValueError(f"topk ({topk}) must be in [1, num_experts={num_experts}]")
     if hidden <= 0 or max_num_tokens <= 0:
         raise ValueError(f"hidden ({hidden}) and max_num_tokens ({max_num_tokens}) must be > 0")
-    if dtype not in (torch.float16, torch.bfloat16):
-        raise ValueError(f"dtype must be float16 or bfloat16, got {dtype}")
+    if dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise ValueError(f"dtype must be float16, bfloat16 or float32, got {dtype}")
     if index_dtype not in (torch.int32, torch.int64):
         raise ValueError(f"index_dtype must be int32 or int64, got {index_dtype}")
 

@@ -24,9 +24,11 @@ import statistics
 import sys
 import weakref
 
-# The kernels in pipeline order; tests/python/cpu/test_trace.py checks this against
+# The kernels in pipeline order (a forward round, then the backward of combine's);
+# tests/python/cpu/test_trace.py checks this against
 # include/moe_a2a/profiler_events.h, the table the names come from.
-KERNELS = ("dispatch_send", "dispatch_recv", "combine_send", "combine_recv")
+KERNELS = ("dispatch_send", "dispatch_recv", "combine_send", "combine_recv", "output_grad_send", "output_grad_recv",
+           "weight_grad_recv")
 TRACE_VERSION = 1
 
 _active = None  # the last AllToAll created with profile=True (weak)

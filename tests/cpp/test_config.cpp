@@ -82,7 +82,9 @@ std::vector<Region> heap_regions(const EpConfig& c) {
       {"recv_token", l.recv_token, rows * sizeof(int32_t)},
       {"recv_expert", l.recv_expert, rows * k * sizeof(int32_t)},
       {"recv_weight", l.recv_weight, rows * k * sizeof(float)},
+      {"recv_count", l.recv_count, static_cast<size_t>(c.num_experts) * sizeof(int32_t)},
       {"comb_x", l.comb_x, rows * h * 2},
+      {"comb_w", l.comb_w, static_cast<size_t>(c.max_tokens) * k * sizeof(float)},
       {"dispatch_flag", l.dispatch_flag, w * sizeof(uint64_t)},
       {"combine_flag", l.combine_flag, w * sizeof(uint64_t)},
   };
@@ -96,8 +98,7 @@ std::vector<Region> workspace_regions(const EpConfig& c) {
       {"done_counter", l.done_counter, moe_a2a::kNumKernels * sizeof(uint32_t)},
       {"epoch", l.epoch, sizeof(uint64_t)},
       {"expert_count", l.expert_count, static_cast<size_t>(c.num_experts / c.world) * sizeof(uint32_t)},
-      {"row_pos", l.row_pos, rows * static_cast<size_t>(c.topk) * sizeof(int32_t)},
-      {"token_dest_mask", l.token_dest_mask, static_cast<size_t>(c.max_tokens) * sizeof(uint32_t)},
+      {"send_count", l.send_count, static_cast<size_t>(c.num_experts) * sizeof(uint32_t)},
       {"round_error", l.round_error, sizeof(uint32_t)},
   };
 }
@@ -129,8 +130,10 @@ TEST(EpConfig, RecvXSizeIsExact) {
   EXPECT_EQ(l.recv_token - l.recv_x, 8u * 256 * 4096 * 2);
   EXPECT_EQ(l.recv_expert - l.recv_token, 8u * 256 * 4);
   EXPECT_EQ(l.recv_weight - l.recv_expert, 8u * 256 * 8 * 4);
-  EXPECT_EQ(l.comb_x - l.recv_weight, 8u * 256 * 8 * 4);
-  EXPECT_EQ(l.dispatch_flag - l.comb_x, 8u * 256 * 4096 * 2);
+  EXPECT_EQ(l.recv_count - l.recv_weight, 8u * 256 * 8 * 4);
+  EXPECT_EQ(l.comb_x - l.recv_count, 8u * 16 * 4);  // 128 experts' counts: 512 bytes
+  EXPECT_EQ(l.comb_w - l.comb_x, 8u * 256 * 4096 * 2);
+  EXPECT_EQ(l.dispatch_flag - l.comb_w, 256u * 8 * 4);
   EXPECT_EQ(l.combine_flag - l.dispatch_flag, kBufferAlign);  // 64 bytes of flags, padded
   EXPECT_EQ(l.total - l.combine_flag, kBufferAlign);
 }
@@ -176,12 +179,14 @@ TEST(EpConfig, NoInt32OverflowAtTheLargestConfig) {
   ASSERT_EQ(token_buf, size_t{1} << 30);
   const moe_a2a::HeapLayout l = c.heap_layout();
   EXPECT_EQ(l.recv_token, token_buf);
-  EXPECT_EQ(l.comb_x, token_buf + rows * 4 + rows * 16 * 4 * 2);
-  EXPECT_EQ(l.dispatch_flag, l.comb_x + token_buf);
+  const size_t counts = 512 * 4, weight_grads = 4096 * 16 * 4;
+  EXPECT_EQ(l.comb_x, token_buf + rows * 4 + rows * 16 * 4 * 2 + counts);
+  EXPECT_EQ(l.comb_w, l.comb_x + token_buf);
+  EXPECT_EQ(l.dispatch_flag, l.comb_w + weight_grads);
   EXPECT_GT(l.total, static_cast<size_t>(std::numeric_limits<int32_t>::max()));
-  EXPECT_EQ(l.total, 2 * token_buf + rows * 4 + rows * 16 * 4 * 2 + 2 * kBufferAlign);
+  EXPECT_EQ(l.total, 2 * token_buf + rows * 4 + rows * 16 * 4 * 2 + counts + weight_grads + 2 * kBufferAlign);
 
-  EXPECT_EQ(c.workspace_layout().token_dest_mask - c.workspace_layout().row_pos, rows * 16 * 4);
+  EXPECT_EQ(c.workspace_layout().send_count - c.workspace_layout().expert_count, 64u * 4);
 
   // Padded dispatch output: 64 local experts x 32768 rows x 32 KiB.
   EXPECT_EQ(c.expert_x_bytes(), uint64_t{64} * 32768 * 32768);
@@ -252,13 +257,46 @@ TEST(EpConfig, ValidateRejectsBadConfigs) {
   for (int32_t cap : {0, -1, 8 * 256 + 1}) {
     c = good;
     c.expert_capacity = cap;
-    expect_rejected(c, "capacity");
+    expect_rejected(c, "max_recv_tokens_per_expert");
   }
-  for (int32_t b : {1, 4, 0}) {
+  for (int32_t b : {1, 3, 8, 0}) {
     c = good;
     c.elem_bytes = b;
     expect_rejected(c, "bf16");
   }
+  c = good;
+  c.elem_bytes = 4;  // fp32 tokens
+  EXPECT_EQ(moe_a2a::validate(c), "");
+  c = good;
+  c.layout = static_cast<moe_a2a::Layout>(2);
+  expect_rejected(c, "layout");
+  c = good;
+  c.layout = moe_a2a::Layout::kPacked;
+  c.expert_capacity = 8 * 256 * 8 + 1;  // past the packed worst case
+  expect_rejected(c, "max_recv_tokens");
+}
+
+TEST(EpConfig, PackedLayout) {
+  EpConfig c = make(8, {256, 8, 7168, 256});
+  c.layout = moe_a2a::Layout::kPacked;
+  // Every token of every rank can bring min(topk, experts per rank) rows to this rank.
+  EXPECT_EQ(c.worst_case_capacity(), 8u * 256 * 8);
+  c.expert_capacity = 5000;
+  EXPECT_EQ(c.output_rows(), 5000u);
+  EXPECT_EQ(c.expert_x_bytes(), 5000u * 7168 * 2);
+  EXPECT_EQ(moe_a2a::validate(c), "");
+  // Fewer local experts than topk: at most experts_per_rank rows per token.
+  EpConfig few = make(8, {16, 8, 1024, 64});
+  few.layout = moe_a2a::Layout::kPacked;
+  EXPECT_EQ(few.worst_case_capacity(), 8u * 64 * 2);
+  // Padded rows are per expert.
+  const EpConfig padded = make(8, {256, 8, 7168, 256});
+  EXPECT_EQ(padded.output_rows(), 32u * padded.worst_case_capacity());
+  // Default capacity: the packed worst case when it fits the budget, one row per budget row otherwise.
+  EXPECT_EQ(moe_a2a::default_expert_capacity(c, SIZE_MAX), static_cast<int32_t>(c.worst_case_capacity()));
+  EXPECT_EQ(moe_a2a::default_expert_capacity(c, 100 * c.row_bytes() + 1), 100);
+  // The heap does not depend on the layout (only the dispatch output does).
+  EXPECT_EQ(c.heap_layout().total, padded.heap_layout().total);
 }
 
 TEST(EpConfig, ValidateLimitsAreInclusive) {

@@ -1,6 +1,14 @@
-// Launchers of the four EP kernels. Raw pointers and plain structs only (no torch), so the
-// kernels build and are tested without torch. Each launcher enqueues on `stream` and never
+// Launchers of the EP kernels. Raw pointers and plain structs only (no torch), so the kernels
+// build and are tested without torch. Each launcher enqueues on `stream` and never
 // synchronises with the host.
+//
+// A round is one exchange out and back; every rank runs the same rounds in the same order:
+//   forward:             dispatch_send -> dispatch_recv -> combine_send -> combine_recv
+//   backward of dispatch: combine_send (unweighted, ready barrier) -> combine_recv
+//   backward of combine:  output_grad_send -> output_grad_recv -> weight_grad_recv
+// What a round leaves for later rounds of the same tokens (its routes) is written into
+// caller-owned buffers, SendRoute on the token side and RecvRoute on the expert side, so a
+// backward pass replays exactly the placement of its forward pass.
 #pragma once
 
 #include <cstddef>
@@ -14,7 +22,7 @@
 
 namespace moe_a2a {
 
-enum class TokenType : int32_t { kBFloat16 = 0, kFloat16 = 1 };
+enum class TokenType : int32_t { kBFloat16 = 0, kFloat16 = 1, kFloat32 = 2 };
 
 // Everything a kernel needs to find the buffers of this all-to-all, on any rank.
 struct EpContext {
@@ -35,34 +43,79 @@ struct EpContext {
 
 #if defined(MOE_A2A_HAS_GPU)
 
+// Token side of a dispatch: which ranks each token went to.
+struct SendRoute {
+  int32_t* dest_mask;  // [num_tokens]: bit r set when the token went to rank r
+  int32_t num_tokens;
+};
+
+// Expert side of a dispatch: where each received row went. Rows are numbered by source:
+// source s's rows are slots 0 .. rows[s + 1] - rows[s] - 1 of index s * max_tokens + slot.
+struct RecvRoute {
+  int32_t* rows;   // [world + 1]: prefix sums of the rows received from each source
+  int32_t* token;  // [world * max_tokens]: source token of each row
+  int32_t* pos;    // [world * max_tokens, topk]: row of expert_x holding (row, k), or -1
+};
+
 struct DispatchSendArgs {
   const void* x;              // [num_tokens, hidden]
   const void* topk_idx;       // [num_tokens, topk], int32 or int64
   bool topk_idx_is_int64;
   const float* topk_weights;  // [num_tokens, topk]
-  int32_t num_tokens;
+  SendRoute route;            // written
 };
 
 struct DispatchRecvArgs {
-  void* expert_x;              // [experts_per_rank, capacity, hidden]
+  void* expert_x;              // [output_rows, hidden] (padded: [experts_per_rank, capacity, hidden])
   int32_t* expert_num_tokens;  // [experts_per_rank]
-  int32_t* expert_meta;        // [experts_per_rank, capacity, 3]: src rank, src token, k
-  float* expert_weights;       // [experts_per_rank, capacity]
+  int32_t* expert_offsets;     // [experts_per_rank + 1]: first row of each expert; last = rows used
+  int32_t* expert_meta;        // [output_rows, 3]: src rank, src token, k
+  float* expert_weights;       // [output_rows]
+  RecvRoute route;             // written
 };
 
 struct CombineSendArgs {
-  const void* expert_y;  // [experts_per_rank, capacity, hidden], the experts' outputs
+  const void* expert_y;         // [output_rows, hidden], the experts' outputs
+  const float* expert_weights;  // [output_rows] router weights; nullptr: unweighted sum
+  RecvRoute route;              // of the dispatch being combined (or differentiated)
+  // Backward of dispatch: no dispatch precedes this send in its round, so the ranks first
+  // agree that every comb_x is free (each publishes a "ready" dispatch flag, then waits).
+  bool await_ready;
 };
 
 struct CombineRecvArgs {
-  void* out;             // [num_tokens, hidden]
-  int32_t num_tokens;    // the num_tokens of the matching dispatch
+  void* out;        // [num_tokens, hidden]
+  SendRoute route;  // of the matching dispatch
+};
+
+// Backward of combine, token side: grad_out[t] goes to every rank that token t went to,
+// into recv_x at index t.
+struct OutputGradSendArgs {
+  const void* grad_out;  // [num_tokens, hidden]
+  SendRoute route;
+};
+
+// Backward of combine, expert side: grad_expert_y[row] = weight[row] * grad_out[token of row],
+// and the weight gradient <grad_out[token], expert_y[row]> goes back to the token's rank.
+struct OutputGradRecvArgs {
+  const void* expert_y;         // [output_rows, hidden] saved by the forward pass
+  const float* expert_weights;  // [output_rows]
+  void* grad_expert_y;          // [output_rows, hidden]; rows of no (token, k) are not written
+  RecvRoute route;
+};
+
+struct WeightGradRecvArgs {
+  float* grad_topk_weights;  // [num_tokens, topk]
+  SendRoute route;
 };
 
 void launch_dispatch_send(const EpContext& ctx, const DispatchSendArgs& args, hipStream_t stream);
 void launch_dispatch_recv(const EpContext& ctx, const DispatchRecvArgs& args, hipStream_t stream);
 void launch_combine_send(const EpContext& ctx, const CombineSendArgs& args, hipStream_t stream);
 void launch_combine_recv(const EpContext& ctx, const CombineRecvArgs& args, hipStream_t stream);
+void launch_output_grad_send(const EpContext& ctx, const OutputGradSendArgs& args, hipStream_t stream);
+void launch_output_grad_recv(const EpContext& ctx, const OutputGradRecvArgs& args, hipStream_t stream);
+void launch_weight_grad_recv(const EpContext& ctx, const WeightGradRecvArgs& args, hipStream_t stream);
 
 #endif
 

@@ -31,6 +31,8 @@ MOE_A2A_DEVICE MOE_A2A_INLINE int wave_id() { return static_cast<int>(threadIdx.
 MOE_A2A_DEVICE MOE_A2A_INLINE LaneMask wave_ballot(bool pred) { return __ballot(pred); }
 template <typename T>
 MOE_A2A_DEVICE MOE_A2A_INLINE T wave_shfl(T v, int src_lane) { return __shfl(v, src_lane, kWaveSize); }
+template <typename T>
+MOE_A2A_DEVICE MOE_A2A_INLINE T wave_shfl_xor(T v, int lane_mask) { return __shfl_xor(v, lane_mask, kWaveSize); }
 // HIP has no __syncwarp: a wave executes in lockstep, the barrier keeps the compiler from
 // moving memory operations across this point, and the fence orders LDS/global within the wave.
 MOE_A2A_DEVICE MOE_A2A_INLINE void wave_barrier() {
@@ -47,6 +49,8 @@ MOE_A2A_DEVICE MOE_A2A_INLINE uint64_t wall_clock() { return __builtin_amdgcn_s_
 MOE_A2A_DEVICE MOE_A2A_INLINE LaneMask wave_ballot(bool pred) { return __ballot_sync(0xffffffffu, pred); }
 template <typename T>
 MOE_A2A_DEVICE MOE_A2A_INLINE T wave_shfl(T v, int src_lane) { return __shfl_sync(0xffffffffu, v, src_lane); }
+template <typename T>
+MOE_A2A_DEVICE MOE_A2A_INLINE T wave_shfl_xor(T v, int lane_mask) { return __shfl_xor_sync(0xffffffffu, v, lane_mask); }
 MOE_A2A_DEVICE MOE_A2A_INLINE void wave_barrier() { __syncwarp(); }
 // %globaltimer counts nanoseconds (about 32 ns granularity) and is the same clock on all SMs.
 MOE_A2A_DEVICE MOE_A2A_INLINE uint64_t wall_clock() {
@@ -56,6 +60,14 @@ MOE_A2A_DEVICE MOE_A2A_INLINE uint64_t wall_clock() {
 }
 
 #endif
+
+// Sum of v over the lanes of the wave, in every lane (butterfly: a fixed order, so the same
+// inputs give the same bits).
+MOE_A2A_DEVICE MOE_A2A_INLINE float wave_sum(float v) {
+#pragma unroll
+  for (int m = kWaveSize / 2; m > 0; m /= 2) v += wave_shfl_xor(v, m);
+  return v;
+}
 #endif  // device code
 
 #if defined(MOE_A2A_HAS_GPU)

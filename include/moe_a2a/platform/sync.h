@@ -48,6 +48,11 @@ MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t atomic_cas_sys(uint32_t* p, uint32_t expe
   return expected;  // the value found: equals the argument when the swap happened
 }
 
+// Counters in shared memory, seen only by this block.
+MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t atomic_add_relaxed_block(uint32_t* p, uint32_t v) {
+  return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_WORKGROUP);
+}
+
 // The empty scope string is system scope for the amdgcn fence builtin.
 MOE_A2A_DEVICE MOE_A2A_INLINE void fence_acq_rel_sys() { __builtin_amdgcn_fence(__ATOMIC_ACQ_REL, ""); }
 MOE_A2A_DEVICE MOE_A2A_INLINE void fence_acq_rel_gpu() { __builtin_amdgcn_fence(__ATOMIC_ACQ_REL, "agent"); }
@@ -95,6 +100,13 @@ MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t atomic_cas_sys(uint32_t* p, uint32_t expe
   uint32_t old;
   asm volatile("atom.acq_rel.sys.cas.b32 %0, [%1], %2, %3;"
                : "=r"(old) : "l"(p), "r"(expected), "r"(desired) : "memory");
+  return old;
+}
+
+// Counters in shared memory, seen only by this block.
+MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t atomic_add_relaxed_block(uint32_t* p, uint32_t v) {
+  uint32_t old;
+  asm volatile("atom.relaxed.cta.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
   return old;
 }
 

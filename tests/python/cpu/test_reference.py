@@ -109,7 +109,7 @@ def test_generation_rejects_bad_arguments():
     with pytest.raises(ValueError):
         ref.generate_rank_inputs(2, 2, 8, 2, 16, 4)  # rank outside world
     with pytest.raises(ValueError):
-        ref.generate_rank_inputs(0, 2, 8, 2, 16, 4, dtype=torch.float32)
+        ref.generate_rank_inputs(0, 2, 8, 2, 16, 4, dtype=torch.float64)  # tokens are 16- or 32-bit floats
 
 
 # --------------------------------------------------------------------------- dispatch

@@ -63,7 +63,7 @@ def make_dumps(world=2, capacity=64, dropped=0):
         FakeRank(r, 100_000_000 if r % 2 else 1_000_000_000, 12_345_678 * r, drift=2e-6 * r) for r in range(1, world)]
     base = 1_000_000_000  # the run, on the true clock
     for fr in ranks:
-        for k, kernel in enumerate(trace.KERNELS):
+        for k, kernel in enumerate(trace.KERNELS[:4]):  # a forward round
             t = base + k * 100_000
             for block in range(3):
                 for wave in range(WAVES):

@@ -30,16 +30,42 @@ def fake_grouped_gemm(d, rank):
     return (d.expert_x.float() * (1 + rank)).to(d.expert_x.dtype)
 
 
+def expert_rows(d):
+    """Per local expert: (x rows, meta rows, weights) whatever the layout, from the offsets."""
+    H = d.expert_x.shape[-1]
+    x, meta, w = d.expert_x.reshape(-1, H), d.expert_meta.reshape(-1, 3), d.expert_weights.reshape(-1)
+    offsets, counts = d.expert_offsets.tolist(), d.expert_num_tokens.tolist()
+    return [(x[o:o + n], meta[o:o + n], w[o:o + n]) for o, n in zip(offsets, counts)]
+
+
+def check_layout(d, layout):
+    offsets, counts = d.expert_offsets.tolist(), d.expert_num_tokens.tolist()
+    E_local = len(counts)
+    if layout == "packed":
+        assert offsets[0] == 0 and all(offsets[e + 1] == offsets[e] + counts[e] for e in range(E_local)), \
+            f"packed offsets {offsets} do not follow the counts {counts}"
+        assert offsets[-1] <= d.expert_x.shape[0]
+    else:
+        cap = d.expert_x.shape[1]
+        assert offsets == [e * cap for e in range(E_local + 1)], f"padded offsets {offsets}"
+        assert all(n <= cap for n in counts)
+
+
 def check_dispatch(d, inputs, rank, world, num_experts):
-    got = ref.canonical_dispatch(d.expert_x, d.expert_num_tokens, d.expert_meta, rank)
+    rows = expert_rows(d)
+    cap = max([1] + [len(m) for _, m, _ in rows])
+    H = d.expert_x.shape[-1]
+    x_pad = torch.zeros(len(rows), cap, H, dtype=d.expert_x.dtype, device=d.expert_x.device)
+    meta_pad = torch.zeros(len(rows), cap, 3, dtype=torch.int32, device=d.expert_x.device)
+    for e, (x, meta, _) in enumerate(rows):
+        x_pad[e, :len(x)], meta_pad[e, :len(x)] = x, meta
+    got = ref.canonical_dispatch(x_pad, d.expert_num_tokens, meta_pad, rank)
     ref.assert_dispatch_matches(got, ref.dispatch_reference(inputs, rank, num_experts, world))
     # Every delivered (src, token, k) carries that pair's router weight.
-    counts = d.expert_num_tokens.tolist()
-    for e, n in enumerate(counts):
-        meta = d.expert_meta[e, :n].long().cpu()
-        want = torch.stack([inputs[int(s)].topk_weights[int(t), int(k)] for s, t, k in meta.tolist()]) \
-            if n else torch.empty(0)
-        assert torch.equal(d.expert_weights[e, :n].cpu(), want.float()), f"rank {rank} expert {e}: weights differ"
+    for e, (_, meta, weights) in enumerate(rows):
+        want = torch.stack([inputs[int(s)].topk_weights[int(t), int(k)] for s, t, k in meta.long().tolist()]) \
+            if len(meta) else torch.empty(0)
+        assert torch.equal(weights.cpu(), want.float()), f"rank {rank} expert {e}: weights differ"
 
 
 def run_round(ep, inputs, rank, world, num_experts, check=True):
@@ -48,6 +74,7 @@ def run_round(ep, inputs, rank, world, num_experts, check=True):
     out = ep.combine(fake_grouped_gemm(d, rank), d)
     ep.synchronize()
     if check:
+        check_layout(d, ep.layout)
         check_dispatch(d, inputs, rank, world, num_experts)
         want = ref.moe_reference(inputs, rank, num_experts, world)
         assert out.shape == want.shape and out.dtype == want.dtype
@@ -55,14 +82,15 @@ def run_round(ep, inputs, rank, world, num_experts, check=True):
     return out
 
 
+@pytest.mark.parametrize("layout", ["padded", "packed"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("shape", CHALLENGE_CORRECTNESS + CHALLENGE_BENCHMARK,
                          ids=lambda s: "E{}K{}H{}T{}".format(*s))
-def test_challenge_shapes(shape, dtype, world, rank):
+def test_challenge_shapes(shape, dtype, layout, world, rank):
     E, K, H, T = shape
     if not fits(E, world):
         pytest.skip(f"{E} experts cannot be split over {world} ranks")
-    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype) as ep:
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype, layout=layout) as ep:
         for seed in (1, 2):  # two rounds: the second must not see the first's flags
             inputs = ref.generate_all_inputs(world, E, K, H, T, dtype, seed=seed)
             first = run_round(ep, inputs, rank, world, E)
@@ -95,12 +123,30 @@ def edge_inputs(case, world, E, K, H, T, dtype):
     return out
 
 
+@pytest.mark.parametrize("layout", ["padded", "packed"])
 @pytest.mark.parametrize("case", ["rank0_no_tokens", "all_ranks_no_tokens", "max_tokens", "int64_ids", "one_expert",
                                   "one_rank"])
-def test_edge_cases(case, world, rank):
+def test_edge_cases(case, layout, world, rank):
     E, K, H, T = 64, 6, 2880, 32
-    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16) as ep:
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16, layout=layout) as ep:
         run_round(ep, edge_inputs(case, world, E, K, H, T, torch.bfloat16), rank, world, E)
+
+
+@pytest.mark.parametrize("layout", ["padded", "packed"])
+def test_float32_tokens(layout, world, rank):
+    """fp32 transport: combine accumulates in fp32 and casts to fp32, so it matches the
+    reference far tighter than the challenge tolerance."""
+    E, K, H, T = 8 * world, 4, 2888, 32
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float32, layout=layout) as ep:
+        inputs = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=61)
+        x, idx, w = to_device(inputs)[rank]
+        d = ep.dispatch(x, idx, w)
+        out = ep.combine(fake_grouped_gemm(d, rank), d)
+        ep.synchronize()
+        check_layout(d, layout)
+        check_dispatch(d, inputs, rank, world, E)
+        want = ref.moe_reference(inputs, rank, E, world)
+        torch.testing.assert_close(out.cpu(), want, rtol=1e-6, atol=1e-6)
 
 
 def test_topk_one(world, rank):
@@ -162,11 +208,11 @@ def test_torch_compile_matches_eager(world, rank):
         engine, state = ep._engine, ep._state
 
         def layer(x, idx, w):
-            torch.ops.moe_a2a.dispatch_send(engine, state, x, idx, w)
-            ex, counts, meta, weights = torch.ops.moe_a2a.dispatch_recv(engine, state)
+            dest_mask = torch.ops.moe_a2a.dispatch_send(engine, state, x, idx, w)
+            ex, counts, offsets, meta, weights, rows, token, pos = torch.ops.moe_a2a.dispatch_recv(engine, state)
             y = (ex.float() * (1 + rank)).to(ex.dtype)
-            torch.ops.moe_a2a.combine_send(engine, state, y)
-            return torch.ops.moe_a2a.combine_recv(engine, state, x.shape[0])
+            torch.ops.moe_a2a.combine_send(engine, state, y, weights, rows, token, pos)
+            return torch.ops.moe_a2a.combine_recv(engine, state, dest_mask)
 
         compiled = torch.compile(layer, fullgraph=True)
         for seed in (21, 22):
@@ -251,16 +297,25 @@ def test_bad_expert_id_is_caught_on_device(bad_id, world, rank):
         canary.close()
 
 
-def test_capacity_overflow_raises_everywhere(world, rank):
+@pytest.mark.parametrize("layout", ["padded", "packed"])
+def test_capacity_overflow_raises_everywhere(layout, world, rank):
     E, K, H, T = 8 * world, 2, 512, 32
-    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16, max_recv_tokens_per_expert=4) as ep:
+    # Small enough that "every token to experts 0, 1" overflows, large enough for one token per rank.
+    limit = world if layout == "padded" else 2 * world
+    cap = {"max_recv_tokens_per_expert": limit} if layout == "padded" else {"max_recv_tokens": limit}
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16, layout=layout, **cap) as ep:
         inputs = edge_inputs("one_expert", world, E, K, H, T, torch.bfloat16)
         x, idx, w = to_device(inputs)[rank]
         d = ep.dispatch(x, idx, w)
         ep.combine(fake_grouped_gemm(d, rank), d)
-        with pytest.raises(RuntimeError, match="capacity|reported an error"):
+        with pytest.raises(RuntimeError, match="capacity|max_recv_tokens|reported an error"):
             ep.synchronize()
-        assert int(d.expert_num_tokens.max()) <= 4
+        if layout == "padded":
+            assert int(d.expert_num_tokens.max()) <= limit
+        else:
+            assert int(d.expert_offsets[-1]) <= limit and int(d.expert_num_tokens.sum()) <= limit
+        run_round(ep, ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=62, num_tokens=1), rank,
+                  world, E)  # reported once; a round that fits is clean
 
 
 def test_missing_peer_times_out(world, rank):

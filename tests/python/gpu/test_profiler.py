@@ -40,11 +40,19 @@ def make(world, **kw):
 
 
 def run(ep, world, rank, iters=ITERS):
+    """Training rounds: a forward round, then the backward of combine (output_grad_send,
+    output_grad_recv, weight_grad_recv) and of dispatch (combine_send, combine_recv again)."""
     x, idx, w = inputs(world, rank)
     for _ in range(iters):
-        d = ep.dispatch(x, idx, w)
-        ep.combine(d.expert_x, d)
+        xi, wi = x.clone().requires_grad_(), w.clone().requires_grad_()
+        d = ep.dispatch(xi, idx, wi)
+        ep.combine(d.expert_x * 2, d).float().sum().backward()
     ep.synchronize()
+
+
+# Kernel launches per training round (run() above).
+PER_ROUND = {"dispatch_send": 1, "dispatch_recv": 1, "combine_send": 2, "combine_recv": 2, "output_grad_send": 1,
+             "output_grad_recv": 1, "weight_grad_recv": 1}
 
 
 @pytest.mark.skipif(COMPILED, reason="this build has the profiler")
@@ -74,7 +82,8 @@ def test_trace_of_real_run(world, rank):
             kernels = Counter(e["name"] for e in xs if e["pid"] == r + 1 and "." not in e["name"])
             blocks = 1 + max((e["tid"] - 1) // waves for e in xs if e["pid"] == r + 1)
             # every kernel on every rank: one span per wave of every block per iteration
-            assert kernels == {k: ITERS * blocks * waves for k in trace.KERNELS}, (r, kernels)
+            assert set(PER_ROUND) == set(trace.KERNELS)
+            assert kernels == {k: n * ITERS * blocks * waves for k, n in PER_ROUND.items()}, (r, kernels)
         # Causality across the aligned clocks: a rank's dispatch-recv wait cannot end before
         # the peer it waited for started its dispatch-send.
         slack = 2 * info["clock_alignment_error_us"] + 1.0

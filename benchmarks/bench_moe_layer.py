@@ -1,0 +1,276 @@
+"""Latency of the expert-parallel MoE layer (moe_a2a.layers.ExpertParallelMoE) and of its parts,
+DeepSeek-V3 shape by default (256 experts, top-8, hidden 7168, expert FFN 2048, bf16, packed).
+
+    torchrun --nproc-per-node=<N> benchmarks/bench_moe_layer.py [--tokens 128,512,2048] [--out DIR]
+
+For each T (tokens per rank; every rank sends exactly T), device time in us of
+    forward    the layer's forward under no_grad (route, dispatch, experts, combine)
+    dispatch   ep.dispatch alone (routing computed untimed before; combine untimed after)
+    combine    ep.combine alone, with the dispatch output as the expert output
+    experts    expert_swiglu alone on a dispatch output (grouped GEMMs for bf16 on sm90+)
+    fwd+bwd    the layer's forward and backward (fixed output gradient; parameter grads reset untimed)
+Each is timed with CUDA events on every rank, then the max over ranks per iteration; the table
+gives the median and p10-p90 over iterations, with fresh tokens from a pool and L2 flushed before
+every iteration (benchmarks/common.py). TFLOP/s counts the experts' GEMMs of the average rank
+(T x K rows: every rank receives T x K rows on average) against the max-over-ranks time.
+
+Memory per rank: E/world experts x 3 matrices of H x F (11 GiB in bf16 at world 2 for the
+default shape), their gradients for fwd+bwd, and the packed buffers sized by max_recv_tokens,
+which is the worst case T x world x K rows capped by --recv-budget-mib.
+"""
+import os
+import sys
+
+for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
+               ("NVSHMEM_DISABLE_NVLS", "1")):  # multicast off before torch.distributed loads
+    os.environ.setdefault(_k, _v)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import argparse  # noqa: E402
+
+import common  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from common import fmt, summarize  # noqa: E402
+
+PHASES = ("forward", "dispatch", "combine", "experts", "fwd+bwd")
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+DEFAULT_SHAPE = "256,8,7168,2048"  # DeepSeek-V3: n_routed_experts, top-k, hidden_size, moe_intermediate_size
+MIN_ITERS = 10
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--tokens", default="128,512,2048", help="comma list of tokens per rank (default 128,512,2048)")
+    p.add_argument("--shape", default=DEFAULT_SHAPE,
+                   help=f"experts,topk,hidden,ffn (default DeepSeek-V3: {DEFAULT_SHAPE})")
+    p.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
+    p.add_argument("--layout", default="packed", choices=["packed", "padded"])
+    p.add_argument("--phases", default=",".join(PHASES), help=f"comma list from {list(PHASES)} (default all)")
+    p.add_argument("--recv-budget-mib", type=int, default=4096,
+                   help="cap on the dispatch output (packed: max_recv_tokens rows; padded: rows per\n"
+                        "expert x local experts) in MiB; the worst case is used when it fits (default 4096)")
+    p.add_argument("--iters", type=int, default=50, help="timed iterations per measurement (default 50)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed iterations first (default 5)")
+    p.add_argument("--pool", type=int, default=4, help="distinct token batches cycled through (default 4)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--flush-mib", type=int, default=256,
+                   help="L2 flush buffer written before every timed iteration (default 256)")
+    p.add_argument("--preroll-us", type=float, default=1000.0,
+                   help="GPU busy-wait before each start event, so the host queues the timed calls\n"
+                        "ahead (default 1000; fwd+bwd launches more than that covers at small T)")
+    p.add_argument("--check", action=argparse.BooleanOptionalAction, default=True,
+                   help="compare the experts' fast path with one matmul per expert once per T (default on)")
+    p.add_argument("--out", default=os.path.join(common.BENCH_DIR, "results"),
+                   help="folder for bench_moe_layer.json / .csv (default benchmarks/results/)")
+    args = p.parse_args(argv)
+    try:
+        args.token_list = [int(t) for t in args.tokens.split(",") if t.strip()]
+        args.experts, args.topk, args.hidden, args.ffn = (int(v) for v in args.shape.split(","))
+    except ValueError:
+        p.error("--tokens wants integers, --shape wants experts,topk,hidden,ffn")
+    if not args.token_list or min(args.token_list) < 1:
+        p.error("--tokens: positive integers")
+    if min(args.experts, args.topk, args.hidden, args.ffn) < 1 or args.topk > args.experts:
+        p.error("--shape: positive sizes and topk <= experts")
+    args.phase_list = [s.strip() for s in args.phases.split(",") if s.strip()]
+    bad = [s for s in args.phase_list if s not in PHASES]
+    if bad:
+        p.error(f"unknown phases {bad}; choose from {list(PHASES)}")
+    if args.iters < MIN_ITERS or args.pool < 1 or args.warmup < 0 or args.recv_budget_mib < 1:
+        p.error(f"--iters >= {MIN_ITERS}, --pool >= 1, --warmup >= 0, --recv-budget-mib >= 1")
+    args.dtype_t = DTYPES[args.dtype]
+    return args
+
+
+# ----------------------------------------------------------------------------- pure helpers
+def recv_capacity(layout, tokens, world, experts, topk, hidden, elem_bytes, budget_bytes):
+    """(max_recv_tokens, max_recv_tokens_per_expert) for the layer, one of them None.
+
+    packed: rows of the packed output; the worst case is every (token, k) pair of every rank
+    landing here, T x world x K (top-k experts are distinct, so a token counts K times only
+    when this rank owns K of them). padded: rows per local expert; the worst case is every
+    rank's every token, T x world. Either is capped so the output stays within the budget;
+    a cap below the actual load makes dispatch report a capacity overflow."""
+    row = hidden * elem_bytes
+    if layout == "packed":
+        worst = tokens * world * min(topk, experts // world)
+        return max(1, min(worst, budget_bytes // row)), None
+    local = experts // world
+    return None, max(1, min(tokens * world, budget_bytes // (row * local)))
+
+
+def expert_flops(rows, hidden, ffn, backward=False):
+    """GEMM flops of SwiGLU experts over `rows` rows: gate, up, down = 3 x 2 x rows x H x F;
+    backward adds the input and the weight gradient of each (2x the forward)."""
+    fwd = 3 * 2 * rows * hidden * ffn
+    return 3 * fwd if backward else fwd
+
+
+def weight_bytes_per_rank(experts, world, hidden, ffn, elem_bytes):
+    return (experts // world) * 3 * hidden * ffn * elem_bytes
+
+
+def phase_row(base, phase, us, flops=None):
+    s = summarize(us)
+    row = dict(base, phase=phase, status="ok", us_median=s["median"], us_p10=s["p10"], us_p90=s["p90"], n=s["n"])
+    if flops:
+        row["tflops"] = flops / (s["median"] * 1e6) if s["median"] > 0 else float("nan")
+    return row
+
+
+HEADERS = ["T/rank", "phase", "med us", "p10", "p90", "TFLOP/s", "peak GiB", "status"]
+
+
+def table_rows(rows):
+    out = []
+    for r in rows:
+        if "us_median" not in r:
+            out.append([r["tokens"], r["phase"], "", "", "", "", fmt(r.get("peak_gib"), 1), r["status"]])
+            continue
+        out.append([r["tokens"], r["phase"], fmt(r["us_median"]), fmt(r["us_p10"]), fmt(r["us_p90"]),
+                    fmt(r.get("tflops")), fmt(r.get("peak_gib"), 1), r["status"]])
+    return out
+
+
+def write_outputs(out_dir, rows, meta, config):
+    os.makedirs(out_dir, exist_ok=True)
+    common.write_json(os.path.join(out_dir, "bench_moe_layer.json"), {"meta": meta, "config": config, "rows": rows})
+    common.write_csv(os.path.join(out_dir, "bench_moe_layer.csv"), rows)
+    return os.path.join(out_dir, "bench_moe_layer")
+
+
+# ----------------------------------------------------------------------------- measuring
+def check_experts(layer, x, expert_swiglu, route):
+    """The fast expert path against one matmul per expert (impl="loop") on the rows of an
+    expert: relative L2 error, which should be a few bf16 ulps (< 1e-2)."""
+    from moe_a2a.layers import expert_row_mask
+    with torch.no_grad():
+        idx, w = route(x, layer.router_weight, layer.experts_per_token, layer.normalize_topk)
+        d = layer.ep.dispatch(x, idx, w)
+        args = (d.expert_x, d.expert_offsets, d.expert_num_tokens, layer.w_gate, layer.w_up, layer.w_down,
+                layer.layout)
+        fast = expert_swiglu(*args)
+        slow = expert_swiglu(*args, impl="loop")
+        layer.ep.combine(fast, d)
+        H = layer.hidden_dim
+        valid = expert_row_mask(d.expert_offsets, d.expert_num_tokens, fast.reshape(-1, H).shape[0])
+        a, b = fast.reshape(-1, H)[valid].float(), slow.reshape(-1, H)[valid].float()
+        err = ((a - b).norm() / b.norm().clamp_min(1e-30)).item() if b.numel() else 0.0
+    layer.ep.synchronize()
+    return err
+
+
+def bench_tokens(ctx, args, T, flusher):
+    from moe_a2a.dense_moe import route
+    from moe_a2a.layers import ExpertParallelMoE, expert_swiglu
+
+    elem = torch.tensor([], dtype=args.dtype_t).element_size()
+    recv, recv_per_expert = recv_capacity(args.layout, T, ctx.world, args.experts, args.topk, args.hidden, elem,
+                                          args.recv_budget_mib * common.MiB)
+    base = {"tokens": T, "world": ctx.world, "experts": args.experts, "topk": args.topk, "hidden": args.hidden,
+            "ffn": args.ffn, "dtype": args.dtype, "layout": args.layout, "max_recv_tokens": recv,
+            "max_recv_tokens_per_expert": recv_per_expert,
+            "weight_gib_per_rank": weight_bytes_per_rank(args.experts, ctx.world, args.hidden, args.ffn, elem) / 2**30}
+    torch.cuda.reset_peak_memory_stats(ctx.device)
+    # init_seed=None: weights drawn on the GPU (seconds for the CPU draw of 11 GiB otherwise)
+    layer = ExpertParallelMoE(args.hidden, args.ffn, args.experts, args.topk, T, group=ctx.group,
+                              dtype=args.dtype_t, layout=args.layout, max_recv_tokens=recv,
+                              max_recv_tokens_per_expert=recv_per_expert, device=ctx.device, init_seed=None)
+    rows = []
+    try:
+        ep = layer.ep
+        gen = torch.Generator(device=ctx.device)
+        gen.manual_seed(args.seed * 1_000_003 + ctx.rank)
+        pool = [torch.randn(T, args.hidden, generator=gen, device=ctx.device).to(args.dtype_t)
+                for _ in range(args.pool)]
+        grad_out = torch.randn(T, args.hidden, generator=gen, device=ctx.device).to(args.dtype_t)
+        with torch.no_grad():
+            routes = [route(x, layer.router_weight, args.topk, layer.normalize_topk) for x in pool]
+        if ctx.rank == 0:
+            print(f"  T={T}: capacity {ep.capacity}, weights {base['weight_gib_per_rank']:.1f} GiB/rank", flush=True)
+        if args.check:
+            err = check_experts(layer, pool[0], expert_swiglu, route)
+            errs = common.max_over_ranks(ctx, [err])
+            base["check"] = f"{'pass' if errs[0] < 1e-2 else 'FAIL'} ({errs[0]:.1e})"
+            if ctx.rank == 0:
+                print(f"  T={T}: experts fast path vs per-expert matmuls, rel L2 error {base['check']}", flush=True)
+
+        def get(i):
+            return i % len(pool)
+
+        def dispatch_of(i):
+            j = get(i)
+            return ep.dispatch(pool[j], *routes[j])
+
+        def experts_of(d):
+            return expert_swiglu(d.expert_x, d.expert_offsets, d.expert_num_tokens, layer.w_gate, layer.w_up,
+                                 layer.w_down, layer.layout)
+
+        def fwd_bwd_prep(i):
+            layer.zero_grad(set_to_none=True)
+            return pool[get(i)].detach().requires_grad_(True)
+
+        rows_per_rank = T * args.topk  # the average rank's received (token, k) rows
+        flops = {"forward": expert_flops(rows_per_rank, args.hidden, args.ffn),
+                 "experts": expert_flops(rows_per_rank, args.hidden, args.ffn),
+                 "fwd+bwd": expert_flops(rows_per_rank, args.hidden, args.ffn, backward=True)}
+        timed = {
+            "forward": dict(fn=lambda j: layer(pool[j]), prepare=get),
+            "dispatch": dict(fn=lambda j: ep.dispatch(pool[j], *routes[j]), prepare=get,
+                             after=lambda d: ep.combine(d.expert_x, d)),
+            "combine": dict(fn=lambda d: ep.combine(d.expert_x, d), prepare=dispatch_of),
+            "experts": dict(fn=lambda d: (experts_of(d), d), prepare=dispatch_of,
+                            after=lambda r: ep.combine(r[0], r[1])),
+            "fwd+bwd": dict(fn=lambda x: layer(x).backward(grad_out), prepare=fwd_bwd_prep),
+        }
+        for phase in args.phase_list:
+            spec = timed[phase]
+            grad = torch.enable_grad() if phase == "fwd+bwd" else torch.no_grad()
+            with grad:
+                us = common.time_device(ctx, spec["fn"], args.iters, args.warmup, prepare=spec["prepare"],
+                                        flusher=flusher, after=spec.get("after"))
+            ep.synchronize()  # device-side errors (capacity overflow, ...) surface here
+            rows.append(phase_row(base, phase, us, flops.get(phase)))
+        layer.zero_grad(set_to_none=True)
+    except Exception as e:  # report and go on with the next T; a hang is not caught here
+        done = {r["phase"] for r in rows}
+        rows += [dict(base, phase=ph, status=f"error: {type(e).__name__}: {e}") for ph in args.phase_list
+                 if ph not in done]
+    finally:
+        layer.close()
+    peak = common.max_over_ranks(ctx, [torch.cuda.max_memory_allocated(ctx.device) / 2**30])[0]
+    for r in rows:
+        r["peak_gib"] = peak
+    return rows  # the layer's weights are freed with this frame
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    mod, why = common.import_moe_a2a()  # before NCCL starts: moe_a2a pins multicast off too
+    if not common.has_extension(mod):
+        raise SystemExit(f"moe_a2a with its compiled extension is needed: {why or 'extension not built'}")
+    ctx = common.init_distributed()
+    if args.experts % ctx.world:
+        raise SystemExit(f"--shape: {args.experts} experts cannot be split over {ctx.world} ranks")
+    flusher = common.L2Flusher(ctx.device, args.flush_mib * common.MiB, args.preroll_us)
+    rows = []
+    for T in args.token_list:
+        if ctx.rank == 0:
+            print(f"== E{args.experts}-K{args.topk}-H{args.hidden}-F{args.ffn} T={T}/rank {args.dtype} "
+                  f"{args.layout}, world {ctx.world}", flush=True)
+        rows += bench_tokens(ctx, args, T, flusher)
+        torch.cuda.empty_cache()  # the next T builds its own layer
+    if ctx.rank == 0:
+        print("\ndevice time per call, max over ranks per iteration; TFLOP/s = the average rank's expert GEMMs / "
+              "median time")
+        common.print_table(HEADERS, table_rows(rows))
+        config = {k: (str(v) if isinstance(v, torch.dtype) else v) for k, v in vars(args).items()}
+        path = write_outputs(args.out, rows, common.metadata(ctx), config)
+        print(f"wrote {path}.json/.csv")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

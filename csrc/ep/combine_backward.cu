@@ -1,0 +1,141 @@
+// The backward of combine, one round of three kernels. For out[t] = sum_k w[t,k] * y(t,k):
+//   grad y(t,k) = w[t,k] * grad_out[t]        (on the expert's rank, into grad_expert_y)
+//   grad w[t,k] = <grad_out[t], y(t,k)>       (computed where y is, sent back to t's rank)
+// 1. output_grad_send (token side): grad_out[t] goes once to every rank token t went to in
+//    the forward dispatch, into recv_x at index t (not at a reserved slot: the expert side
+//    finds rows through the forward's RecvRoute, which names the source token of each row).
+// 2. output_grad_recv (expert side): for each row of the forward's route and each of its
+//    (row, k) pairs, writes grad_expert_y and sends the dot product to comb_w of the token's
+//    rank; then publishes its combine flag.
+// 3. weight_grad_recv (token side): waits for every rank, copies comb_w out, ends the round.
+#include "ep_device.cuh"
+
+namespace moe_a2a {
+namespace {
+
+__global__ void __launch_bounds__(kEpBlock) output_grad_send_kernel(EpContext c, OutputGradSendArgs a) {
+  MOE_A2A_PROFILE_TRACK(prof, c.profiler, kOutputGradSend);
+  const EpBuffers b{c};
+  const EpConfig& cfg = c.cfg;
+  const int me = cfg.rank;
+  const uint32_t epoch = b.current_epoch();
+  const uint32_t ranks = (1u << cfg.world) - 1u;
+
+  const int vecs = b.vecs_per_row();
+  const int chunks = chunks_per_row(vecs);
+  const Vec16* grad = static_cast<const Vec16*>(a.grad_out);
+  const int waves = gridDim.x * kWavesPerBlock;
+  for (int task = blockIdx.x * kWavesPerBlock + wave_id(); task < a.route.num_tokens * chunks; task += waves) {
+    const int t = task / chunks, chunk = task % chunks;
+    const uint32_t mask = static_cast<uint32_t>(a.route.dest_mask[t]) & ranks;
+    if (mask == 0) continue;
+    Vec16 v[kUnroll];
+    load_chunk(grad + static_cast<size_t>(t) * vecs, chunk, vecs, v);
+    for (int r = 0; r < cfg.world; ++r) {
+      if ((mask >> r) & 1u) store_chunk(b.recv_x(r, me, t), chunk, vecs, v);
+    }
+  }
+
+  if (last_block_done(b.done_counter(kOutputGradSend))) {
+    if (threadIdx.x < cfg.world) {
+      const uint32_t err = ld_relaxed_sys(b.round_error()) != 0 ? kFlagErrorBit : 0u;
+      st_release_sys(b.dispatch_flag(threadIdx.x, me), make_flag(epoch, err));
+    }
+  }
+}
+
+template <TokenType kType>
+__global__ void __launch_bounds__(kEpBlock) output_grad_recv_kernel(EpContext c, OutputGradRecvArgs a) {
+  __shared__ int first_row[kMaxWorld + 1];
+  MOE_A2A_PROFILE_TRACK(prof, c.profiler, kOutputGradRecv);
+  const EpBuffers b{c};
+  const EpConfig& cfg = c.cfg;
+  const int me = cfg.rank;
+  const uint32_t epoch = b.current_epoch();
+
+  if (!wait_for_sources(c, b.dispatch_flag(me, 0), epoch, ErrorCode::kDispatchTimeout, kOutputGradRecv)) return;
+  load_route_rows(c, a.route, first_row);
+
+  // One wave per received row: the weight gradient of a (row, k) is a dot product over the
+  // whole row, so the wave that walks the row's chunks can finish it with one wave sum.
+  const int vecs = b.vecs_per_row();
+  const int chunks = chunks_per_row(vecs);
+  const size_t out_rows = cfg.output_rows();
+  const Vec16* y = static_cast<const Vec16*>(a.expert_y);
+  Vec16* grad_y = static_cast<Vec16*>(a.grad_expert_y);
+  const int waves = gridDim.x * kWavesPerBlock;
+  for (int g = blockIdx.x * kWavesPerBlock + wave_id(); g < first_row[cfg.world]; g += waves) {
+    int src, slot;
+    row_source(first_row, cfg.world, g, src, slot);
+    const size_t row = b.row_index(src, slot);
+    const int token = a.route.token[row];
+    if (token < 0 || token >= cfg.max_tokens) continue;
+    const Vec16* grad_out = b.recv_x(me, src, token);
+    for (int k = 0; k < cfg.topk; ++k) {
+      const int p = a.route.pos[row * cfg.topk + k];
+      if (p < 0 || static_cast<size_t>(p) >= out_rows) continue;
+      const float w = a.expert_weights[p];
+      float dot = 0.0f;
+      for (int chunk = 0; chunk < chunks; ++chunk) {
+        Vec16 gv[kUnroll], yv[kUnroll], out[kUnroll];
+        load_chunk(grad_out, chunk, vecs, gv);
+        load_chunk(y + static_cast<size_t>(p) * vecs, chunk, vecs, yv);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          if (chunk * kChunkVecs + lane_id() + u * kWaveSize >= vecs) continue;  // lanes past the row
+          dot += dot_vec<kType>(gv[u], yv[u]);
+          float acc[8] = {};
+          fma_vec<kType>(acc, w, gv[u]);
+          out[u] = pack_vec<kType>(acc);
+        }
+        store_chunk(grad_y + static_cast<size_t>(p) * vecs, chunk, vecs, out);
+      }
+      dot = wave_sum(dot);
+      if (lane_id() == 0) b.comb_w(src, token)[k] = dot;
+    }
+  }
+
+  if (last_block_done(b.done_counter(kOutputGradRecv))) publish_combine_flags(b, epoch);
+}
+
+__global__ void __launch_bounds__(kEpBlock) weight_grad_recv_kernel(EpContext c, WeightGradRecvArgs a) {
+  MOE_A2A_PROFILE_TRACK(prof, c.profiler, kWeightGradRecv);
+  const EpBuffers b{c};
+  const EpConfig& cfg = c.cfg;
+  const int me = cfg.rank;
+  const uint32_t epoch = b.current_epoch();
+
+  if (!wait_for_sources(c, b.combine_flag(me, 0), epoch, ErrorCode::kCombineTimeout, kWeightGradRecv)) return;
+  const int n = a.route.num_tokens * cfg.topk;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    a.grad_topk_weights[i] = b.comb_w(me, i / cfg.topk)[i % cfg.topk];
+  }
+  if (last_block_done(b.done_counter(kWeightGradRecv))) end_round(b);
+}
+
+void check_num_tokens(const EpContext& ctx, int num_tokens, const char* call) {
+  MOE_A2A_CHECK(num_tokens >= 0 && num_tokens <= ctx.cfg.max_tokens, call, ": num_tokens ", num_tokens,
+                " outside [0, ", ctx.cfg.max_tokens, "]");
+}
+
+}  // namespace
+
+void launch_output_grad_send(const EpContext& ctx, const OutputGradSendArgs& args, hipStream_t stream) {
+  check_num_tokens(ctx, args.route.num_tokens, "combine backward");
+  output_grad_send_kernel<<<ctx.num_blocks, kEpBlock, 0, stream>>>(ctx, args);
+  MOE_A2A_GPU_CHECK(hipGetLastError());
+}
+
+void launch_output_grad_recv(const EpContext& ctx, const OutputGradRecvArgs& args, hipStream_t stream) {
+  MOE_A2A_DISPATCH_TOKEN_TYPE(ctx.token_type, kType,
+                              (output_grad_recv_kernel<kType><<<ctx.num_blocks, kEpBlock, 0, stream>>>(ctx, args)));
+  MOE_A2A_GPU_CHECK(hipGetLastError());
+}
+
+void launch_weight_grad_recv(const EpContext& ctx, const WeightGradRecvArgs& args, hipStream_t stream) {
+  check_num_tokens(ctx, args.route.num_tokens, "combine backward");
+  weight_grad_recv_kernel<<<ctx.num_blocks, kEpBlock, 0, stream>>>(ctx, args);
+  MOE_A2A_GPU_CHECK(hipGetLastError());
+}
+
+}  // namespace moe_a2a

@@ -1,0 +1,114 @@
+"""dispatch / combine under torch.autograd, against closed-form gradients.
+
+With the experts replaced by y = c_r * x on rank r (c_r = 1 + r), one forward round gives
+    out[t]       = sum_k w[t,k] * c(t,k) * x[t]         c(t,k) = c of the rank owning expert (t,k)
+so for a loss sum(out * g):
+    grad x[t]    = sum_k w[t,k] * c(t,k) * g[t]          (dispatch's backward: rows summed home)
+    grad w[t,k]  = c(t,k) * <g[t], x[t]>                 (combine's backward: dot products home)
+Each rank checks its own tokens against these, computed in float64 on the CPU.
+"""
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import moe_a2a
+from moe_a2a import reference as ref
+
+CASES = [("padded", torch.float32), ("packed", torch.float32), ("padded", torch.bfloat16),
+         ("packed", torch.bfloat16)]
+# fp32 transport: sums of a few fp32 products. bf16: the rows themselves are rounded to bf16
+# (8 bits of mantissa) on the way and the dot products see bf16 inputs.
+TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}
+
+
+def closed_form(inputs, rank, E, world, g):
+    x, idx, w = (t.double() for t in inputs[rank])
+    scale = 1.0 + torch.div(idx, E // world, rounding_mode="floor").double()  # c of each (t, k)
+    out = (w * scale).sum(1, keepdim=True) * x
+    grad_x = (w * scale).sum(1, keepdim=True) * g.double()
+    grad_w = scale * (g.double() * x).sum(1, keepdim=True)
+    return out, grad_x, grad_w
+
+
+def one_round(ep, x, idx, w, rank):
+    d = ep.dispatch(x, idx, w)
+    return ep.combine(d.expert_x * (1.0 + rank), d), d
+
+
+@pytest.mark.parametrize("layout,dtype", CASES, ids=[f"{l}-{str(d)[6:]}" for l, d in CASES])
+@pytest.mark.parametrize("tokens", ["random", "rank0_empty"])
+def test_gradients_match_closed_form(layout, dtype, tokens, world, rank):
+    E, K, H, T = 8 * world, 4, 512, 24
+    counts = None if tokens == "random" else [0] + [T] * (world - 1)
+    inputs = ref.generate_all_inputs(world, E, K, H, T, dtype, seed=71, num_tokens=counts)
+    inputs = [ref.Routing(r.x.float().to(dtype), r.topk_idx, r.topk_weights) for r in inputs]
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype, layout=layout) as ep:
+        for step in range(3):  # backward rounds must leave the AllToAll ready for the next forward
+            x = inputs[rank].x.cuda().requires_grad_()
+            w = inputs[rank].topk_weights.cuda().requires_grad_()
+            g = torch.randn(x.shape, generator=torch.Generator().manual_seed(100 * step + rank)).to(dtype)
+            out, _ = one_round(ep, x, inputs[rank].topk_idx.cuda(), w, rank)
+            (out.float() * g.cuda().float()).sum().backward()
+            ep.synchronize()
+            want_out, want_gx, want_gw = closed_form(inputs, rank, E, world, g)
+            torch.testing.assert_close(out.detach().cpu().double(), want_out, **TOL[dtype])
+            torch.testing.assert_close(x.grad.cpu().double(), want_gx, **TOL[dtype])
+            torch.testing.assert_close(w.grad.cpu().double(), want_gw, **TOL[dtype])
+
+
+@pytest.mark.parametrize("layout", ["padded", "packed"])
+def test_rows_of_no_expert_get_zero_gradient(layout, world, rank):
+    """Rows past an expert's count are not read by combine, so their gradient is exactly 0,
+    whatever garbage the forward left in them."""
+    E, K, H, T = 4 * world, 2, 256, 8
+    inputs = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=72)
+    # Default capacities are the worst case, so both layouts leave rows of no expert here.
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float32, layout=layout) as ep:
+        x, idx, w = (t.cuda() for t in inputs[rank])
+        d = ep.dispatch(x, idx, w)
+        y = d.expert_x.clone().requires_grad_()
+        out = ep.combine(y, d)
+        (grad_y,) = torch.autograd.grad(out, y, torch.ones_like(out))
+        ep.synchronize()
+        flat = grad_y.reshape(-1, H)
+        used = torch.zeros(flat.shape[0], dtype=torch.bool, device=flat.device)
+        for o, n in zip(d.expert_offsets.tolist(), d.expert_num_tokens.tolist()):
+            used[o:o + n] = True
+        assert not flat[~used].any(), "rows of no expert got a nonzero gradient"
+        # Used rows: the router weight of that (token, k) times a row of ones.
+        want = d.expert_weights.reshape(-1)[used].unsqueeze(1).expand(-1, H)
+        torch.testing.assert_close(flat[used], want)
+
+
+def test_two_layers_share_one_all_to_all(world, rank):
+    """Two dispatch/combine pairs in one forward, one backward: rounds run forward 1, 2, then
+    backward of 2 (combine, dispatch), then of 1, in the same order on every rank."""
+    E, K, H, T = 8 * world, 2, 256, 16
+    inputs = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=73)
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float32) as ep:
+        x0, idx, w = (t.cuda() for t in inputs[rank])
+        x = x0.clone().requires_grad_()
+        h, _ = one_round(ep, x, idx, w, rank)
+        out, _ = one_round(ep, h, idx, w, rank)
+        out.sum().backward()
+        ep.synchronize()
+        # Both layers scale token t by s[t] = sum_k w c, so out = s^2 x and grad x = s^2.
+        scale = 1.0 + torch.div(idx, E // world, rounding_mode="floor").float()
+        s = (w * scale).sum(1, keepdim=True)
+        torch.testing.assert_close(out.detach(), s * s * x0, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(x.grad, (s * s).expand_as(x0), rtol=1e-5, atol=1e-5)
+
+
+def test_split_calls_refuse_to_drop_gradients(world, rank):
+    E, K, H, T = 4 * world, 2, 256, 8
+    inputs = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=74)
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float32) as ep:
+        x, idx, w = (t.cuda() for t in inputs[rank])
+        with pytest.raises(RuntimeError, match="not differentiable"):
+            ep.dispatch_send(x.clone().requires_grad_(), idx, w)
+        d = ep.dispatch_recv(ep.dispatch_send(x, idx, w))
+        out = ep.combine_recv(ep.combine_send(d.expert_x * (1.0 + rank), d))
+        ep.synchronize()
+        torch.testing.assert_close(out, ref.moe_reference([ref.Routing(*(t.cuda() for t in r)) for r in inputs],
+                                                          rank, E, world), rtol=1e-5, atol=1e-5)
