@@ -9,6 +9,8 @@ For each T (tokens per rank; every rank sends exactly T), device time in us of
     combine    ep.combine alone, with the dispatch output as the expert output
     experts    expert_swiglu alone on a dispatch output (grouped GEMMs for bf16 on sm90+)
     fwd+bwd    the layer's forward and backward (fixed output gradient; parameter grads reset untimed)
+    dispatch-bwd   the backward round of dispatch alone (grad of x from a gradient of expert_x)
+    combine-bwd    the backward round of combine alone (grads of the expert output and topk_weights)
 Each is timed with CUDA events on every rank, then the max over ranks per iteration; the table
 gives the median and p10-p90 over iterations, with fresh tokens from a pool and L2 flushed before
 every iteration (benchmarks/common.py). TFLOP/s counts the experts' GEMMs of the average rank
@@ -33,7 +35,9 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from common import fmt, summarize  # noqa: E402
 
-PHASES = ("forward", "dispatch", "combine", "experts", "fwd+bwd")
+PHASES = ("forward", "dispatch", "combine", "experts", "fwd+bwd", "dispatch-bwd", "combine-bwd")
+# Phases that build an autograd graph (the rest run under no_grad).
+GRAD_PHASES = ("fwd+bwd", "dispatch-bwd", "combine-bwd")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 DEFAULT_SHAPE = "256,8,7168,2048"  # DeepSeek-V3: n_routed_experts, top-k, hidden_size, moe_intermediate_size
 MIN_ITERS = 10
@@ -211,6 +215,20 @@ def bench_tokens(ctx, args, T, flusher):
             layer.zero_grad(set_to_none=True)
             return pool[get(i)].detach().requires_grad_(True)
 
+        def dispatch_graph(i):  # untimed: a differentiable dispatch, its round closed by a plain combine
+            x = pool[get(i)].detach().requires_grad_(True)
+            d = ep.dispatch(x, *routes[get(i)])
+            with torch.no_grad():
+                ep.combine(d.expert_x, d)
+            return x, d.expert_x, torch.ones_like(d.expert_x)
+
+        def combine_graph(i):  # untimed: dispatch, then a combine that needs both gradients
+            idx, w = routes[get(i)]
+            w = w.detach().requires_grad_(True)
+            d = ep.dispatch(pool[get(i)], idx, w)
+            y = d.expert_x.detach().requires_grad_(True)
+            return ep.combine(y, d), y, w
+
         rows_per_rank = T * args.topk  # the average rank's received (token, k) rows
         flops = {"forward": expert_flops(rows_per_rank, args.hidden, args.ffn),
                  "experts": expert_flops(rows_per_rank, args.hidden, args.ffn),
@@ -223,10 +241,12 @@ def bench_tokens(ctx, args, T, flusher):
             "experts": dict(fn=lambda d: (experts_of(d), d), prepare=dispatch_of,
                             after=lambda r: ep.combine(r[0], r[1])),
             "fwd+bwd": dict(fn=lambda x: layer(x).backward(grad_out), prepare=fwd_bwd_prep),
+            "dispatch-bwd": dict(fn=lambda g: torch.autograd.grad(g[1], g[0], g[2]), prepare=dispatch_graph),
+            "combine-bwd": dict(fn=lambda g: torch.autograd.grad(g[0], (g[1], g[2]), grad_out), prepare=combine_graph),
         }
         for phase in args.phase_list:
             spec = timed[phase]
-            grad = torch.enable_grad() if phase == "fwd+bwd" else torch.no_grad()
+            grad = torch.enable_grad() if phase in GRAD_PHASES else torch.no_grad()
             with grad:
                 us = common.time_device(ctx, spec["fn"], args.iters, args.warmup, prepare=spec["prepare"],
                                         flusher=flusher, after=spec.get("after"))

@@ -30,6 +30,10 @@ extern "C" __global__ void probe_atomic_add_relaxed_gpu_u32(uint32_t* p, uint32_
 extern "C" __global__ void probe_atomic_add_relaxed_gpu_u64(uint64_t* p, uint64_t v, uint64_t* out) {
   *out = atomic_add_relaxed_gpu(p, v);
 }
+extern "C" __global__ void probe_atomic_add_relaxed_block(uint32_t v, uint32_t* out) {
+  __shared__ uint32_t counter;  // the value does not matter: only the instruction is checked
+  *out = atomic_add_relaxed_block(&counter, v);
+}
 extern "C" __global__ void probe_atomic_cas_sys_u32(uint32_t* p, uint32_t expected, uint32_t desired, uint32_t* out) {
   *out = atomic_cas_sys(p, expected, desired);
 }
