@@ -177,16 +177,20 @@ void output_grad_send(int64_t id, at::Tensor& state, const at::Tensor& grad_out,
 }
 
 at::Tensor output_grad_recv(int64_t id, at::Tensor& state, const at::Tensor& expert_y,
-                            const at::Tensor& expert_weights, const at::Tensor& recv_rows,
+                            const at::Tensor& expert_weights, const at::Tensor& expert_offsets,
+                            const at::Tensor& expert_num_tokens, const at::Tensor& recv_rows,
                             const at::Tensor& recv_token, const at::Tensor& recv_pos) {
   (void)state;
   EpEngine& e = engine_by_id(id);
+  const EpConfig& c = e.config();
   const c10::cuda::CUDAGuard guard(e.heap().device());
   check_expert_rows(expert_y, "expert_y", id, e);
-  check_tensor(expert_weights, "expert_weights", e, rows_shape(e.config()), at::kFloat);
-  // Rows that hold no (token, k) do not reach the output: their gradient is zero.
-  at::Tensor grad_expert_y = at::zeros_like(expert_y);
+  check_tensor(expert_weights, "expert_weights", e, rows_shape(c), at::kFloat);
+  check_tensor(expert_offsets, "expert_offsets", e, {c.experts_per_rank() + 1}, at::kInt);
+  check_tensor(expert_num_tokens, "expert_num_tokens", e, {c.experts_per_rank()}, at::kInt);
+  at::Tensor grad_expert_y = at::empty_like(expert_y);  // the kernel writes every row
   e.output_grad_recv(OutputGradRecvArgs{expert_y.data_ptr(), expert_weights.data_ptr<float>(),
+                                        expert_offsets.data_ptr<int32_t>(), expert_num_tokens.data_ptr<int32_t>(),
                                         grad_expert_y.data_ptr(), recv_route(recv_rows, recv_token, recv_pos, e)},
                      current_stream(e));
   return grad_expert_y;
@@ -217,7 +221,8 @@ void dispatch_backward_send_meta(int64_t, at::Tensor&, const at::Tensor&, const 
                                  const at::Tensor&) {}
 void output_grad_send_meta(int64_t, at::Tensor&, const at::Tensor&, const at::Tensor&) {}
 at::Tensor output_grad_recv_meta(int64_t, at::Tensor&, const at::Tensor& expert_y, const at::Tensor&,
-                                 const at::Tensor&, const at::Tensor&, const at::Tensor&) {
+                                 const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                 const at::Tensor&) {
   return at::empty_like(expert_y);
 }
 at::Tensor weight_grad_recv_meta(int64_t id, at::Tensor&, const at::Tensor& dest_mask) {
@@ -240,8 +245,9 @@ TORCH_LIBRARY(moe_a2a, m) {
         "Tensor recv_token, Tensor recv_pos) -> ()");
   // backward of combine
   m.def("output_grad_send(int engine, Tensor(a!) state, Tensor grad_out, Tensor dest_mask) -> ()");
-  m.def("output_grad_recv(int engine, Tensor(a!) state, Tensor expert_y, Tensor expert_weights, Tensor recv_rows, "
-        "Tensor recv_token, Tensor recv_pos) -> Tensor");
+  m.def("output_grad_recv(int engine, Tensor(a!) state, Tensor expert_y, Tensor expert_weights, "
+        "Tensor expert_offsets, Tensor expert_num_tokens, Tensor recv_rows, Tensor recv_token, Tensor recv_pos) "
+        "-> Tensor");
   m.def("weight_grad_recv(int engine, Tensor(a!) state, Tensor dest_mask) -> Tensor");
 }
 

@@ -4,9 +4,9 @@
 // 1. output_grad_send (token side): grad_out[t] goes once to every rank token t went to in
 //    the forward dispatch, into recv_x at index t (not at a reserved slot: the expert side
 //    finds rows through the forward's RecvRoute, which names the source token of each row).
-// 2. output_grad_recv (expert side): for each row of the forward's route and each of its
-//    (row, k) pairs, writes grad_expert_y and sends the dot product to comb_w of the token's
-//    rank; then publishes its combine flag.
+// 2. output_grad_recv (expert side): for each (row, k) pair of the forward's route, writes
+//    grad_expert_y and sends the dot product to comb_w of the token's rank (rows of no
+//    expert get zeros); then publishes its combine flag.
 // 3. weight_grad_recv (token side): waits for every rank, copies comb_w out, ends the round.
 #include "ep_device.cuh"
 
@@ -44,6 +44,15 @@ __global__ void __launch_bounds__(kEpBlock) output_grad_send_kernel(EpContext c,
   }
 }
 
+// Whether flat row `row` of expert_x holds no (token, k): padded, past its expert's count;
+// packed, past the last expert's rows. Rows fit in int: at most 256 local experts x 32768
+// padded rows, or 524288 packed rows.
+MOE_A2A_DEVICE bool row_of_no_expert(const EpConfig& cfg, const OutputGradRecvArgs& a, int row) {
+  if (cfg.packed()) return row >= a.expert_offsets[cfg.experts_per_rank()];
+  const int e = row / cfg.expert_capacity;
+  return row - e * cfg.expert_capacity >= a.expert_num_tokens[e];
+}
+
 template <TokenType kType>
 __global__ void __launch_bounds__(kEpBlock) output_grad_recv_kernel(EpContext c, OutputGradRecvArgs a) {
   __shared__ int first_row[kMaxWorld + 1];
@@ -52,47 +61,55 @@ __global__ void __launch_bounds__(kEpBlock) output_grad_recv_kernel(EpContext c,
   const EpConfig& cfg = c.cfg;
   const int me = cfg.rank;
   const uint32_t epoch = b.current_epoch();
+  const int vecs = b.vecs_per_row();
+  const size_t out_rows = cfg.output_rows();
+  Vec16* grad_y = static_cast<Vec16*>(a.grad_expert_y);
+
+  // Rows of no expert: zero, while the peers' gradients are still on their way. A wave per
+  // row, so the which-row arithmetic is done once per row, not once per vector.
+  const int waves = gridDim.x * kWavesPerBlock;
+  for (int row = blockIdx.x * kWavesPerBlock + wave_id(); row < static_cast<int>(out_rows); row += waves) {
+    if (!row_of_no_expert(cfg, a, row)) continue;
+    Vec16* dst = grad_y + static_cast<size_t>(row) * vecs;
+    for (int i = lane_id(); i < vecs; i += kWaveSize) dst[i] = Vec16{0u, 0u, 0u, 0u};
+  }
 
   if (!wait_for_sources(c, b.dispatch_flag(me, 0), epoch, ErrorCode::kDispatchTimeout, kOutputGradRecv)) return;
   load_route_rows(c, a.route, first_row);
 
-  // One wave per received row: the weight gradient of a (row, k) is a dot product over the
-  // whole row, so the wave that walks the row's chunks can finish it with one wave sum.
-  const int vecs = b.vecs_per_row();
+  // One wave per received (row, k): the weight gradient of a (row, k) is a dot product over
+  // the whole row, so the wave that walks the row's chunks finishes it with one wave sum.
   const int chunks = chunks_per_row(vecs);
-  const size_t out_rows = cfg.output_rows();
   const Vec16* y = static_cast<const Vec16*>(a.expert_y);
-  Vec16* grad_y = static_cast<Vec16*>(a.grad_expert_y);
-  const int waves = gridDim.x * kWavesPerBlock;
-  for (int g = blockIdx.x * kWavesPerBlock + wave_id(); g < first_row[cfg.world]; g += waves) {
+  const int tasks = first_row[cfg.world] * cfg.topk;
+  for (int task = blockIdx.x * kWavesPerBlock + wave_id(); task < tasks; task += waves) {
+    const int g = task / cfg.topk, k = task % cfg.topk;
     int src, slot;
     row_source(first_row, cfg.world, g, src, slot);
     const size_t row = b.row_index(src, slot);
+    const int p = a.route.pos[row * cfg.topk + k];
+    if (p < 0 || static_cast<size_t>(p) >= out_rows) continue;  // k's expert is on another rank
     const int token = a.route.token[row];
     if (token < 0 || token >= cfg.max_tokens) continue;
     const Vec16* grad_out = b.recv_x(me, src, token);
-    for (int k = 0; k < cfg.topk; ++k) {
-      const int p = a.route.pos[row * cfg.topk + k];
-      if (p < 0 || static_cast<size_t>(p) >= out_rows) continue;
-      const float w = a.expert_weights[p];
-      float dot = 0.0f;
-      for (int chunk = 0; chunk < chunks; ++chunk) {
-        Vec16 gv[kUnroll], yv[kUnroll], out[kUnroll];
-        load_chunk(grad_out, chunk, vecs, gv);
-        load_chunk(y + static_cast<size_t>(p) * vecs, chunk, vecs, yv);
+    const float w = a.expert_weights[p];
+    float dot = 0.0f;
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      Vec16 gv[kUnroll], yv[kUnroll], out[kUnroll];
+      load_chunk(grad_out, chunk, vecs, gv);
+      load_chunk(y + static_cast<size_t>(p) * vecs, chunk, vecs, yv);
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          if (chunk * kChunkVecs + lane_id() + u * kWaveSize >= vecs) continue;  // lanes past the row
-          dot += dot_vec<kType>(gv[u], yv[u]);
-          float acc[8] = {};
-          fma_vec<kType>(acc, w, gv[u]);
-          out[u] = pack_vec<kType>(acc);
-        }
-        store_chunk(grad_y + static_cast<size_t>(p) * vecs, chunk, vecs, out);
+      for (int u = 0; u < kUnroll; ++u) {
+        if (chunk * kChunkVecs + lane_id() + u * kWaveSize >= vecs) continue;  // lanes past the row
+        dot += dot_vec<kType>(gv[u], yv[u]);
+        float acc[8] = {};
+        fma_vec<kType>(acc, w, gv[u]);
+        out[u] = pack_vec<kType>(acc);
       }
-      dot = wave_sum(dot);
-      if (lane_id() == 0) b.comb_w(src, token)[k] = dot;
+      store_chunk(grad_y + static_cast<size_t>(p) * vecs, chunk, vecs, out);
     }
+    dot = wave_sum(dot);
+    if (lane_id() == 0) b.comb_w(src, token)[k] = dot;
   }
 
   if (last_block_done(b.done_counter(kOutputGradRecv))) publish_combine_flags(b, epoch);

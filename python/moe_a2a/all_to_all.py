@@ -133,21 +133,23 @@ class _CombineFunction(torch.autograd.Function):
     returns grad_expert_y[row] = w * grad_out[t] and sends grad w = <grad_out[t], y(row)> home."""
 
     @staticmethod
-    def forward(ctx, engine, state, expert_y, topk_weights, expert_weights, dest_mask, rows, token, pos):
+    def forward(ctx, engine, state, expert_y, topk_weights, expert_weights, offsets, counts, dest_mask, rows, token,
+                pos):
         del topk_weights  # same values as expert_weights (both from dispatch); here for its gradient
         route = _Route(dest_mask, rows, token, pos)
         ctx.engine = engine
-        ctx.save_for_backward(expert_y, expert_weights, dest_mask, rows, token, pos)
+        ctx.save_for_backward(expert_y, expert_weights, offsets, counts, dest_mask, rows, token, pos)
         return _combine_round(engine, state, expert_y, expert_weights, route)
 
     @staticmethod
     def backward(ctx, grad_out):
-        expert_y, expert_weights, dest_mask, rows, token, pos = ctx.saved_tensors
+        expert_y, expert_weights, offsets, counts, dest_mask, rows, token, pos = ctx.saved_tensors
         state = _backward_state(dest_mask)
         torch.ops.moe_a2a.output_grad_send(ctx.engine, state, grad_out.contiguous(), dest_mask)
-        grad_y = torch.ops.moe_a2a.output_grad_recv(ctx.engine, state, expert_y, expert_weights, rows, token, pos)
+        grad_y = torch.ops.moe_a2a.output_grad_recv(ctx.engine, state, expert_y, expert_weights, offsets, counts,
+                                                    rows, token, pos)
         grad_w = torch.ops.moe_a2a.weight_grad_recv(ctx.engine, state, dest_mask)
-        return None, None, grad_y, grad_w, None, None, None, None, None
+        return None, None, grad_y, grad_w, None, None, None, None, None, None, None
 
 
 def _needs_grad(*tensors) -> bool:
@@ -292,7 +294,8 @@ class AllToAll:
         r = dispatched._route
         if _needs_grad(expert_y, dispatched._topk_weights):
             return _CombineFunction.apply(self._engine, self._state, expert_y, dispatched._topk_weights,
-                                          dispatched.expert_weights, *r)
+                                          dispatched.expert_weights, dispatched.expert_offsets,
+                                          dispatched.expert_num_tokens, *r)
         return _combine_round(self._engine, self._state, expert_y, dispatched.expert_weights, r)
 
     def _dispatched(self, round_: int, out, topk_weights) -> Dispatched:

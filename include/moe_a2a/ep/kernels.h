@@ -97,10 +97,14 @@ struct OutputGradSendArgs {
 
 // Backward of combine, expert side: grad_expert_y[row] = weight[row] * grad_out[token of row],
 // and the weight gradient <grad_out[token], expert_y[row]> goes back to the token's rank.
+// Rows of no expert get a zero gradient (combine never reads them); the dispatch's
+// expert_offsets / expert_num_tokens say which rows those are.
 struct OutputGradRecvArgs {
-  const void* expert_y;         // [output_rows, hidden] saved by the forward pass
-  const float* expert_weights;  // [output_rows]
-  void* grad_expert_y;          // [output_rows, hidden]; rows of no (token, k) are not written
+  const void* expert_y;              // [output_rows, hidden] saved by the forward pass
+  const float* expert_weights;       // [output_rows]
+  const int32_t* expert_offsets;     // [experts_per_rank + 1]
+  const int32_t* expert_num_tokens;  // [experts_per_rank]
+  void* grad_expert_y;               // [output_rows, hidden], written whole
   RecvRoute route;
 };
 
