@@ -38,8 +38,7 @@ __global__ void __launch_bounds__(kEpBlock) output_grad_send_kernel(EpContext c,
 
   if (last_block_done(b.done_counter(kOutputGradSend))) {
     if (threadIdx.x < cfg.world) {
-      const uint32_t err = ld_relaxed_sys(b.round_error()) != 0 ? kFlagErrorBit : 0u;
-      st_release_sys(b.dispatch_flag(threadIdx.x, me), make_flag(epoch, err));
+      st_release_sys(b.dispatch_flag(threadIdx.x, me), make_flag(epoch, round_error_bit(b)));
     }
   }
 }

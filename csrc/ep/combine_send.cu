@@ -14,8 +14,7 @@ namespace {
 // In a forward round the dispatch half of the round plays this part.
 MOE_A2A_DEVICE bool await_all_ready(const EpContext& c, const EpBuffers& b, uint32_t epoch) {
   if (blockIdx.x == 0 && threadIdx.x < c.cfg.world) {
-    const uint32_t err = ld_relaxed_sys(b.round_error()) != 0 ? kFlagErrorBit : 0u;
-    st_release_sys(b.dispatch_flag(threadIdx.x, c.cfg.rank), make_flag(epoch, err));
+    st_release_sys(b.dispatch_flag(threadIdx.x, c.cfg.rank), make_flag(epoch, round_error_bit(b)));
   }
   return wait_for_sources(c, b.dispatch_flag(c.cfg.rank, 0), epoch, ErrorCode::kDispatchTimeout, kCombineSend);
 }

@@ -127,8 +127,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_send_kernel(EpContext c, Di
       const int r = threadIdx.x;
       const uint32_t rows = ld_relaxed_sys(b.slot_counter() + r);
       b.slot_counter()[r] = 0;
-      const uint32_t err = ld_relaxed_sys(b.round_error()) != 0 ? kFlagErrorBit : 0u;
-      st_release_sys(b.dispatch_flag(r, me), make_flag(epoch, (rows & kFlagCountMask) | err));
+      st_release_sys(b.dispatch_flag(r, me), make_flag(epoch, (rows & kFlagCountMask) | round_error_bit(b)));
     }
   }
 }

@@ -103,7 +103,9 @@ void EpEngine::reset_profile(hipStream_t stream) {
 }
 #endif
 
-void EpEngine::expect(Phase phase, const char* call) const {
+void EpEngine::expect(Phase phase, const char* call) {
+  // A call that starts a round first raises what the previous rounds reported.
+  if (phase == Phase::kIdle) check_errors();
   MOE_A2A_CHECK(!closed_, call, " called after close()");
   MOE_A2A_CHECK(failed_.empty(), "all-to-all is unusable after an earlier error: ", failed_);
   MOE_A2A_CHECK(phase_ == phase, call, " called out of order: the next call must be ",
@@ -113,7 +115,6 @@ void EpEngine::expect(Phase phase, const char* call) const {
 }
 
 void EpEngine::dispatch_send(const DispatchSendArgs& args, hipStream_t stream) {
-  check_errors();
   expect(Phase::kIdle, "dispatch_send");
   launch_dispatch_send(ctx_, args, stream);
   phase_ = Phase::kDispatchSent;
@@ -126,12 +127,9 @@ void EpEngine::dispatch_recv(const DispatchRecvArgs& args, hipStream_t stream) {
 }
 
 void EpEngine::combine_send(const CombineSendArgs& args, hipStream_t stream) {
-  if (args.await_ready) {  // a round of its own: the backward of a dispatch
-    check_errors();
-    expect(Phase::kIdle, "combine_send (backward of dispatch)");
-  } else {
-    expect(Phase::kDispatchReceived, "combine_send");
-  }
+  // With await_ready it is a round of its own: the backward of a dispatch.
+  if (args.await_ready) expect(Phase::kIdle, "combine_send (backward of dispatch)");
+  else expect(Phase::kDispatchReceived, "combine_send");
   launch_combine_send(ctx_, args, stream);
   phase_ = Phase::kCombineSent;
 }
@@ -143,7 +141,6 @@ void EpEngine::combine_recv(const CombineRecvArgs& args, hipStream_t stream) {
 }
 
 void EpEngine::output_grad_send(const OutputGradSendArgs& args, hipStream_t stream) {
-  check_errors();
   expect(Phase::kIdle, "output_grad_send");
   launch_output_grad_send(ctx_, args, stream);
   phase_ = Phase::kOutputGradSent;

@@ -59,7 +59,9 @@ class EpEngine {
  private:
   // Where this rank is inside the current round.
   enum class Phase { kIdle, kDispatchSent, kDispatchReceived, kCombineSent, kOutputGradSent, kOutputGradReceived };
-  void expect(Phase phase, const char* call) const;
+  // Raises unless `call` may come now; a call that starts a round (phase kIdle) first raises
+  // any error an earlier round reported.
+  void expect(Phase phase, const char* call);
   std::string describe(const ErrorRecord& e) const;
 
   EpContext ctx_{};

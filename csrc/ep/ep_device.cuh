@@ -221,12 +221,17 @@ MOE_A2A_DEVICE inline bool wait_for_sources(const EpContext& c, const uint64_t* 
   return ok;
 }
 
+// The error bit of every flag this rank publishes in the current call: set once this rank
+// hit an error, so the receivers fail too.
+MOE_A2A_DEVICE inline uint32_t round_error_bit(const EpBuffers& b) {
+  return ld_relaxed_sys(b.round_error()) != 0 ? kFlagErrorBit : 0u;
+}
+
 // Tells every rank that this rank's half of the round is in place: combine flag (epoch, error
 // bit). Called by the block that last_block_done() picked, so every block's stores are covered.
 MOE_A2A_DEVICE inline void publish_combine_flags(const EpBuffers& b, uint32_t epoch) {
   if (threadIdx.x < b.c.cfg.world) {
-    const uint32_t err = ld_relaxed_sys(b.round_error()) != 0 ? kFlagErrorBit : 0u;
-    st_release_sys(b.combine_flag(threadIdx.x, b.c.cfg.rank), make_flag(epoch, err));
+    st_release_sys(b.combine_flag(threadIdx.x, b.c.cfg.rank), make_flag(epoch, round_error_bit(b)));
   }
 }
 

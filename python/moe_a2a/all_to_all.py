@@ -81,8 +81,10 @@ class Dispatched:
 
 @dataclass
 class _Pending:
+    """Between the two halves of a split call: dispatch_send -> dispatch_recv carries the
+    token side of the route and the weights; combine_send -> combine_recv the Dispatched."""
+
     round: int
-    num_tokens: int
     dest_mask: Optional[torch.Tensor] = None
     topk_weights: Optional[torch.Tensor] = None
     dispatched: Optional[Dispatched] = None
@@ -256,7 +258,7 @@ class AllToAll:
         self._no_grad_in_split_calls("dispatch_send", x, topk_weights)
         dest_mask = torch.ops.moe_a2a.dispatch_send(self._engine, self._state, x, topk_idx, topk_weights)
         self._round += 1
-        return _Pending(self._round, x.shape[0], dest_mask=dest_mask, topk_weights=topk_weights)
+        return _Pending(self._round, dest_mask=dest_mask, topk_weights=topk_weights)
 
     def dispatch_recv(self, pending: _Pending) -> Dispatched:
         self._check_round(pending.round, "dispatch_recv")
@@ -269,7 +271,7 @@ class AllToAll:
         r = dispatched._route
         torch.ops.moe_a2a.combine_send(self._engine, self._state, expert_y, dispatched.expert_weights, r.recv_rows,
                                        r.recv_token, r.recv_pos)
-        return _Pending(dispatched._round, dispatched.num_tokens, dispatched=dispatched)
+        return _Pending(dispatched._round, dispatched=dispatched)
 
     def combine_recv(self, pending: _Pending) -> torch.Tensor:
         self._check_round(pending.round, "combine_recv")
