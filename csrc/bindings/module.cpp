@@ -37,7 +37,7 @@ moe_a2a::Layout layout_of(const std::string& name) {
 
 // Everything but the rank; `dtype` and `layout` as the Python API spells them.
 EpConfig make_config(int world, int rank, int num_experts, int topk, int hidden, int max_tokens, int capacity,
-                     const std::string& dtype, const std::string& layout) {
+                     const std::string& dtype, const std::string& layout, int num_blocks, int groups_per_block) {
   EpConfig c;
   c.world = world;
   c.rank = rank;
@@ -48,6 +48,8 @@ EpConfig make_config(int world, int rank, int num_experts, int topk, int hidden,
   c.expert_capacity = capacity;
   c.elem_bytes = static_cast<int32_t>(c10::elementSize(token_dtype(dtype)));
   c.layout = layout_of(layout);
+  c.num_blocks = num_blocks;
+  c.groups_per_block = groups_per_block;
   return c;
 }
 
@@ -149,29 +151,42 @@ PYBIND11_MODULE(_C, m) {
   m.def("open_mappings", &SymmetricHeap::open_mappings);
 
   // ---- EP engine ----
-  // Config helpers take (world, rank, num_experts, topk, hidden, max_tokens, capacity, dtype, layout).
+  // Config helpers take (world, rank, num_experts, topk, hidden, max_tokens, capacity, dtype, layout,
+  // num_blocks, groups_per_block).
   m.def("validate_config", [](int world, int rank, int num_experts, int topk, int hidden, int max_tokens,
-                              int capacity, const std::string& dtype, const std::string& layout) {
-    return moe_a2a::validate(make_config(world, rank, num_experts, topk, hidden, max_tokens, capacity, dtype, layout));
+                              int capacity, const std::string& dtype, const std::string& layout, int num_blocks,
+                              int groups_per_block) {
+    return moe_a2a::validate(make_config(world, rank, num_experts, topk, hidden, max_tokens, capacity, dtype, layout,
+                                         num_blocks, groups_per_block));
   });
   m.def("default_capacity", [](int world, int num_experts, int topk, int hidden, int max_tokens,
                                const std::string& dtype, const std::string& layout, size_t budget) {
     return moe_a2a::default_expert_capacity(
-        make_config(world, 0, num_experts, topk, hidden, max_tokens, 1, dtype, layout), budget);
+        make_config(world, 0, num_experts, topk, hidden, max_tokens, 1, dtype, layout, 1, 1), budget);
   });
   m.def("ep_region_bytes", [](int world, int num_experts, int topk, int hidden, int max_tokens, int capacity,
-                              const std::string& dtype, const std::string& layout) {
-    return make_config(world, 0, num_experts, topk, hidden, max_tokens, capacity, dtype, layout).heap_layout().total;
+                              const std::string& dtype, const std::string& layout, int num_blocks,
+                              int groups_per_block) {
+    return make_config(world, 0, num_experts, topk, hidden, max_tokens, capacity, dtype, layout, num_blocks,
+                       groups_per_block)
+        .heap_layout()
+        .total;
   });
   m.def("create_engine",
         [](std::shared_ptr<SymmetricHeap> heap, int num_experts, int topk, int hidden, int max_tokens, int capacity,
-           const std::string& dtype, const std::string& layout, size_t ep_offset, double timeout_s) {
+           const std::string& dtype, const std::string& layout, int num_blocks, int groups_per_block,
+           size_t ep_offset, double timeout_s) {
           const EpConfig c = make_config(heap->world(), heap->rank(), num_experts, topk, hidden, max_tokens, capacity,
-                                         dtype, layout);
+                                         dtype, layout, num_blocks, groups_per_block);
           const at::ScalarType st = token_dtype(dtype);
           auto engine = std::make_shared<moe_a2a::EpEngine>(c, token_type(st), std::move(heap), ep_offset, timeout_s);
           return moe_a2a::register_engine(std::move(engine), st);
         });
+  m.def("engine_set_rounds_for_test", [](int64_t id, uint64_t rounds) {
+    auto& e = moe_a2a::engine_by_id(id);
+    const c10::cuda::CUDAGuard guard(e.heap().device());
+    e.set_rounds_for_test(rounds);
+  });
   m.def("engine_check", [](int64_t id) { moe_a2a::engine_by_id(id).check_errors(); });
   m.def("engine_close", [](int64_t id) {
     moe_a2a::engine_by_id(id).close();

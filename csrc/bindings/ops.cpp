@@ -3,9 +3,11 @@
 // real state lives in the engine. Meta implementations give output shapes without running
 // anything. Every input is checked here, at the boundary, with the argument's name.
 //
-// A dispatch returns its route as tensors (dest_mask on the token side; recv_rows, recv_token,
+// A dispatch returns its route as tensors (dest_mask on the token side; src_tokens, recv_token,
 // recv_pos on the expert side); combine and the two backward rounds take them back, so a
 // backward pass replays exactly the placement of its forward pass (see ep/kernels.h).
+// dispatch, combine and dispatch_backward are one kernel launch each; the split ops
+// (dispatch_send / dispatch_recv, combine_send / combine_recv) launch one half each.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -55,21 +57,19 @@ SendRoute send_route(const at::Tensor& dest_mask, const EpEngine& e) {
   return SendRoute{dest_mask.data_ptr<int32_t>(), static_cast<int32_t>(dest_mask.size(0))};
 }
 
-RecvRoute recv_route(const at::Tensor& rows, const at::Tensor& token, const at::Tensor& pos, const EpEngine& e) {
+RecvRoute recv_route(const at::Tensor& src_tokens, const at::Tensor& token, const at::Tensor& pos, const EpEngine& e) {
   const EpConfig& c = e.config();
-  check_tensor(rows, "recv_rows", e, {c.world + 1}, at::kInt);
+  check_tensor(src_tokens, "src_tokens", e, {c.world}, at::kInt);
   check_tensor(token, "recv_token", e, {route_rows(c)}, at::kInt);
   check_tensor(pos, "recv_pos", e, {route_rows(c), c.topk}, at::kInt);
-  return RecvRoute{rows.data_ptr<int32_t>(), token.data_ptr<int32_t>(), pos.data_ptr<int32_t>()};
+  return RecvRoute{src_tokens.data_ptr<int32_t>(), token.data_ptr<int32_t>(), pos.data_ptr<int32_t>()};
 }
 
-// ---- forward round
-at::Tensor dispatch_send(int64_t id, at::Tensor& state, const at::Tensor& x, const at::Tensor& topk_idx,
-                         const at::Tensor& topk_weights) {
-  (void)state;
-  EpEngine& e = engine_by_id(id);
+// ---- dispatch: the send half's inputs, the receive half's outputs
+// Checks x, topk_idx, topk_weights and fills the send half of `args`; returns dest_mask.
+at::Tensor dispatch_inputs(int64_t id, const EpEngine& e, const at::Tensor& x, const at::Tensor& topk_idx,
+                           const at::Tensor& topk_weights, DispatchArgs& args) {
   const EpConfig& c = e.config();
-  const c10::cuda::CUDAGuard guard(e.heap().device());
   check_device(x, "x", e);
   check_device(topk_idx, "topk_idx", e);
   check_device(topk_weights, "topk_weights", e);
@@ -88,17 +88,20 @@ at::Tensor dispatch_send(int64_t id, at::Tensor& state, const at::Tensor& x, con
   MOE_A2A_TORCH_CHECK(topk_weights.scalar_type() == at::kFloat, "moe_a2a: topk_weights must be float32, got ",
                       c10::toString(topk_weights.scalar_type()));
   at::Tensor dest_mask = at::empty({t}, x.options().dtype(at::kInt));
-  e.dispatch_send(DispatchSendArgs{x.data_ptr(), topk_idx.data_ptr(), topk_idx.scalar_type() == at::kLong,
-                                   topk_weights.data_ptr<float>(),
-                                   SendRoute{dest_mask.data_ptr<int32_t>(), static_cast<int32_t>(t)}},
-                  current_stream(e));
+  args.x = x.data_ptr();
+  args.topk_idx = topk_idx.data_ptr();
+  args.topk_idx_is_int64 = topk_idx.scalar_type() == at::kLong;
+  args.topk_weights = topk_weights.data_ptr<float>();
+  args.route = SendRoute{dest_mask.data_ptr<int32_t>(), static_cast<int32_t>(t)};
   return dest_mask;
 }
 
 using DispatchOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
                                    at::Tensor>;
+using FusedDispatchOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
+                                        at::Tensor, at::Tensor, at::Tensor>;
 
-// expert_x, expert_num_tokens, expert_offsets, expert_meta, expert_weights, recv_rows, recv_token, recv_pos
+// expert_x, expert_num_tokens, expert_offsets, expert_meta, expert_weights, src_tokens, recv_token, recv_pos
 DispatchOutputs make_dispatch_outputs(int64_t id, at::Device device) {
   const EpConfig& c = engine_by_id(id).config();
   const auto opts = at::TensorOptions().device(device);
@@ -108,9 +111,48 @@ DispatchOutputs make_dispatch_outputs(int64_t id, at::Device device) {
           at::empty({c.experts_per_rank() + 1}, i32),
           at::empty(with(rows_shape(c), 3), i32),
           at::empty(rows_shape(c), opts.dtype(at::kFloat)),
-          at::empty({c.world + 1}, i32),
+          at::empty({c.world}, i32),
           at::empty({route_rows(c)}, i32),
           at::empty({route_rows(c), c.topk}, i32)};
+}
+
+void set_dispatch_outputs(DispatchOutputs& out, DispatchArgs& args) {
+  args.expert_x = std::get<0>(out).data_ptr();
+  args.expert_num_tokens = std::get<1>(out).data_ptr<int32_t>();
+  args.expert_offsets = std::get<2>(out).data_ptr<int32_t>();
+  args.expert_meta = std::get<3>(out).data_ptr<int32_t>();
+  args.expert_weights = std::get<4>(out).data_ptr<float>();
+  args.recv_route = RecvRoute{std::get<5>(out).data_ptr<int32_t>(), std::get<6>(out).data_ptr<int32_t>(),
+                              std::get<7>(out).data_ptr<int32_t>()};
+}
+
+FusedDispatchOutputs with_dest_mask(DispatchOutputs&& out, at::Tensor dest_mask) {
+  return std::tuple_cat(std::move(out), std::make_tuple(std::move(dest_mask)));
+}
+
+// ---- forward round
+FusedDispatchOutputs dispatch(int64_t id, at::Tensor& state, const at::Tensor& x, const at::Tensor& topk_idx,
+                              const at::Tensor& topk_weights) {
+  (void)state;
+  EpEngine& e = engine_by_id(id);
+  const c10::cuda::CUDAGuard guard(e.heap().device());
+  DispatchArgs args{};
+  at::Tensor dest_mask = dispatch_inputs(id, e, x, topk_idx, topk_weights, args);
+  auto out = make_dispatch_outputs(id, x.device());
+  set_dispatch_outputs(out, args);
+  e.dispatch(args, current_stream(e));
+  return with_dest_mask(std::move(out), std::move(dest_mask));
+}
+
+at::Tensor dispatch_send(int64_t id, at::Tensor& state, const at::Tensor& x, const at::Tensor& topk_idx,
+                         const at::Tensor& topk_weights) {
+  (void)state;
+  EpEngine& e = engine_by_id(id);
+  const c10::cuda::CUDAGuard guard(e.heap().device());
+  DispatchArgs args{};
+  at::Tensor dest_mask = dispatch_inputs(id, e, x, topk_idx, topk_weights, args);
+  e.dispatch_send(args, current_stream(e));
+  return dest_mask;
 }
 
 DispatchOutputs dispatch_recv(int64_t id, at::Tensor& state) {
@@ -118,12 +160,9 @@ DispatchOutputs dispatch_recv(int64_t id, at::Tensor& state) {
   EpEngine& e = engine_by_id(id);
   const c10::cuda::CUDAGuard guard(e.heap().device());
   auto out = make_dispatch_outputs(id, at::Device(at::kCUDA, e.heap().device()));
-  e.dispatch_recv(DispatchRecvArgs{std::get<0>(out).data_ptr(), std::get<1>(out).data_ptr<int32_t>(),
-                                   std::get<2>(out).data_ptr<int32_t>(), std::get<3>(out).data_ptr<int32_t>(),
-                                   std::get<4>(out).data_ptr<float>(),
-                                   RecvRoute{std::get<5>(out).data_ptr<int32_t>(), std::get<6>(out).data_ptr<int32_t>(),
-                                             std::get<7>(out).data_ptr<int32_t>()}},
-                  current_stream(e));
+  DispatchArgs args{};
+  set_dispatch_outputs(out, args);
+  e.dispatch_recv(args, current_stream(e));
   return out;
 }
 
@@ -131,15 +170,49 @@ void check_expert_rows(const at::Tensor& t, const char* name, int64_t id, const 
   check_tensor(t, name, e, expert_x_shape(e.config()), engine_dtype(id));
 }
 
-void combine_send(int64_t id, at::Tensor& state, const at::Tensor& expert_y, const at::Tensor& expert_weights,
-                  const at::Tensor& recv_rows, const at::Tensor& recv_token, const at::Tensor& recv_pos) {
+// The send half of a combine: the experts' output (weighted, or not for a dispatch's gradient)
+// and the route it goes back along.
+CombineArgs combine_inputs(int64_t id, const EpEngine& e, const at::Tensor& expert_y, const char* name,
+                           const at::Tensor* expert_weights, const at::Tensor& src_tokens,
+                           const at::Tensor& recv_token, const at::Tensor& recv_pos) {
+  check_expert_rows(expert_y, name, id, e);
+  CombineArgs args{};
+  args.expert_y = expert_y.data_ptr();
+  if (expert_weights != nullptr) {
+    check_tensor(*expert_weights, "expert_weights", e, rows_shape(e.config()), at::kFloat);
+    args.expert_weights = expert_weights->data_ptr<float>();
+  }
+  args.recv_route = recv_route(src_tokens, recv_token, recv_pos, e);
+  return args;
+}
+
+// The receive half: out [num_tokens, hidden] for the token side's route.
+at::Tensor combine_output(int64_t id, const EpEngine& e, const at::Tensor& dest_mask, CombineArgs& args) {
+  args.route = send_route(dest_mask, e);
+  at::Tensor out = at::empty({args.route.num_tokens, e.config().hidden},
+                             at::TensorOptions().device(at::kCUDA, e.heap().device()).dtype(engine_dtype(id)));
+  args.out = out.data_ptr();
+  return out;
+}
+
+at::Tensor combine(int64_t id, at::Tensor& state, const at::Tensor& expert_y, const at::Tensor& expert_weights,
+                   const at::Tensor& src_tokens, const at::Tensor& recv_token, const at::Tensor& recv_pos,
+                   const at::Tensor& dest_mask) {
   (void)state;
   EpEngine& e = engine_by_id(id);
   const c10::cuda::CUDAGuard guard(e.heap().device());
-  check_expert_rows(expert_y, "expert_y", id, e);
-  check_tensor(expert_weights, "expert_weights", e, rows_shape(e.config()), at::kFloat);
-  e.combine_send(CombineSendArgs{expert_y.data_ptr(), expert_weights.data_ptr<float>(),
-                                 recv_route(recv_rows, recv_token, recv_pos, e), /*await_ready=*/false},
+  CombineArgs args = combine_inputs(id, e, expert_y, "expert_y", &expert_weights, src_tokens, recv_token, recv_pos);
+  at::Tensor out = combine_output(id, e, dest_mask, args);
+  e.combine(args, current_stream(e));
+  return out;
+}
+
+void combine_send(int64_t id, at::Tensor& state, const at::Tensor& expert_y, const at::Tensor& expert_weights,
+                  const at::Tensor& src_tokens, const at::Tensor& recv_token, const at::Tensor& recv_pos) {
+  (void)state;
+  EpEngine& e = engine_by_id(id);
+  const c10::cuda::CUDAGuard guard(e.heap().device());
+  e.combine_send(combine_inputs(id, e, expert_y, "expert_y", &expert_weights, src_tokens, recv_token, recv_pos),
                  current_stream(e));
 }
 
@@ -147,23 +220,24 @@ at::Tensor combine_recv(int64_t id, at::Tensor& state, const at::Tensor& dest_ma
   (void)state;
   EpEngine& e = engine_by_id(id);
   const c10::cuda::CUDAGuard guard(e.heap().device());
-  const SendRoute route = send_route(dest_mask, e);
-  at::Tensor out = at::empty({route.num_tokens, e.config().hidden},
-                             at::TensorOptions().device(at::kCUDA, e.heap().device()).dtype(engine_dtype(id)));
-  e.combine_recv(CombineRecvArgs{out.data_ptr(), route}, current_stream(e));
+  CombineArgs args{};
+  at::Tensor out = combine_output(id, e, dest_mask, args);
+  e.combine_recv(args, current_stream(e));
   return out;
 }
 
-// ---- backward of dispatch: an unweighted combine of the rows' gradients, then combine_recv
-void dispatch_backward_send(int64_t id, at::Tensor& state, const at::Tensor& grad_expert_x,
-                            const at::Tensor& recv_rows, const at::Tensor& recv_token, const at::Tensor& recv_pos) {
+// ---- backward of dispatch: an unweighted combine of the rows' gradients, one launch
+at::Tensor dispatch_backward(int64_t id, at::Tensor& state, const at::Tensor& grad_expert_x,
+                             const at::Tensor& src_tokens, const at::Tensor& recv_token, const at::Tensor& recv_pos,
+                             const at::Tensor& dest_mask) {
   (void)state;
   EpEngine& e = engine_by_id(id);
   const c10::cuda::CUDAGuard guard(e.heap().device());
-  check_expert_rows(grad_expert_x, "grad_expert_x", id, e);
-  e.combine_send(CombineSendArgs{grad_expert_x.data_ptr(), nullptr, recv_route(recv_rows, recv_token, recv_pos, e),
-                                 /*await_ready=*/true},
-                 current_stream(e));
+  CombineArgs args = combine_inputs(id, e, grad_expert_x, "grad_expert_x", nullptr, src_tokens, recv_token, recv_pos);
+  args.await_ready = true;
+  at::Tensor grad_x = combine_output(id, e, dest_mask, args);
+  e.dispatch_backward(args, current_stream(e));
+  return grad_x;
 }
 
 // ---- backward of combine
@@ -178,7 +252,7 @@ void output_grad_send(int64_t id, at::Tensor& state, const at::Tensor& grad_out,
 
 at::Tensor output_grad_recv(int64_t id, at::Tensor& state, const at::Tensor& expert_y,
                             const at::Tensor& expert_weights, const at::Tensor& expert_offsets,
-                            const at::Tensor& expert_num_tokens, const at::Tensor& recv_rows,
+                            const at::Tensor& expert_num_tokens, const at::Tensor& src_tokens,
                             const at::Tensor& recv_token, const at::Tensor& recv_pos) {
   (void)state;
   EpEngine& e = engine_by_id(id);
@@ -191,7 +265,7 @@ at::Tensor output_grad_recv(int64_t id, at::Tensor& state, const at::Tensor& exp
   at::Tensor grad_expert_y = at::empty_like(expert_y);  // the kernel writes every row
   e.output_grad_recv(OutputGradRecvArgs{expert_y.data_ptr(), expert_weights.data_ptr<float>(),
                                         expert_offsets.data_ptr<int32_t>(), expert_num_tokens.data_ptr<int32_t>(),
-                                        grad_expert_y.data_ptr(), recv_route(recv_rows, recv_token, recv_pos, e)},
+                                        grad_expert_y.data_ptr(), recv_route(src_tokens, recv_token, recv_pos, e)},
                      current_stream(e));
   return grad_expert_y;
 }
@@ -207,18 +281,29 @@ at::Tensor weight_grad_recv(int64_t id, at::Tensor& state, const at::Tensor& des
 }
 
 // ---- Meta: shapes only, so torch.compile can trace the ops without running them.
+at::Tensor token_rows_meta(int64_t id, const at::Tensor& dest_mask) {
+  return at::empty({dest_mask.size(0), engine_by_id(id).config().hidden}, dest_mask.options().dtype(engine_dtype(id)));
+}
+FusedDispatchOutputs dispatch_meta(int64_t id, at::Tensor&, const at::Tensor& x, const at::Tensor&, const at::Tensor&) {
+  return with_dest_mask(make_dispatch_outputs(id, at::Device(at::kMeta)), at::empty({x.size(0)}, x.options().dtype(at::kInt)));
+}
 at::Tensor dispatch_send_meta(int64_t, at::Tensor&, const at::Tensor& x, const at::Tensor&, const at::Tensor&) {
   return at::empty({x.size(0)}, x.options().dtype(at::kInt));
 }
 DispatchOutputs dispatch_recv_meta(int64_t id, at::Tensor&) { return make_dispatch_outputs(id, at::Device(at::kMeta)); }
+at::Tensor combine_meta(int64_t id, at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                        const at::Tensor&, const at::Tensor&, const at::Tensor& dest_mask) {
+  return token_rows_meta(id, dest_mask);
+}
 void combine_send_meta(int64_t, at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
                        const at::Tensor&) {}
 at::Tensor combine_recv_meta(int64_t id, at::Tensor&, const at::Tensor& dest_mask) {
-  return at::empty({dest_mask.size(0), engine_by_id(id).config().hidden},
-                   dest_mask.options().dtype(engine_dtype(id)));
+  return token_rows_meta(id, dest_mask);
 }
-void dispatch_backward_send_meta(int64_t, at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                 const at::Tensor&) {}
+at::Tensor dispatch_backward_meta(int64_t id, at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                  const at::Tensor&, const at::Tensor& dest_mask) {
+  return token_rows_meta(id, dest_mask);
+}
 void output_grad_send_meta(int64_t, at::Tensor&, const at::Tensor&, const at::Tensor&) {}
 at::Tensor output_grad_recv_meta(int64_t, at::Tensor&, const at::Tensor& expert_y, const at::Tensor&,
                                  const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
@@ -233,30 +318,36 @@ at::Tensor weight_grad_recv_meta(int64_t id, at::Tensor&, const at::Tensor& dest
 }  // namespace moe_a2a
 
 TORCH_LIBRARY(moe_a2a, m) {
-  // forward round
+  // forward round: fused (one launch each) or split (one launch per half)
+  m.def("dispatch(int engine, Tensor(a!) state, Tensor x, Tensor topk_idx, Tensor topk_weights) -> (Tensor, Tensor, "
+        "Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   m.def("dispatch_send(int engine, Tensor(a!) state, Tensor x, Tensor topk_idx, Tensor topk_weights) -> Tensor");
   m.def("dispatch_recv(int engine, Tensor(a!) state) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, "
         "Tensor)");
-  m.def("combine_send(int engine, Tensor(a!) state, Tensor expert_y, Tensor expert_weights, Tensor recv_rows, "
+  m.def("combine(int engine, Tensor(a!) state, Tensor expert_y, Tensor expert_weights, Tensor src_tokens, "
+        "Tensor recv_token, Tensor recv_pos, Tensor dest_mask) -> Tensor");
+  m.def("combine_send(int engine, Tensor(a!) state, Tensor expert_y, Tensor expert_weights, Tensor src_tokens, "
         "Tensor recv_token, Tensor recv_pos) -> ()");
   m.def("combine_recv(int engine, Tensor(a!) state, Tensor dest_mask) -> Tensor");
-  // backward of dispatch: dispatch_backward_send, then combine_recv
-  m.def("dispatch_backward_send(int engine, Tensor(a!) state, Tensor grad_expert_x, Tensor recv_rows, "
-        "Tensor recv_token, Tensor recv_pos) -> ()");
+  // backward of dispatch: one launch
+  m.def("dispatch_backward(int engine, Tensor(a!) state, Tensor grad_expert_x, Tensor src_tokens, "
+        "Tensor recv_token, Tensor recv_pos, Tensor dest_mask) -> Tensor");
   // backward of combine
   m.def("output_grad_send(int engine, Tensor(a!) state, Tensor grad_out, Tensor dest_mask) -> ()");
   m.def("output_grad_recv(int engine, Tensor(a!) state, Tensor expert_y, Tensor expert_weights, "
-        "Tensor expert_offsets, Tensor expert_num_tokens, Tensor recv_rows, Tensor recv_token, Tensor recv_pos) "
+        "Tensor expert_offsets, Tensor expert_num_tokens, Tensor src_tokens, Tensor recv_token, Tensor recv_pos) "
         "-> Tensor");
   m.def("weight_grad_recv(int engine, Tensor(a!) state, Tensor dest_mask) -> Tensor");
 }
 
 #define MOE_A2A_IMPL_ALL(m, suffix)                                  \
+  m.impl("dispatch", &moe_a2a::dispatch##suffix);                    \
   m.impl("dispatch_send", &moe_a2a::dispatch_send##suffix);          \
   m.impl("dispatch_recv", &moe_a2a::dispatch_recv##suffix);          \
+  m.impl("combine", &moe_a2a::combine##suffix);                      \
   m.impl("combine_send", &moe_a2a::combine_send##suffix);            \
   m.impl("combine_recv", &moe_a2a::combine_recv##suffix);            \
-  m.impl("dispatch_backward_send", &moe_a2a::dispatch_backward_send##suffix); \
+  m.impl("dispatch_backward", &moe_a2a::dispatch_backward##suffix);  \
   m.impl("output_grad_send", &moe_a2a::output_grad_send##suffix);    \
   m.impl("output_grad_recv", &moe_a2a::output_grad_recv##suffix);    \
   m.impl("weight_grad_recv", &moe_a2a::weight_grad_recv##suffix)

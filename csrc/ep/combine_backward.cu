@@ -2,12 +2,15 @@
 //   grad y(t,k) = w[t,k] * grad_out[t]        (on the expert's rank, into grad_expert_y)
 //   grad w[t,k] = <grad_out[t], y(t,k)>       (computed where y is, sent back to t's rank)
 // 1. output_grad_send (token side): grad_out[t] goes once to every rank token t went to in
-//    the forward dispatch, into recv_x at index t (not at a reserved slot: the expert side
-//    finds rows through the forward's RecvRoute, which names the source token of each row).
+//    the forward dispatch, into recv_x at index t (not at the row's slot: the expert side
+//    finds rows through the forward's RecvRoute, which names the source token of each slot);
+//    the last block publishes the grad signal.
 // 2. output_grad_recv (expert side): for each (row, k) pair of the forward's route, writes
 //    grad_expert_y and sends the dot product to comb_w of the token's rank (rows of no
-//    expert get zeros); then publishes its combine flag.
+//    expert get zeros); then the last block publishes the wgrad signal.
 // 3. weight_grad_recv (token side): waits for every rank, copies comb_w out, ends the round.
+// These signals are per rank, not per token group: the backward of combine is not on the
+// latency path of serving.
 #include "ep_device.cuh"
 
 namespace moe_a2a {
@@ -18,8 +21,8 @@ __global__ void __launch_bounds__(kEpBlock) output_grad_send_kernel(EpContext c,
   const EpBuffers b{c};
   const EpConfig& cfg = c.cfg;
   const int me = cfg.rank;
-  const uint32_t epoch = b.current_epoch();
-  const uint32_t ranks = (1u << cfg.world) - 1u;
+  const uint64_t epoch = b.current_epoch();
+  const uint32_t ranks = all_ranks(cfg.world);
 
   const int vecs = b.vecs_per_row();
   const int chunks = chunks_per_row(vecs);
@@ -36,10 +39,8 @@ __global__ void __launch_bounds__(kEpBlock) output_grad_send_kernel(EpContext c,
     }
   }
 
-  if (last_block_done(b.done_counter(kOutputGradSend))) {
-    if (threadIdx.x < cfg.world) {
-      st_release_sys(b.dispatch_flag(threadIdx.x, me), make_flag(epoch, round_error_bit(b)));
-    }
+  if (last_block_done(b.done_counter(DoneCounter::kOutputGradSend))) {
+    if (threadIdx.x < cfg.world) publish(b.grad_signal(threadIdx.x, me), epoch, round_error_bit(b, epoch));
   }
 }
 
@@ -54,12 +55,14 @@ MOE_A2A_DEVICE bool row_of_no_expert(const EpConfig& cfg, const OutputGradRecvAr
 
 template <TokenType kType>
 __global__ void __launch_bounds__(kEpBlock) output_grad_recv_kernel(EpContext c, OutputGradRecvArgs a) {
+  __shared__ int src_tokens[kMaxWorld];
   __shared__ int first_row[kMaxWorld + 1];
+  __shared__ uint32_t payload[kMaxWorld];
   MOE_A2A_PROFILE_TRACK(prof, c.profiler, kOutputGradRecv);
   const EpBuffers b{c};
   const EpConfig& cfg = c.cfg;
   const int me = cfg.rank;
-  const uint32_t epoch = b.current_epoch();
+  const uint64_t epoch = b.current_epoch();
   const int vecs = b.vecs_per_row();
   const size_t out_rows = cfg.output_rows();
   Vec16* grad_y = static_cast<Vec16*>(a.grad_expert_y);
@@ -73,11 +76,12 @@ __global__ void __launch_bounds__(kEpBlock) output_grad_recv_kernel(EpContext c,
     for (int i = lane_id(); i < vecs; i += kWaveSize) dst[i] = Vec16{0u, 0u, 0u, 0u};
   }
 
-  if (!wait_for_sources(c, b.dispatch_flag(me, 0), epoch, ErrorCode::kDispatchTimeout, kOutputGradRecv)) return;
-  load_route_rows(c, a.route, first_row);
+  const auto signal = [&](int src) { return b.grad_signal(me, src); };
+  if (!await_ranks(c, signal, all_ranks(cfg.world), epoch, WaitSite::kOutputGrad, -1, payload)) return;
+  load_route_tokens(c, a.route, src_tokens, first_row);
 
-  // One wave per received (row, k): the weight gradient of a (row, k) is a dot product over
-  // the whole row, so the wave that walks the row's chunks finishes it with one wave sum.
+  // One wave per (slot, k) of every source: the weight gradient of a (row, k) is a dot product
+  // over the whole row, so the wave that walks the row's chunks finishes it with one wave sum.
   const int chunks = chunks_per_row(vecs);
   const Vec16* y = static_cast<const Vec16*>(a.expert_y);
   const int tasks = first_row[cfg.world] * cfg.topk;
@@ -86,10 +90,10 @@ __global__ void __launch_bounds__(kEpBlock) output_grad_recv_kernel(EpContext c,
     int src, slot;
     row_source(first_row, cfg.world, g, src, slot);
     const size_t row = b.row_index(src, slot);
+    const int token = a.route.token[row];
+    if (token < 0 || token >= cfg.max_tokens) continue;  // an empty slot
     const int p = a.route.pos[row * cfg.topk + k];
     if (p < 0 || static_cast<size_t>(p) >= out_rows) continue;  // k's expert is on another rank
-    const int token = a.route.token[row];
-    if (token < 0 || token >= cfg.max_tokens) continue;
     const Vec16* grad_out = b.recv_x(me, src, token);
     const float w = a.expert_weights[p];
     float dot = 0.0f;
@@ -111,22 +115,26 @@ __global__ void __launch_bounds__(kEpBlock) output_grad_recv_kernel(EpContext c,
     if (lane_id() == 0) b.comb_w(src, token)[k] = dot;
   }
 
-  if (last_block_done(b.done_counter(kOutputGradRecv))) publish_combine_flags(b, epoch);
+  if (last_block_done(b.done_counter(DoneCounter::kOutputGradRecv))) {
+    if (threadIdx.x < cfg.world) publish(b.wgrad_signal(threadIdx.x, me), epoch, round_error_bit(b, epoch));
+  }
 }
 
 __global__ void __launch_bounds__(kEpBlock) weight_grad_recv_kernel(EpContext c, WeightGradRecvArgs a) {
+  __shared__ uint32_t payload[kMaxWorld];
   MOE_A2A_PROFILE_TRACK(prof, c.profiler, kWeightGradRecv);
   const EpBuffers b{c};
   const EpConfig& cfg = c.cfg;
   const int me = cfg.rank;
-  const uint32_t epoch = b.current_epoch();
+  const uint64_t epoch = b.current_epoch();
 
-  if (!wait_for_sources(c, b.combine_flag(me, 0), epoch, ErrorCode::kCombineTimeout, kWeightGradRecv)) return;
+  const auto signal = [&](int src) { return b.wgrad_signal(me, src); };
+  if (!await_ranks(c, signal, all_ranks(cfg.world), epoch, WaitSite::kWeightGrad, -1, payload)) return;
   const int n = a.route.num_tokens * cfg.topk;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
     a.grad_topk_weights[i] = b.comb_w(me, i / cfg.topk)[i % cfg.topk];
   }
-  if (last_block_done(b.done_counter(kWeightGradRecv))) end_round(b);
+  end_round(b);
 }
 
 void check_num_tokens(const EpContext& ctx, int num_tokens, const char* call) {
@@ -138,19 +146,19 @@ void check_num_tokens(const EpContext& ctx, int num_tokens, const char* call) {
 
 void launch_output_grad_send(const EpContext& ctx, const OutputGradSendArgs& args, hipStream_t stream) {
   check_num_tokens(ctx, args.route.num_tokens, "combine backward");
-  output_grad_send_kernel<<<ctx.num_blocks, kEpBlock, 0, stream>>>(ctx, args);
+  output_grad_send_kernel<<<ctx.cfg.num_blocks, kEpBlock, 0, stream>>>(ctx, args);
   MOE_A2A_GPU_CHECK(hipGetLastError());
 }
 
 void launch_output_grad_recv(const EpContext& ctx, const OutputGradRecvArgs& args, hipStream_t stream) {
   MOE_A2A_DISPATCH_TOKEN_TYPE(ctx.token_type, kType,
-                              (output_grad_recv_kernel<kType><<<ctx.num_blocks, kEpBlock, 0, stream>>>(ctx, args)));
+                              (output_grad_recv_kernel<kType><<<ctx.cfg.num_blocks, kEpBlock, 0, stream>>>(ctx, args)));
   MOE_A2A_GPU_CHECK(hipGetLastError());
 }
 
 void launch_weight_grad_recv(const EpContext& ctx, const WeightGradRecvArgs& args, hipStream_t stream) {
   check_num_tokens(ctx, args.route.num_tokens, "combine backward");
-  weight_grad_recv_kernel<<<ctx.num_blocks, kEpBlock, 0, stream>>>(ctx, args);
+  weight_grad_recv_kernel<<<ctx.cfg.num_blocks, kEpBlock, 0, stream>>>(ctx, args);
   MOE_A2A_GPU_CHECK(hipGetLastError());
 }
 

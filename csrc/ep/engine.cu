@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "ep_device.cuh"
 #include "moe_a2a/platform/device.h"
@@ -9,12 +10,50 @@
 namespace moe_a2a {
 namespace {
 
-// What may come next in each phase, for the out-of-order message.
-const char* next_calls(int phase) {
-  static const char* const kNext[] = {
-      "dispatch_send, or a backward round (combine_send of a dispatch's gradient, output_grad_send)",
-      "dispatch_recv", "combine_send", "combine_recv", "output_grad_recv", "weight_grad_recv"};
-  return kNext[phase];
+// ---- the round table: every kind of round, once. Every rank runs the same rounds in the
+// same order; the engine checks each call against this table, and the out-of-order message,
+// the timeout messages (WaitSite in errors.h) and docs/design/protocol.md follow it.
+enum Call : int {
+  kDispatchSend,
+  kDispatchRecv,
+  kCombineSend,
+  kCombineRecv,
+  kDispatchBackwardSend,  // combine_send of a dispatch's gradient, after a ready barrier
+  kOutputGradSend,
+  kOutputGradRecv,
+  kWeightGradRecv,
+  kNumCalls
+};
+constexpr const char* kCallName[] = {"dispatch_send",
+                                     "dispatch_recv",
+                                     "combine_send",
+                                     "combine_recv",
+                                     "dispatch_backward (send)",
+                                     "output_grad_send",
+                                     "output_grad_recv",
+                                     "weight_grad_recv"};
+static_assert(sizeof(kCallName) / sizeof(kCallName[0]) == kNumCalls, "one name per call");
+
+struct RoundKind {
+  const char* name;
+  int steps[4];
+  int num_steps;
+};
+constexpr RoundKind kRounds[] = {
+    {"forward", {kDispatchSend, kDispatchRecv, kCombineSend, kCombineRecv}, 4},
+    {"backward of dispatch", {kDispatchBackwardSend, kCombineRecv}, 2},
+    {"backward of combine", {kOutputGradSend, kOutputGradRecv, kWeightGradRecv}, 3},
+};
+constexpr int kNumRounds = sizeof(kRounds) / sizeof(kRounds[0]);
+
+// What may come next, for the out-of-order message.
+std::string next_calls(int round, int step) {
+  if (round >= 0) return kCallName[kRounds[round].steps[step]];
+  std::string any;
+  for (int r = 0; r < kNumRounds; ++r) {
+    any += cat(r == 0 ? "" : ", or ", kCallName[kRounds[r].steps[0]], " (", kRounds[r].name, ")");
+  }
+  return any;
 }
 
 }  // namespace
@@ -43,10 +82,9 @@ EpEngine::EpEngine(const EpConfig& cfg, TokenType token_type, std::shared_ptr<Sy
   MOE_A2A_GPU_CHECK(hipSetDevice(device));
   int sms = 0;
   MOE_A2A_GPU_CHECK(hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device));
-  // One block per compute unit: enough to saturate the links, and (on MI300X) a multiple of
-  // the 8 XCDs. dispatch-send needs ceil(max_tokens / blocks) <= 256.
-  ctx_.num_blocks = sms;
-  while ((cfg.max_tokens + ctx_.num_blocks - 1) / ctx_.num_blocks > 256) ctx_.num_blocks *= 2;
+  // Every block of a fused kernel may wait for a peer's block: all must be resident at once.
+  MOE_A2A_CHECK(cfg.num_blocks <= sms, "num_sms = ", cfg.num_blocks, " is more than the ", sms,
+                " compute units of device ", device);
   ctx_.timeout_ticks = static_cast<uint64_t>(timeout_s * wall_clock_rate_hz(device));
 
   MOE_A2A_GPU_CHECK(hipMalloc(reinterpret_cast<void**>(&ctx_.workspace), ctx_.ws_layout.total));
@@ -85,8 +123,8 @@ void EpEngine::close() {
 void EpEngine::enable_profiler(uint32_t capacity_per_track, size_t mailbox_offset) {
   MOE_A2A_CHECK(!closed_, "enable_profiler called after close()");
   MOE_A2A_CHECK(profiler_ == nullptr, "the profiler of this all-to-all is already on");
-  MOE_A2A_CHECK(phase_ == Phase::kIdle, "enable_profiler must be called between rounds");
-  profiler_ = std::make_unique<ProfilerSession>(ctx_.heap, heap_->device(), mailbox_offset, ctx_.num_blocks,
+  MOE_A2A_CHECK(round_ < 0, "enable_profiler must be called between rounds");
+  profiler_ = std::make_unique<ProfilerSession>(ctx_.heap, heap_->device(), mailbox_offset, ctx_.cfg.num_blocks,
                                                 kWavesPerBlock, capacity_per_track, ctx_.timeout_ticks);
   ctx_.profiler = profiler_->view();
 }
@@ -103,75 +141,101 @@ void EpEngine::reset_profile(hipStream_t stream) {
 }
 #endif
 
-void EpEngine::expect(Phase phase, const char* call) {
+void EpEngine::advance(std::initializer_list<int> steps) {
+  const int first = *steps.begin();
   // A call that starts a round first raises what the previous rounds reported.
-  if (phase == Phase::kIdle) check_errors();
-  MOE_A2A_CHECK(!closed_, call, " called after close()");
+  if (round_ < 0) check_errors();
+  MOE_A2A_CHECK(!closed_, kCallName[first], " called after close()");
   MOE_A2A_CHECK(failed_.empty(), "all-to-all is unusable after an earlier error: ", failed_);
-  MOE_A2A_CHECK(phase_ == phase, call, " called out of order: the next call must be ",
-                next_calls(static_cast<int>(phase_)),
-                " (each dispatch must be combined before the next dispatch, and each backward round finished "
-                "before the next round)");
+  for (const int call : steps) {
+    int round = round_;
+    if (round < 0) {
+      for (int r = 0; r < kNumRounds && round < 0; ++r) round = kRounds[r].steps[0] == call ? r : -1;
+    }
+    const bool expected = round >= 0 && kRounds[round].steps[round_ < 0 ? 0 : step_] == call;
+    MOE_A2A_CHECK(expected, kCallName[call], " called out of order: the next call must be ", next_calls(round_, step_),
+                  " (each dispatch must be combined before the next dispatch, and each backward round finished "
+                  "before the next round)");
+    round_ = round;
+    if (++step_ == kRounds[round_].num_steps) {
+      round_ = -1;
+      step_ = 0;
+    }
+  }
 }
 
-void EpEngine::dispatch_send(const DispatchSendArgs& args, hipStream_t stream) {
-  expect(Phase::kIdle, "dispatch_send");
-  launch_dispatch_send(ctx_, args, stream);
-  phase_ = Phase::kDispatchSent;
+void EpEngine::dispatch(const DispatchArgs& args, hipStream_t stream) {
+  advance({kDispatchSend, kDispatchRecv});
+  launch_dispatch(ctx_, args, Role::kBoth, stream);
 }
-
-void EpEngine::dispatch_recv(const DispatchRecvArgs& args, hipStream_t stream) {
-  expect(Phase::kDispatchSent, "dispatch_recv");
-  launch_dispatch_recv(ctx_, args, stream);
-  phase_ = Phase::kDispatchReceived;
+void EpEngine::dispatch_send(const DispatchArgs& args, hipStream_t stream) {
+  advance({kDispatchSend});
+  launch_dispatch(ctx_, args, Role::kSend, stream);
 }
-
-void EpEngine::combine_send(const CombineSendArgs& args, hipStream_t stream) {
-  // With await_ready it is a round of its own: the backward of a dispatch.
-  if (args.await_ready) expect(Phase::kIdle, "combine_send (backward of dispatch)");
-  else expect(Phase::kDispatchReceived, "combine_send");
-  launch_combine_send(ctx_, args, stream);
-  phase_ = Phase::kCombineSent;
+void EpEngine::dispatch_recv(const DispatchArgs& args, hipStream_t stream) {
+  advance({kDispatchRecv});
+  launch_dispatch(ctx_, args, Role::kRecv, stream);
 }
-
-void EpEngine::combine_recv(const CombineRecvArgs& args, hipStream_t stream) {
-  expect(Phase::kCombineSent, "combine_recv");
-  launch_combine_recv(ctx_, args, stream);
-  phase_ = Phase::kIdle;
+void EpEngine::combine(const CombineArgs& args, hipStream_t stream) {
+  advance({kCombineSend, kCombineRecv});
+  launch_combine(ctx_, args, Role::kBoth, stream);
 }
-
+void EpEngine::combine_send(const CombineArgs& args, hipStream_t stream) {
+  advance({kCombineSend});
+  launch_combine(ctx_, args, Role::kSend, stream);
+}
+void EpEngine::combine_recv(const CombineArgs& args, hipStream_t stream) {
+  advance({kCombineRecv});
+  launch_combine(ctx_, args, Role::kRecv, stream);
+}
+void EpEngine::dispatch_backward(const CombineArgs& args, hipStream_t stream) {
+  MOE_A2A_CHECK(args.await_ready && args.expert_weights == nullptr,
+                "dispatch_backward is an unweighted combine after a ready barrier");
+  advance({kDispatchBackwardSend, kCombineRecv});
+  launch_combine(ctx_, args, Role::kBoth, stream);
+}
 void EpEngine::output_grad_send(const OutputGradSendArgs& args, hipStream_t stream) {
-  expect(Phase::kIdle, "output_grad_send");
+  advance({kOutputGradSend});
   launch_output_grad_send(ctx_, args, stream);
-  phase_ = Phase::kOutputGradSent;
 }
-
 void EpEngine::output_grad_recv(const OutputGradRecvArgs& args, hipStream_t stream) {
-  expect(Phase::kOutputGradSent, "output_grad_recv");
+  advance({kOutputGradRecv});
   launch_output_grad_recv(ctx_, args, stream);
-  phase_ = Phase::kOutputGradReceived;
+}
+void EpEngine::weight_grad_recv(const WeightGradRecvArgs& args, hipStream_t stream) {
+  advance({kWeightGradRecv});
+  launch_weight_grad_recv(ctx_, args, stream);
 }
 
-void EpEngine::weight_grad_recv(const WeightGradRecvArgs& args, hipStream_t stream) {
-  expect(Phase::kOutputGradReceived, "weight_grad_recv");
-  launch_weight_grad_recv(ctx_, args, stream);
-  phase_ = Phase::kIdle;
+void EpEngine::set_rounds_for_test(uint64_t rounds) {
+  MOE_A2A_CHECK(!closed_ && failed_.empty() && round_ < 0, "set_rounds_for_test needs a usable engine between rounds");
+  MOE_A2A_GPU_CHECK(hipSetDevice(heap_->device()));
+  MOE_A2A_GPU_CHECK(hipDeviceSynchronize());
+  const std::vector<uint64_t> epochs(static_cast<size_t>(ctx_.cfg.num_blocks), rounds);
+  MOE_A2A_GPU_CHECK(hipMemcpy(ctx_.workspace + ctx_.ws_layout.block_epoch, epochs.data(),
+                              epochs.size() * sizeof(uint64_t), hipMemcpyHostToDevice));
+  const uint64_t no_error = rounds;  // an error mark of an epoch no later round will have
+  MOE_A2A_GPU_CHECK(hipMemcpy(ctx_.workspace + ctx_.ws_layout.round_error, &no_error, sizeof(no_error),
+                              hipMemcpyHostToDevice));
+  const size_t first = ctx_.heap_layout.count_signal;
+  const size_t count = (ctx_.heap_layout.total - first) / sizeof(Signal);
+  const std::vector<Signal> signals(count, Signal{rounds, 0u, 0u});
+  MOE_A2A_GPU_CHECK(hipMemcpy(heap_->view().at(ctx_.cfg.rank, ctx_.ep_offset + first), signals.data(),
+                              count * sizeof(Signal), hipMemcpyHostToDevice));
+  MOE_A2A_GPU_CHECK(hipDeviceSynchronize());
 }
 
 std::string EpEngine::describe(const ErrorRecord& e) const {
   const int me = ctx_.cfg.rank;
   const auto code = static_cast<ErrorCode>(e.code);
   switch (code) {
-    case ErrorCode::kDispatchTimeout:
-    case ErrorCode::kCombineTimeout: {
-      static const char* const kWaiter[kNumKernels] = {
-          "dispatch-send", "dispatch-recv", "combine-send (backward of dispatch)", "combine-recv",
-          "output-grad-send", "output-grad-recv (backward of combine)", "weight-grad-recv (backward of combine)"};
-      const bool dispatch = code == ErrorCode::kDispatchTimeout;
-      const char* waiter = e.detail >= 0 && e.detail < kNumKernels ? kWaiter[e.detail] : "?";
-      return cat("rank ", me, " timed out in ", waiter, " waiting for rank ", e.peer,
-                 "'s ", dispatch ? "dispatch" : "combine", " flag (flag index ", e.index, ", waited for epoch ",
-                 flag_epoch(e.expected), ", last saw epoch ", flag_epoch(e.seen),
+    case ErrorCode::kTimeout: {
+      const bool known = e.detail >= 0 && e.detail < static_cast<int>(WaitSite::kCount);
+      const char* call = known ? kWaitSiteCall[e.detail] : "?";
+      const char* signal = known ? kWaitSiteSignal[e.detail] : "signal";
+      const std::string group = e.index >= 0 ? cat(" ", e.index) : std::string();
+      return cat("rank ", me, " timed out in ", call, " waiting for rank ", e.peer, "'s ", signal, group,
+                 " (waited for epoch ", e.expected, ", last saw epoch ", e.seen,
                  "): that rank did not take part in the call, or is far behind");
     }
     case ErrorCode::kBadExpertId:
@@ -205,7 +269,7 @@ void EpEngine::check_errors() {
   std::memcpy(&e, const_cast<ErrorRecord*>(error_host_), sizeof(e));
   const std::string what = describe(e);
   const auto c = static_cast<ErrorCode>(code);
-  if (c == ErrorCode::kDispatchTimeout || c == ErrorCode::kCombineTimeout) {
+  if (c == ErrorCode::kTimeout) {
     failed_ = what;  // raised now, and as "unusable" by every later call
   }
   std::memset(error_host_, 0, sizeof(ErrorRecord));

@@ -3,6 +3,7 @@
 // into exceptions. Torch-free: takes raw pointers and a stream.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 
@@ -22,17 +23,25 @@ class EpEngine {
   EpEngine(const EpEngine&) = delete;
   EpEngine& operator=(const EpEngine&) = delete;
 
-  // The calls of each kind of round, in the order they must come (see kernels.h):
-  //   forward:              dispatch_send, dispatch_recv, combine_send, combine_recv
-  //   backward of dispatch: combine_send (await_ready), combine_recv
-  //   backward of combine:  output_grad_send, output_grad_recv, weight_grad_recv
-  void dispatch_send(const DispatchSendArgs& args, hipStream_t stream);
-  void dispatch_recv(const DispatchRecvArgs& args, hipStream_t stream);
-  void combine_send(const CombineSendArgs& args, hipStream_t stream);
-  void combine_recv(const CombineRecvArgs& args, hipStream_t stream);
+  // The calls of every round, in the order the round table (engine.cu) allows them. The fused
+  // calls take two steps of a round in one launch: dispatch = dispatch_send + dispatch_recv,
+  // combine = combine_send + combine_recv, dispatch_backward = its send + combine_recv.
+  void dispatch(const DispatchArgs& args, hipStream_t stream);
+  void dispatch_send(const DispatchArgs& args, hipStream_t stream);
+  void dispatch_recv(const DispatchArgs& args, hipStream_t stream);
+  void combine(const CombineArgs& args, hipStream_t stream);
+  void combine_send(const CombineArgs& args, hipStream_t stream);
+  void combine_recv(const CombineArgs& args, hipStream_t stream);
+  void dispatch_backward(const CombineArgs& args, hipStream_t stream);
   void output_grad_send(const OutputGradSendArgs& args, hipStream_t stream);
   void output_grad_recv(const OutputGradRecvArgs& args, hipStream_t stream);
   void weight_grad_recv(const WeightGradRecvArgs& args, hipStream_t stream);
+
+  // Test hook: sets every block's completed-round count to `rounds` and every signal in this
+  // rank's heap region to epoch `rounds`, as if that many rounds had run. Synchronous; every
+  // rank must call it between the same two rounds with no kernel of this all-to-all running
+  // anywhere (a barrier before and after).
+  void set_rounds_for_test(uint64_t rounds);
 
   // Raises if a kernel reported an error. Reads host-mapped memory, never synchronises: an
   // error of a call still running shows up at a later check. Timeouts leave the engine failed
@@ -57,11 +66,10 @@ class EpEngine {
   const SymmetricHeap& heap() const { return *heap_; }
 
  private:
-  // Where this rank is inside the current round.
-  enum class Phase { kIdle, kDispatchSent, kDispatchReceived, kCombineSent, kOutputGradSent, kOutputGradReceived };
-  // Raises unless `call` may come now; a call that starts a round (phase kIdle) first raises
-  // any error an earlier round reported.
-  void expect(Phase phase, const char* call);
+  // Raises unless the calls `steps` may come now, in this order, then takes them (see the
+  // round table in engine.cu). A call that starts a round first raises any error an earlier
+  // round reported.
+  void advance(std::initializer_list<int> steps);
   std::string describe(const ErrorRecord& e) const;
 
   EpContext ctx_{};
@@ -70,7 +78,8 @@ class EpEngine {
   std::unique_ptr<ProfilerSession> profiler_;
 #endif
   ErrorRecord* error_host_ = nullptr;
-  Phase phase_ = Phase::kIdle;
+  int round_ = -1;  // index into the round table, -1 between rounds
+  int step_ = 0;    // calls of the current round taken so far
   std::string failed_;  // non-empty once the engine cannot be used any more
   bool closed_ = false;
 };

@@ -1,6 +1,6 @@
-// Device helpers shared by the EP kernels: named accessors for every buffer region, error
-// reporting, waiting for and publishing flags, the last-block-publishes pattern, and 16-byte
-// token vectors.
+// Device helpers shared by the EP kernels: named accessors for every buffer region, the
+// round's epoch, error reporting, signals (publish, wait for all, wait for any), token groups,
+// and 16-byte token vectors. The protocol these implement is docs/design/protocol.md.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,7 @@
 
 namespace moe_a2a {
 
-inline constexpr int kEpBlock = 256;  // threads per block of every EP kernel
+inline constexpr int kEpBlock = kBlockThreads;  // threads per block of every EP kernel
 inline constexpr int kWavesPerBlock = kEpBlock / kWaveSize;
 
 // 16 bytes = 8 bf16/fp16 or 4 fp32 token elements; rows are a multiple of 16 bytes because
@@ -26,7 +26,7 @@ using Vec16 = uint4;
 
 // Rows are moved in chunks: one wave moves one chunk, each lane keeping kUnroll 16-byte
 // loads in flight before it stores. A chunk rather than a whole row is the unit of work so
-// that few rows (small batches) still spread over every wave of the GPU, and so that the
+// that few rows (small batches) still spread over every wave of a block, and so that the
 // loads of a lane are independent (a row moved by one thread at a time is latency-bound).
 inline constexpr int kUnroll = 4;
 inline constexpr int kChunkVecs = kWaveSize * kUnroll;
@@ -52,6 +52,10 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void store_chunk(Vec16* __restrict__ row, int chun
     if (i < vecs) row[i] = v[u];
   }
 }
+
+MOE_A2A_DEVICE MOE_A2A_INLINE int popcount(LaneMask m) { return __popcll(static_cast<unsigned long long>(m)); }
+// Lanes below this one.
+MOE_A2A_DEVICE MOE_A2A_INLINE LaneMask lanes_below() { return (static_cast<LaneMask>(1) << lane_id()) - 1; }
 
 // ---- buffer regions (layout documented in include/moe_a2a/ep/config.h) ----
 struct EpBuffers {
@@ -89,54 +93,47 @@ struct EpBuffers {
   MOE_A2A_DEVICE float* comb_w(int owner, int token) const {
     return reinterpret_cast<float*>(heap_region(owner, c.heap_layout.comb_w)) + static_cast<size_t>(token) * c.cfg.topk;
   }
-  MOE_A2A_DEVICE uint64_t* dispatch_flag(int owner, int src) const {
-    return reinterpret_cast<uint64_t*>(heap_region(owner, c.heap_layout.dispatch_flag)) + src;
+  // Signals on rank `owner` written by rank `src` (see config.h); per-group ones also by group.
+  MOE_A2A_DEVICE Signal* signals(int owner, size_t region, int src, int group = 0) const {
+    return reinterpret_cast<Signal*>(heap_region(owner, region)) + static_cast<size_t>(src) * c.cfg.max_groups() + group;
   }
-  MOE_A2A_DEVICE uint64_t* combine_flag(int owner, int src) const {
-    return reinterpret_cast<uint64_t*>(heap_region(owner, c.heap_layout.combine_flag)) + src;
+  MOE_A2A_DEVICE Signal* count_signal(int owner, int src) const { return rank_signal(owner, c.heap_layout.count_signal, src); }
+  MOE_A2A_DEVICE Signal* group_signal(int owner, int src, int g) const {
+    return signals(owner, c.heap_layout.group_signal, src, g);
+  }
+  MOE_A2A_DEVICE Signal* partial_signal(int owner, int src, int g) const {
+    return signals(owner, c.heap_layout.partial_signal, src, g);
+  }
+  MOE_A2A_DEVICE Signal* ready_signal(int owner, int src) const { return rank_signal(owner, c.heap_layout.ready_signal, src); }
+  MOE_A2A_DEVICE Signal* grad_signal(int owner, int src) const { return rank_signal(owner, c.heap_layout.grad_signal, src); }
+  MOE_A2A_DEVICE Signal* wgrad_signal(int owner, int src) const { return rank_signal(owner, c.heap_layout.wgrad_signal, src); }
+  MOE_A2A_DEVICE Signal* rank_signal(int owner, size_t region, int src) const {
+    return reinterpret_cast<Signal*>(heap_region(owner, region)) + src;
   }
 
   // ---- local workspace ----
   template <typename T>
   MOE_A2A_DEVICE T* ws(size_t offset) const { return reinterpret_cast<T*>(c.workspace + offset); }
-  MOE_A2A_DEVICE uint32_t* slot_counter() const { return ws<uint32_t>(c.ws_layout.slot_counter); }
-  MOE_A2A_DEVICE uint32_t* done_counter(KernelSlot k) const { return ws<uint32_t>(c.ws_layout.done_counter) + k; }
-  MOE_A2A_DEVICE uint64_t* epoch() const { return ws<uint64_t>(c.ws_layout.epoch); }
+  MOE_A2A_DEVICE uint64_t* block_epoch() const { return ws<uint64_t>(c.ws_layout.block_epoch) + blockIdx.x; }
+  MOE_A2A_DEVICE uint64_t* round_error() const { return ws<uint64_t>(c.ws_layout.round_error); }
   MOE_A2A_DEVICE uint32_t* expert_count() const { return ws<uint32_t>(c.ws_layout.expert_count); }
-  MOE_A2A_DEVICE uint32_t* send_count() const { return ws<uint32_t>(c.ws_layout.send_count); }
-  MOE_A2A_DEVICE uint32_t* round_error() const { return ws<uint32_t>(c.ws_layout.round_error); }
+  MOE_A2A_DEVICE uint32_t* done_counter(DoneCounter k) const {
+    return ws<uint32_t>(c.ws_layout.done_counter) + static_cast<int>(k);
+  }
 
-  // This call's sequence number: one more than the rounds completed. Only the last block of
-  // combine-recv advances it, after every block of every kernel of the call has read it.
-  MOE_A2A_DEVICE uint32_t current_epoch() const { return static_cast<uint32_t>(*epoch() + 1); }
+  // This round's epoch: one more than the rounds this block has completed. Every block of
+  // every EP kernel keeps its own count (all equal between rounds), so the end of a round needs
+  // no grid-wide step: each block of the round's last kernel advances its own (end_round).
+  MOE_A2A_DEVICE uint64_t current_epoch() const { return *block_epoch() + 1; }
   MOE_A2A_DEVICE int vecs_per_row() const { return static_cast<int>(c.cfg.row_bytes() / sizeof(Vec16)); }
 };
 
-// Received row g (numbered over all sources) -> (source rank, slot in that source's region).
-MOE_A2A_DEVICE MOE_A2A_INLINE void row_source(const int* first_row, int world, int g, int& src, int& slot) {
-  src = 0;
-  while (src + 1 < world && g >= first_row[src + 1]) ++src;
-  slot = g - first_row[src];
-}
-
-// The contiguous share [begin, end) of `total` rows that this block handles. Received rows are
-// split this way (not round-robin) so that a block can stage the metadata of consecutive rows
-// in shared memory batch by batch.
-struct BlockRows {
-  int begin, end;
-};
-MOE_A2A_DEVICE MOE_A2A_INLINE BlockRows block_rows(int total) {
-  const int per_block = (total + gridDim.x - 1) / gridDim.x;
-  const int begin = static_cast<int>(blockIdx.x) * per_block;
-  return BlockRows{begin, min(total, begin + per_block)};
-}
-
-// Records the first error of the call (later ones are dropped) and marks the round as failed
-// so the flags this rank sends carry kFlagErrorBit.
+// Records the first error of the call (later ones are dropped) and marks this round as failed
+// so the signals this rank publishes from now on carry kFlagErrorBit.
 MOE_A2A_DEVICE inline void report_error(const EpContext& c, ErrorCode code, int peer, int detail, int64_t index,
                                         uint64_t expected, uint64_t seen) {
   EpBuffers b{c};
-  *b.round_error() = 1;
+  st_relaxed_sys(b.round_error(), b.current_epoch());
   ErrorRecord* e = c.error;
   if (atomic_cas_sys(&e->claimed, 0u, 1u) != 0u) return;
   e->peer = peer;
@@ -147,11 +144,121 @@ MOE_A2A_DEVICE inline void report_error(const EpContext& c, ErrorCode code, int 
   st_release_sys(&e->code, static_cast<uint32_t>(code));
 }
 
+// The error bit of every signal this rank publishes in round `epoch`.
+MOE_A2A_DEVICE inline uint32_t round_error_bit(const EpBuffers& b, uint64_t epoch) {
+  return ld_relaxed_sys(b.round_error()) == epoch ? kFlagErrorBit : 0u;
+}
+
+// Publishes `s` for round `epoch`: the payload first, then the epoch with release semantics,
+// so a reader that acquired the epoch sees the payload and everything this thread (and, after
+// a block barrier, its block) wrote before.
+MOE_A2A_DEVICE inline void publish(Signal* s, uint64_t epoch, uint32_t payload) {
+  st_relaxed_sys(&s->payload, payload);
+  st_release_sys(&s->epoch, epoch);
+}
+
+// One thread waits for `s` to reach `epoch` (bounded). On success returns true with the
+// payload; an error bit in it is reported as kPeerError from `peer`. On timeout reports it at
+// `site` (group `group`, -1 for a per-rank signal) and returns false.
+MOE_A2A_DEVICE inline bool await_signal(const EpContext& c, const Signal* s, uint64_t epoch, int peer, WaitSite site,
+                                        int group, uint32_t* payload) {
+  uint64_t seen = 0;
+  if (!wait_until_at_least_sys(&s->epoch, epoch, c.timeout_ticks, &seen)) {
+    report_error(c, ErrorCode::kTimeout, peer, static_cast<int>(site), group, epoch, seen);
+    *payload = 0;
+    return false;
+  }
+  *payload = ld_relaxed_sys(&s->payload);
+  // This rank's own error is reported where it was found, with its details.
+  if ((*payload & kFlagErrorBit) && peer != c.cfg.rank) report_error(c, ErrorCode::kPeerError, peer, -1, -1, 0, 0);
+  return true;
+}
+
+// Block-wide: waits until signal(r) has reached `epoch` for every rank r in `ranks` (thread r
+// waits for rank r). payload[r] gets its payload (0 for ranks not waited for). Returns false
+// if any wait timed out; a block that gets false must leave without touching any buffer (the
+// engine is failed from then on). Must be called by all threads.
+template <typename SignalOf>
+MOE_A2A_DEVICE inline bool await_ranks(const EpContext& c, SignalOf signal, uint32_t ranks, uint64_t epoch,
+                                       WaitSite site, int group, uint32_t* payload) {
+  __shared__ bool ok;
+  if (threadIdx.x == 0) ok = true;
+  __syncthreads();
+  if (threadIdx.x < c.cfg.world) {
+    const int r = threadIdx.x;
+    uint32_t p = 0;
+    if ((ranks >> r) & 1u) {
+      if (!await_signal(c, signal(r), epoch, r, site, group, &p)) ok = false;
+      MOE_A2A_PROFILE(profiler_arrivals()[r] = wall_clock());
+    } else {
+      MOE_A2A_PROFILE(profiler_arrivals()[r] = 0);
+    }
+    payload[r] = p;
+  }
+  __syncthreads();
+  return ok;
+}
+
+// Block-wide: waits until signal(r) has reached `epoch` for at least one rank r in `ranks`,
+// then returns every rank of `ranks` whose signal had arrived by then (acquired, payload[r]
+// set), or 0 after a timeout (reported for the lowest rank still missing). Lets a block work on
+// what arrived first, in one batch, instead of waiting in rank order. All threads must call it.
+template <typename SignalOf>
+MOE_A2A_DEVICE inline uint32_t await_some_ranks(const EpContext& c, SignalOf signal, uint32_t ranks, uint64_t epoch,
+                                                WaitSite site, int group, uint32_t* payload) {
+  __shared__ uint32_t arrived_ranks;
+  if (wave_id() == 0) {
+    const int r = lane_id();
+    const bool mine = r < c.cfg.world && ((ranks >> r) & 1u);
+    const uint64_t start = wall_clock();
+    bool ready = false;
+    LaneMask arrived = 0;
+    for (;;) {
+      ready = mine && reached(ld_relaxed_sys(&signal(r)->epoch), epoch);
+      arrived = wave_ballot(ready);
+      if (arrived != 0 || wall_clock() - start > c.timeout_ticks) break;
+    }
+    if (arrived == 0 && r == __ffs(static_cast<int>(ranks)) - 1) {  // timed out: the lowest missing rank
+      report_error(c, ErrorCode::kTimeout, r, static_cast<int>(site), group, epoch, ld_relaxed_sys(&signal(r)->epoch));
+    }
+    if (ready) await_signal(c, signal(r), epoch, r, site, group, payload + r);  // arrived: acquires it at once
+    if (r == 0) arrived_ranks = static_cast<uint32_t>(arrived);
+  }
+  __syncthreads();
+  const uint32_t result = arrived_ranks;
+  __syncthreads();  // arrived_ranks is rewritten by the next call
+  return result;
+}
+
+// Rows of several sources' token groups handled as one batch: batch row j belongs to the
+// source of the first entry whose `first` exceeds it. Filled by one thread, read by all.
+struct SourceRows {
+  int count;                   // sources in the batch
+  int src[kMaxWorld];
+  int begin[kMaxWorld];        // first slot of the source's group
+  int end[kMaxWorld];          // one past its last slot
+  int first[kMaxWorld + 1];    // first batch row of each source; first[count] = rows in all
+  // Batch row j -> (source index in the batch, slot).
+  MOE_A2A_DEVICE void locate(int j, int& i, int& slot) const {
+    i = 0;
+    while (i + 1 < count && j >= first[i + 1]) ++i;
+    slot = begin[i] + (j - first[i]);
+  }
+};
+
+// Every block of a round's last kernel calls this once at its end (all threads): this block's
+// round is over, so its epoch advances. Needs no other block.
+MOE_A2A_DEVICE inline void end_round(const EpBuffers& b) {
+  __syncthreads();  // every thread of the block has read the epoch
+  if (threadIdx.x == 0) *b.block_epoch() = *b.block_epoch() + 1;
+}
+
 // Every block calls this once at its end. Returns true in exactly one block, the last to
 // arrive, after all other blocks' memory operations (local and remote) are ordered before
 // it: each block's thread 0 fences at system scope before counting itself done, so the
-// last block may publish flags that cover every block's stores. Resets the counter.
-// Must be called by all threads of the block (it synchronises the block).
+// last block may publish signals that cover every block's stores. Resets the counter.
+// Must be called by all threads of the block (it synchronises the block). Only the backward
+// of combine uses it: its signals are per rank, not per token group.
 MOE_A2A_DEVICE inline bool last_block_done(uint32_t* counter) {
   __shared__ bool is_last;
   __syncthreads();
@@ -168,81 +275,42 @@ MOE_A2A_DEVICE inline bool last_block_done(uint32_t* counter) {
   return is_last;
 }
 
-// A dispatch's received-row prefix sums (RecvRoute::rows) into shared memory, for row_source().
-// The route came back from the caller: one that no dispatch could have written (a source with
-// more than max_tokens rows) is reported and read as "no rows", so it never addresses outside
-// a buffer.
-MOE_A2A_DEVICE inline void load_route_rows(const EpContext& c, const RecvRoute& route, int* first_row) {
-  const int world = c.cfg.world;
-  if (threadIdx.x <= world) first_row[threadIdx.x] = route.rows[threadIdx.x];
-  __syncthreads();
+// A dispatch's per-source token counts (RecvRoute::src_tokens) into shared memory, and, if
+// `first_row` is given, their prefix sums (slots of all sources numbered 0..N-1). The route
+// came back from the caller: one that no dispatch could have written (a count outside
+// [0, max_tokens]) is reported and read as "no tokens", so it never addresses outside a buffer.
+MOE_A2A_DEVICE inline void load_route_tokens(const EpContext& c, const RecvRoute& route, int* src_tokens,
+                                             int* first_row = nullptr) {
   __shared__ bool bad;
+  const int world = c.cfg.world;
   if (threadIdx.x == 0) {
-    bad = first_row[0] != 0;
+    bad = false;
+    int sum = 0;
     for (int r = 0; r < world; ++r) {
-      const int n = first_row[r + 1] - first_row[r];
+      const int n = route.src_tokens[r];
       bad = bad || n < 0 || n > c.cfg.max_tokens;
+      src_tokens[r] = n;
     }
+    for (int r = 0; r < world; ++r) {
+      if (bad) src_tokens[r] = 0;
+      if (first_row != nullptr) first_row[r] = sum;
+      sum += src_tokens[r];
+    }
+    if (first_row != nullptr) first_row[world] = sum;
     if (bad && blockIdx.x == 0) report_error(c, ErrorCode::kBadRoute, -1, -1, -1, 0, 0);
   }
   __syncthreads();
-  if (bad && threadIdx.x <= world) first_row[threadIdx.x] = 0;
-  __syncthreads();
 }
 
-// Waits until every source's flag of this call (flags[src], on this rank) has arrived: thread
-// src waits for source src, bounded by the timeout. A timeout is reported as `timeout_code`
-// with `waiter` (the kernel that waited) as detail, an error bit in a flag as kPeerError. If `payload` is given, payload[src] gets the flag's count
-// (0 for a source that timed out). Returns false if any source timed out; a block that gets
-// false must leave without touching any buffer (the engine is failed from then on).
-// Must be called by all threads.
-MOE_A2A_DEVICE inline bool wait_for_sources(const EpContext& c, const uint64_t* flags, uint32_t epoch,
-                                            ErrorCode timeout_code, KernelSlot waiter, int* payload = nullptr) {
-  __shared__ bool ok;
-  if (threadIdx.x == 0) ok = true;
-  __syncthreads();
-  if (threadIdx.x < c.cfg.world) {
-    const int src = threadIdx.x;
-    uint64_t seen = 0;
-    const uint64_t target = make_flag(epoch, 0);
-    const bool arrived = wait_until_at_least_sys(flags + src, target, c.timeout_ticks, &seen);
-    MOE_A2A_PROFILE(profiler_arrivals()[src] = wall_clock());
-    if (!arrived) {
-      report_error(c, timeout_code, src, waiter, src, target, seen);
-      ok = false;
-      if (payload != nullptr) payload[src] = 0;
-    } else {
-      const uint32_t p = flag_payload(seen);
-      if (p & kFlagErrorBit) report_error(c, ErrorCode::kPeerError, src, -1, -1, 0, 0);
-      if (payload != nullptr) payload[src] = static_cast<int>(min(p & kFlagCountMask, static_cast<uint32_t>(c.cfg.max_tokens)));
-    }
-  }
-  __syncthreads();
-  return ok;
+// Slot g of all sources numbered together -> (source rank, slot in that source's region).
+MOE_A2A_DEVICE MOE_A2A_INLINE void row_source(const int* first_row, int world, int g, int& src, int& slot) {
+  src = 0;
+  while (src + 1 < world && g >= first_row[src + 1]) ++src;
+  slot = g - first_row[src];
 }
 
-// The error bit of every flag this rank publishes in the current call: set once this rank
-// hit an error, so the receivers fail too.
-MOE_A2A_DEVICE inline uint32_t round_error_bit(const EpBuffers& b) {
-  return ld_relaxed_sys(b.round_error()) != 0 ? kFlagErrorBit : 0u;
-}
-
-// Tells every rank that this rank's half of the round is in place: combine flag (epoch, error
-// bit). Called by the block that last_block_done() picked, so every block's stores are covered.
-MOE_A2A_DEVICE inline void publish_combine_flags(const EpBuffers& b, uint32_t epoch) {
-  if (threadIdx.x < b.c.cfg.world) {
-    st_release_sys(b.combine_flag(threadIdx.x, b.c.cfg.rank), make_flag(epoch, round_error_bit(b)));
-  }
-}
-
-// End of a round on this rank, by the last block of its last kernel: advance the epoch and
-// clear the error mark for the next round.
-MOE_A2A_DEVICE inline void end_round(const EpBuffers& b) {
-  if (threadIdx.x == 0) {
-    *b.epoch() = *b.epoch() + 1;
-    *b.round_error() = 0;
-  }
-}
+// Ranks whose bit is set among the lowest `world`.
+MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t all_ranks(int world) { return (1u << world) - 1u; }
 
 // ---- token element conversions (bf16 by bit manipulation, fp16 by intrinsics) ----
 MOE_A2A_DEVICE MOE_A2A_INLINE float bf16_bits_to_float(uint16_t b) {

@@ -9,29 +9,55 @@ namespace moe_a2a {
 
 enum class ErrorCode : uint32_t {
   kOk = 0,
-  kDispatchTimeout = 1,   // dispatch-recv waited too long for a peer's token count
-  kCombineTimeout = 2,    // combine-recv waited too long for a peer's partial sums
+  kTimeout = 1,           // a kernel waited too long for a peer's signal (detail: WaitSite)
   kBadExpertId = 3,       // topk_idx held an id outside [0, num_experts)
   kCapacityOverflow = 4,  // more tokens for one local expert than expert_capacity
   kPeerError = 5,         // a peer hit an error in this call (its own exception says which)
   kBadRoute = 6,          // a route given back to a later round is not one a dispatch wrote
 };
 
+// Where a kernel waited, for timeout messages: which call waited for which signal. One entry
+// per wait of the protocol (docs/design/protocol.md).
+#define MOE_A2A_WAIT_SITES(X)                                                                   \
+  X(kDispatchCounts, "dispatch-recv", "token counts")                                           \
+  X(kDispatchRows, "dispatch-recv", "rows of token group")                                      \
+  X(kCombinePartials, "combine-recv", "partial sums of token group")                            \
+  X(kDispatchGradReady, "combine-send (backward of dispatch)", "ready signal")                  \
+  X(kOutputGrad, "output-grad-recv (backward of combine)", "output gradients")                  \
+  X(kWeightGrad, "weight-grad-recv (backward of combine)", "weight gradients")
+
+enum class WaitSite : int32_t {
+#define MOE_A2A_WAIT_ENUM(id, call, signal) id,
+  MOE_A2A_WAIT_SITES(MOE_A2A_WAIT_ENUM)
+#undef MOE_A2A_WAIT_ENUM
+      kCount
+};
+inline constexpr const char* kWaitSiteCall[] = {
+#define MOE_A2A_WAIT_CALL(id, call, signal) call,
+    MOE_A2A_WAIT_SITES(MOE_A2A_WAIT_CALL)
+#undef MOE_A2A_WAIT_CALL
+};
+inline constexpr const char* kWaitSiteSignal[] = {
+#define MOE_A2A_WAIT_SIGNAL(id, call, signal) signal,
+    MOE_A2A_WAIT_SITES(MOE_A2A_WAIT_SIGNAL)
+#undef MOE_A2A_WAIT_SIGNAL
+};
+static_assert(sizeof(kWaitSiteCall) / sizeof(kWaitSiteCall[0]) == static_cast<int>(WaitSite::kCount));
+
 struct ErrorRecord {
   uint32_t code;     // ErrorCode; written last, with release semantics
   uint32_t claimed;  // first writer wins this word
   int32_t peer;      // rank waited for / that reported; -1 if none
-  int32_t detail;    // bad expert id, local expert that overflowed, ...
-  int64_t index;     // token index, flag index, ...
-  uint64_t expected; // flag value waited for, capacity, ...
-  uint64_t seen;     // flag value last seen, count reached, ...
+  int32_t detail;    // bad expert id, local expert that overflowed, WaitSite, ...
+  int64_t index;     // token index, token group, ...
+  uint64_t expected; // epoch waited for, capacity, ...
+  uint64_t seen;     // epoch last seen, count reached, ...
 };
 
 inline const char* error_code_name(ErrorCode c) {
   switch (c) {
     case ErrorCode::kOk: return "ok";
-    case ErrorCode::kDispatchTimeout: return "dispatch timeout";
-    case ErrorCode::kCombineTimeout: return "combine timeout";
+    case ErrorCode::kTimeout: return "timeout";
     case ErrorCode::kBadExpertId: return "expert id out of range";
     case ErrorCode::kCapacityOverflow: return "expert capacity overflow";
     case ErrorCode::kPeerError: return "error on a peer";

@@ -4,30 +4,27 @@
 //
 // X(enum name, trace name, meaning of the record's argument)
 // Naming rule the trace tools rely on: a kernel's whole span is named after the kernel
-// ("dispatch_send"); a stage inside it is "<kernel>.<stage>". Append new events at the end:
-// ids are stored in records.
+// ("dispatch"); a stage inside it is "<kernel>.<stage>". Ids are stored in records: a trace
+// is read with the names of the build that wrote it (the exporter writes them into the trace).
 #pragma once
 
 #include <cstdint>
 
-#define MOE_A2A_PROFILER_EVENTS(X)                                                         \
-  X(kDispatchSend, "dispatch_send", "")                  /* whole kernel, every wave */   \
-  X(kDispatchSendRoute, "dispatch_send.route", "")       /* routing + slot reservation */ \
-  X(kDispatchSendToken, "dispatch_send.token", "token")  /* one (token, chunk) copy */     \
-  X(kDispatchSendCounts, "dispatch_send.count_exchange", "published") /* 1 = last block */ \
-  X(kDispatchRecv, "dispatch_recv", "")                                                    \
-  X(kDispatchRecvWait, "dispatch_recv.wait", "peer")     /* until the last count arrived */ \
-  X(kDispatchRecvPlace, "dispatch_recv.place", "row")    /* expert positions of a batch */ \
-  X(kDispatchRecvCopy, "dispatch_recv.copy", "peer")     /* one (row, chunk) from peer */   \
-  X(kCombineSend, "combine_send", "")                                                      \
-  X(kCombineSendGather, "combine_send.gather", "row")    /* metadata of a batch */         \
-  X(kCombineSendCopy, "combine_send.copy", "peer")       /* one (row, chunk) back to peer */ \
-  X(kCombineSendPublish, "combine_send.publish", "published")                              \
-  X(kCombineRecv, "combine_recv", "")                                                      \
-  X(kCombineRecvWait, "combine_recv.wait", "peer")       /* until the last partial arrived */ \
-  X(kCombineRecvReduce, "combine_recv.reduce", "token")  /* one (token, chunk) sum */     \
-  X(kOutputGradSend, "output_grad_send", "")             /* backward of combine */        \
-  X(kOutputGradRecv, "output_grad_recv", "")                                               \
+#define MOE_A2A_PROFILER_EVENTS(X)                                                              \
+  X(kDispatch, "dispatch", "")                            /* whole kernel, every wave */        \
+  X(kDispatchCounts, "dispatch.counts", "tokens")         /* counting block: counts to all */   \
+  X(kDispatchRoute, "dispatch.route", "group")            /* routing + slots of a token group */ \
+  X(kDispatchSendRow, "dispatch.send", "token")           /* one (token, chunk) to its ranks */  \
+  X(kDispatchWaitCounts, "dispatch.wait_counts", "peer")  /* until the last count arrived */     \
+  X(kDispatchWaitRows, "dispatch.wait_rows", "peer")      /* until a group's rows arrived */     \
+  X(kDispatchPlace, "dispatch.place", "sources")          /* expert positions of a batch */      \
+  X(kDispatchCopy, "dispatch.copy", "peer")               /* one (row, chunk) to its experts */  \
+  X(kCombine, "combine", "")                                                                     \
+  X(kCombineSendRow, "combine.send", "peer")              /* one (row, chunk) back to its rank */ \
+  X(kCombineWait, "combine.wait", "peer")                 /* until a group's partials arrived */ \
+  X(kCombineReduce, "combine.reduce", "token")            /* one (token, chunk) sum */           \
+  X(kOutputGradSend, "output_grad_send", "")              /* backward of combine */              \
+  X(kOutputGradRecv, "output_grad_recv", "")                                                     \
   X(kWeightGradRecv, "weight_grad_recv", "")
 
 namespace moe_a2a {

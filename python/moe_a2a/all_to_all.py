@@ -23,6 +23,7 @@ profile=True records every kernel with the in-kernel profiler (a build with MOE_
 moe_a2a.trace.save(path) writes what was recorded as one Perfetto trace for all ranks.
 """
 
+import os
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional
 
@@ -41,15 +42,17 @@ LAYOUTS = ("padded", "packed")
 DEFAULT_OUTPUT_BUDGET_BYTES = 4 << 30
 # Profiler records kept per track (one track per wave of a block; 24 bytes a record).
 DEFAULT_PROFILE_CAPACITY = 512
+# Token groups each block sends per call at most (EpConfig::groups_per_block).
+DEFAULT_GROUPS_PER_BLOCK = 1
 
 
 class _Route(NamedTuple):
     """Where a dispatch put every row: what combine and the backward rounds replay."""
 
     dest_mask: torch.Tensor   # [T] int32, token side: bit r = token went to rank r
-    recv_rows: torch.Tensor   # [world + 1] int32, expert side: rows received per source, prefix sums
-    recv_token: torch.Tensor  # [world * max_tokens] int32: source token of each received row
-    recv_pos: torch.Tensor    # [world * max_tokens, topk] int32: row of expert_x of each (row, k), or -1
+    src_tokens: torch.Tensor  # [world] int32, expert side: tokens each source dispatched
+    recv_token: torch.Tensor  # [world * max_tokens] int32: source token of each received slot, or -1
+    recv_pos: torch.Tensor    # [world * max_tokens, topk] int32: row of expert_x of each (slot, k), or -1
 
 
 @dataclass
@@ -91,14 +94,14 @@ class _Pending:
 
 
 def _dispatch_round(engine: int, state: torch.Tensor, x, topk_idx, topk_weights):
-    dest_mask = torch.ops.moe_a2a.dispatch_send(engine, state, x, topk_idx, topk_weights)
-    return (*torch.ops.moe_a2a.dispatch_recv(engine, state), dest_mask)
+    """One kernel launch: both halves of dispatch."""
+    return torch.ops.moe_a2a.dispatch(engine, state, x, topk_idx, topk_weights)
 
 
 def _combine_round(engine: int, state: torch.Tensor, expert_y, expert_weights, route: _Route):
-    torch.ops.moe_a2a.combine_send(engine, state, expert_y, expert_weights, route.recv_rows, route.recv_token,
-                                   route.recv_pos)
-    return torch.ops.moe_a2a.combine_recv(engine, state, route.dest_mask)
+    """One kernel launch: both halves of combine."""
+    return torch.ops.moe_a2a.combine(engine, state, expert_y, expert_weights, route.src_tokens, route.recv_token,
+                                     route.recv_pos, route.dest_mask)
 
 
 def _backward_state(like: torch.Tensor) -> torch.Tensor:
@@ -115,18 +118,18 @@ class _DispatchFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, engine, state, x, topk_idx, topk_weights):
         out = _dispatch_round(engine, state, x, topk_idx, topk_weights)
-        ex, counts, offsets, meta, weights, rows, token, pos, dest_mask = out
+        ex, counts, offsets, meta, weights, src_tokens, token, pos, dest_mask = out
         ctx.engine = engine
-        ctx.save_for_backward(rows, token, pos, dest_mask)
-        ctx.mark_non_differentiable(counts, offsets, meta, weights, rows, token, pos, dest_mask)
+        ctx.save_for_backward(src_tokens, token, pos, dest_mask)
+        ctx.mark_non_differentiable(counts, offsets, meta, weights, src_tokens, token, pos, dest_mask)
         return out
 
     @staticmethod
     def backward(ctx, grad_expert_x, *_non_differentiable):
-        rows, token, pos, dest_mask = ctx.saved_tensors
+        src_tokens, token, pos, dest_mask = ctx.saved_tensors
         state = _backward_state(dest_mask)
-        torch.ops.moe_a2a.dispatch_backward_send(ctx.engine, state, grad_expert_x.contiguous(), rows, token, pos)
-        grad_x = torch.ops.moe_a2a.combine_recv(ctx.engine, state, dest_mask)
+        grad_x = torch.ops.moe_a2a.dispatch_backward(ctx.engine, state, grad_expert_x.contiguous(), src_tokens, token,
+                                                     pos, dest_mask)
         return None, None, grad_x, None, None
 
 
@@ -135,21 +138,21 @@ class _CombineFunction(torch.autograd.Function):
     returns grad_expert_y[row] = w * grad_out[t] and sends grad w = <grad_out[t], y(row)> home."""
 
     @staticmethod
-    def forward(ctx, engine, state, expert_y, topk_weights, expert_weights, offsets, counts, dest_mask, rows, token,
-                pos):
+    def forward(ctx, engine, state, expert_y, topk_weights, expert_weights, offsets, counts, dest_mask, src_tokens,
+                token, pos):
         del topk_weights  # same values as expert_weights (both from dispatch); here for its gradient
-        route = _Route(dest_mask, rows, token, pos)
+        route = _Route(dest_mask, src_tokens, token, pos)
         ctx.engine = engine
-        ctx.save_for_backward(expert_y, expert_weights, offsets, counts, dest_mask, rows, token, pos)
+        ctx.save_for_backward(expert_y, expert_weights, offsets, counts, dest_mask, src_tokens, token, pos)
         return _combine_round(engine, state, expert_y, expert_weights, route)
 
     @staticmethod
     def backward(ctx, grad_out):
-        expert_y, expert_weights, offsets, counts, dest_mask, rows, token, pos = ctx.saved_tensors
+        expert_y, expert_weights, offsets, counts, dest_mask, src_tokens, token, pos = ctx.saved_tensors
         state = _backward_state(dest_mask)
         torch.ops.moe_a2a.output_grad_send(ctx.engine, state, grad_out.contiguous(), dest_mask)
         grad_y = torch.ops.moe_a2a.output_grad_recv(ctx.engine, state, expert_y, expert_weights, offsets, counts,
-                                                    rows, token, pos)
+                                                    src_tokens, token, pos)
         grad_w = torch.ops.moe_a2a.weight_grad_recv(ctx.engine, state, dest_mask)
         return None, None, grad_y, grad_w, None, None, None, None, None, None, None
 
@@ -173,6 +176,8 @@ class AllToAll:
         max_recv_tokens_per_expert: Optional[int] = None,
         timeout_s: float = 5.0,
         device: Optional[torch.device] = None,
+        num_sms: Optional[int] = None,
+        groups_per_block: Optional[int] = None,
         profile: bool = False,
         profile_capacity: int = DEFAULT_PROFILE_CAPACITY,
     ):
@@ -181,6 +186,12 @@ class AllToAll:
         layout: "padded" (expert_x [E_local, capacity, H], capacity = max_recv_tokens_per_expert)
         or "packed" (expert_x [capacity, H], capacity = max_recv_tokens, all local experts'
         rows back to back). dtype: bfloat16, float16 or float32 tokens.
+
+        num_sms: blocks (one per compute unit) that every kernel of this all-to-all uses, at
+        most the device's compute units (the default); fewer leave the rest to work that
+        overlaps the split calls. groups_per_block: token groups each block sends per call at
+        most (default 1, or MOE_A2A_GROUPS_PER_BLOCK): more pipeline large batches better,
+        fewer cost fewer signals. Both must be the same on every rank.
 
         profile=True turns the in-kernel profiler on (needs a build with MOE_A2A_PROFILE=1);
         profile_capacity is the number of records each wave of each block keeps, later ones
@@ -222,25 +233,33 @@ class AllToAll:
         else:
             capacity = int(asked)
         self.capacity = capacity
+        dev = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
+        sms = torch.cuda.get_device_properties(dev).multi_processor_count
+        self.num_sms = sms if num_sms is None else int(num_sms)
+        if groups_per_block is None:
+            groups_per_block = int(os.environ.get("MOE_A2A_GROUPS_PER_BLOCK", DEFAULT_GROUPS_PER_BLOCK))
+        self.groups_per_block = int(groups_per_block)
+        grid = (self.num_sms, self.groups_per_block)
         config = (self.world, self.num_experts, self.experts_per_token, self.hidden_dim, self.max_num_tokens,
-                  self.capacity, name, layout, float(timeout_s), self.profile)
+                  self.capacity, name, layout, float(timeout_s), self.profile, *grid)
         require_same("the AllToAll config (world, experts, topk, hidden, max tokens, capacity, dtype, layout, "
-                     "timeout, profile)", config, self.group)
+                     "timeout, profile, num_sms, groups_per_block)", config, self.group)
         problem = C.validate_config(self.world, self.rank, self.num_experts, self.experts_per_token, self.hidden_dim,
-                                    self.max_num_tokens, self.capacity, name, layout)
+                                    self.max_num_tokens, self.capacity, name, layout, *grid)
         if problem:
             raise ValueError(f"moe_a2a: {problem}")
         self.experts_per_rank = self.num_experts // self.world
 
         region = C.ep_region_bytes(self.world, self.num_experts, self.experts_per_token, self.hidden_dim,
-                                   self.max_num_tokens, self.capacity, name, layout)
+                                   self.max_num_tokens, self.capacity, name, layout, *grid)
         mailbox = C.profiler_mailbox_bytes() if self.profile else 0  # clock-sync ping-pong
         self.heap = SymmetricHeap(self.group, region + mailbox, device)
         self.device = self.heap.device
         offset = self.heap.alloc_bytes(region, 256)
         self.heap_bytes = region
         self._engine = C.create_engine(self.heap._heap, self.num_experts, self.experts_per_token, self.hidden_dim,
-                                       self.max_num_tokens, self.capacity, name, layout, offset, float(timeout_s))
+                                       self.max_num_tokens, self.capacity, name, layout, *grid, offset,
+                                       float(timeout_s))
         if self.profile:
             C.engine_enable_profiler(self._engine, int(profile_capacity), self.heap.alloc_bytes(mailbox, 256))
             # Imported here, not at the top: `python -m moe_a2a.trace` must find it unimported.
@@ -269,7 +288,7 @@ class AllToAll:
         self._check_round(dispatched._round, "combine")
         self._no_grad_in_split_calls("combine_send", expert_y, dispatched._topk_weights)
         r = dispatched._route
-        torch.ops.moe_a2a.combine_send(self._engine, self._state, expert_y, dispatched.expert_weights, r.recv_rows,
+        torch.ops.moe_a2a.combine_send(self._engine, self._state, expert_y, dispatched.expert_weights, r.src_tokens,
                                        r.recv_token, r.recv_pos)
         return _Pending(dispatched._round, dispatched=dispatched)
 
@@ -301,9 +320,9 @@ class AllToAll:
         return _combine_round(self._engine, self._state, expert_y, dispatched.expert_weights, r)
 
     def _dispatched(self, round_: int, out, topk_weights) -> Dispatched:
-        ex, counts, offsets, meta, weights, rows, token, pos, dest_mask = out
+        ex, counts, offsets, meta, weights, src_tokens, token, pos, dest_mask = out
         return Dispatched(ex, counts, offsets, meta, weights, int(dest_mask.shape[0]), round_,
-                          _Route(dest_mask, rows, token, pos), topk_weights)
+                          _Route(dest_mask, src_tokens, token, pos), topk_weights)
 
     @staticmethod
     def _no_grad_in_split_calls(call: str, *tensors):
@@ -347,6 +366,15 @@ class AllToAll:
         torch.cuda.synchronize(self.device)
         ext().engine_close(self._engine)
         self.heap.close()
+
+    def _set_rounds_for_test(self, rounds: int) -> None:
+        """Test hook, collective: continue as if `rounds` rounds had run (every block's epoch
+        and every signal of this rank's heap region), e.g. right before the epoch wraps."""
+        self._check_open()
+        torch.cuda.synchronize(self.device)
+        dist.barrier(group=self.group)
+        ext().engine_set_rounds_for_test(self._engine, int(rounds) % (1 << 64))
+        dist.barrier(group=self.group)
 
     def __enter__(self):
         return self

@@ -27,8 +27,7 @@ import weakref
 # The kernels in pipeline order (a forward round, then the backward of combine's);
 # tests/python/cpu/test_trace.py checks this against
 # include/moe_a2a/profiler_events.h, the table the names come from.
-KERNELS = ("dispatch_send", "dispatch_recv", "combine_send", "combine_recv", "output_grad_send", "output_grad_recv",
-           "weight_grad_recv")
+KERNELS = ("dispatch", "combine", "output_grad_send", "output_grad_recv", "weight_grad_recv")
 TRACE_VERSION = 1
 
 _active = None  # the last AllToAll created with profile=True (weak)
@@ -40,7 +39,7 @@ def _register(ep) -> None:
 
 
 def kernel_of(name: str) -> str:
-    """'dispatch_recv.wait' -> 'dispatch_recv'; a kernel's own span is named after it."""
+    """'dispatch.wait_rows' -> 'dispatch'; a kernel's own span is named after it."""
     return name.split(".", 1)[0]
 
 
@@ -276,9 +275,11 @@ def summary(trace, top=5) -> str:
                 out.append(f"{name:32s} {pid - 1:>6d} {len(vals):>6d} {lo / 1e3:9.2f} {med / 1e3:9.2f} {hi / 1e3:9.2f}")
     waits = {}  # (pid, block, kernel) -> (dur_ns, peer)
     for e in xs:
-        if e["name"].endswith(".wait"):
+        if "." in e["name"] and e["name"].split(".", 1)[1].startswith("wait"):  # the block's longest wait
             s, t = _ns(e)
-            waits[(e["pid"], (e["tid"] - 1) // waves, kernel_of(e["name"]))] = (t - s, e["args"].get("peer"))
+            key = (e["pid"], (e["tid"] - 1) // waves, kernel_of(e["name"]))
+            if t - s >= waits.get(key, (-1, None))[0]:
+                waits[key] = (t - s, e["args"].get("peer"))
     out.append(f"\nSlowest blocks (top {top} per kernel over all ranks)")
     for k in KERNELS:
         spans = sorted(((v[1] - v[0], p, b) for (p, n, b), v in per_block.items() if n == k), reverse=True)
@@ -286,7 +287,7 @@ def summary(trace, top=5) -> str:
             w = waits.get((pid, block, k))
             note = f", waited {w[0] / 1e3:.2f} us for rank {w[1]}" if w else ""
             out.append(f"  {k:14s} rank {pid - 1} block {block:4d}: {dur / 1e3:9.2f} us{note}")
-    out.append("\nWaits by peer (blocks whose wait ended when that peer's flag arrived)")
+    out.append("\nWaits by peer (each block's longest wait, by the peer whose signal ended it)")
     by_peer = {}
     for (pid, _, k), (dur, peer) in waits.items():
         by_peer.setdefault((k, pid, peer), []).append(dur)

@@ -2,6 +2,7 @@
 // offsets. Allocator and kernels both trust these numbers, so they are checked exactly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "moe_a2a/ep/config.h"
+#include "moe_a2a/platform/sync.h"
 
 namespace {
 
@@ -39,6 +41,7 @@ EpConfig make(int32_t world, const Shape& s, int32_t rank = 0) {
   c.max_tokens = s.max_tokens;
   c.expert_capacity = static_cast<int32_t>(c.worst_case_capacity());
   c.elem_bytes = 2;
+  c.num_blocks = 132;
   return c;
 }
 
@@ -77,6 +80,8 @@ std::vector<Region> heap_regions(const EpConfig& c) {
   const size_t h = static_cast<size_t>(c.hidden);
   const size_t k = static_cast<size_t>(c.topk);
   const size_t w = static_cast<size_t>(c.world);
+  const size_t sig = sizeof(moe_a2a::Signal);
+  const size_t groups = static_cast<size_t>(c.max_groups());
   return {
       {"recv_x", l.recv_x, rows * h * 2},
       {"recv_token", l.recv_token, rows * sizeof(int32_t)},
@@ -85,21 +90,22 @@ std::vector<Region> heap_regions(const EpConfig& c) {
       {"recv_count", l.recv_count, static_cast<size_t>(c.num_experts) * sizeof(int32_t)},
       {"comb_x", l.comb_x, rows * h * 2},
       {"comb_w", l.comb_w, static_cast<size_t>(c.max_tokens) * k * sizeof(float)},
-      {"dispatch_flag", l.dispatch_flag, w * sizeof(uint64_t)},
-      {"combine_flag", l.combine_flag, w * sizeof(uint64_t)},
+      {"count_signal", l.count_signal, w * sig},
+      {"group_signal", l.group_signal, w * groups * sig},
+      {"partial_signal", l.partial_signal, w * groups * sig},
+      {"ready_signal", l.ready_signal, w * sig},
+      {"grad_signal", l.grad_signal, w * sig},
+      {"wgrad_signal", l.wgrad_signal, w * sig},
   };
 }
 
 std::vector<Region> workspace_regions(const EpConfig& c) {
   const moe_a2a::WorkspaceLayout l = c.workspace_layout();
-  const size_t rows = static_cast<size_t>(c.world) * static_cast<size_t>(c.max_tokens);
   return {
-      {"slot_counter", l.slot_counter, static_cast<size_t>(c.world) * sizeof(uint32_t)},
-      {"done_counter", l.done_counter, moe_a2a::kNumKernels * sizeof(uint32_t)},
-      {"epoch", l.epoch, sizeof(uint64_t)},
+      {"block_epoch", l.block_epoch, static_cast<size_t>(c.num_blocks) * sizeof(uint64_t)},
+      {"round_error", l.round_error, sizeof(uint64_t)},
       {"expert_count", l.expert_count, static_cast<size_t>(c.num_experts / c.world) * sizeof(uint32_t)},
-      {"send_count", l.send_count, static_cast<size_t>(c.num_experts) * sizeof(uint32_t)},
-      {"round_error", l.round_error, sizeof(uint32_t)},
+      {"done_counter", l.done_counter, moe_a2a::kNumDoneCounters * sizeof(uint32_t)},
   };
 }
 
@@ -133,9 +139,12 @@ TEST(EpConfig, RecvXSizeIsExact) {
   EXPECT_EQ(l.recv_count - l.recv_weight, 8u * 256 * 8 * 4);
   EXPECT_EQ(l.comb_x - l.recv_count, 8u * 16 * 4);  // 128 experts' counts: 512 bytes
   EXPECT_EQ(l.comb_w - l.comb_x, 8u * 256 * 4096 * 2);
-  EXPECT_EQ(l.dispatch_flag - l.comb_w, 256u * 8 * 4);
-  EXPECT_EQ(l.combine_flag - l.dispatch_flag, kBufferAlign);  // 64 bytes of flags, padded
-  EXPECT_EQ(l.total - l.combine_flag, kBufferAlign);
+  EXPECT_EQ(l.count_signal - l.comb_w, 256u * 8 * 4);
+  EXPECT_EQ(l.group_signal - l.count_signal, kBufferAlign);  // 8 signals of 16 bytes, padded
+  EXPECT_EQ(c.max_groups(), 132);                             // min(max_tokens, 132 blocks x 1 group)
+  EXPECT_EQ(l.partial_signal - l.group_signal, 8u * 132 * 16);
+  EXPECT_EQ(l.ready_signal - l.partial_signal, 8u * 132 * 16);
+  EXPECT_EQ(l.total - l.ready_signal, 3 * kBufferAlign);
 }
 
 TEST(EpConfig, ChallengeShapeLayouts) {
@@ -182,11 +191,13 @@ TEST(EpConfig, NoInt32OverflowAtTheLargestConfig) {
   const size_t counts = 512 * 4, weight_grads = 4096 * 16 * 4;
   EXPECT_EQ(l.comb_x, token_buf + rows * 4 + rows * 16 * 4 * 2 + counts);
   EXPECT_EQ(l.comb_w, l.comb_x + token_buf);
-  EXPECT_EQ(l.dispatch_flag, l.comb_w + weight_grads);
+  EXPECT_EQ(l.count_signal, l.comb_w + weight_grads);
   EXPECT_GT(l.total, static_cast<size_t>(std::numeric_limits<int32_t>::max()));
-  EXPECT_EQ(l.total, 2 * token_buf + rows * 4 + rows * 16 * 4 * 2 + counts + weight_grads + 2 * kBufferAlign);
+  const size_t group_signals = 8u * 132 * 16;  // 132 blocks x 1 group, 8 sources
+  EXPECT_EQ(l.total, 2 * token_buf + rows * 4 + rows * 16 * 4 * 2 + counts + weight_grads + 2 * group_signals +
+                         4 * kBufferAlign);
 
-  EXPECT_EQ(c.workspace_layout().send_count - c.workspace_layout().expert_count, 64u * 4);
+  EXPECT_EQ(c.workspace_layout().done_counter - c.workspace_layout().expert_count, 64u * 4);
 
   // Padded dispatch output: 64 local experts x 32768 rows x 32 KiB.
   EXPECT_EQ(c.expert_x_bytes(), uint64_t{64} * 32768 * 32768);
@@ -345,38 +356,55 @@ TEST(EpConfig, AlignUp) {
   EXPECT_EQ(moe_a2a::align_up((size_t{1} << 33) + 1, 256), (size_t{1} << 33) + 256);
 }
 
-TEST(EpConfig, FlagRoundTrip) {
-  const uint32_t epochs[] = {0u, 1u, 2u, 12345u, 0x7fffffffu, 0x80000000u, 0xfffffffeu, 0xffffffffu};
-  const uint32_t payloads[] = {0u, 1u, 4096u, 32768u, 0x7fffffffu, moe_a2a::kFlagErrorBit,
-                               moe_a2a::kFlagErrorBit | 17u, 0xffffffffu};
-  for (uint32_t e : epochs) {
-    for (uint32_t p : payloads) {
-      const uint64_t f = moe_a2a::make_flag(e, p);
-      EXPECT_EQ(moe_a2a::flag_epoch(f), e);
-      EXPECT_EQ(moe_a2a::flag_payload(f), p);
-      EXPECT_EQ(f, (uint64_t{e} << 32) | p);
+TEST(EpConfig, TokenGroupsCoverEveryTokenOnce) {
+  for (int32_t blocks : {1, 3, 132, 304}) {
+    EpConfig c = make(2, {16, 2, 256, 4096});
+    c.num_blocks = blocks;
+    c.groups_per_block = 4;
+    if (moe_a2a::validate(c) != "") continue;  // too few blocks for 4096 tokens
+    for (int32_t tokens : {0, 1, 2, 7, 131, 132, 133, 528, 1000, 4096}) {
+      const int32_t n = c.num_groups(tokens);
+      EXPECT_EQ(n, std::min(tokens, c.max_groups()));
+      int32_t next = 0;
+      for (int32_t g = 0; g < n; ++g) {
+        const moe_a2a::TokenRange r = c.token_group(tokens, g);
+        EXPECT_EQ(r.begin, next) << tokens << " tokens, group " << g;
+        EXPECT_GE(r.end - r.begin, 1);
+        EXPECT_LE(r.end - r.begin, c.max_group_tokens());
+        next = r.end;
+      }
+      EXPECT_EQ(next, tokens);
     }
   }
-  const uint64_t f = moe_a2a::make_flag(3, moe_a2a::kFlagErrorBit | 4096u);
-  EXPECT_EQ(moe_a2a::flag_payload(f) & moe_a2a::kFlagCountMask, 4096u);
-  EXPECT_NE(moe_a2a::flag_payload(f) & moe_a2a::kFlagErrorBit, 0u);
-  EXPECT_EQ(moe_a2a::flag_epoch(f), 3u);
+}
+
+TEST(EpConfig, ValidateNeedsEnoughBlocksForTheGroups) {
+  EpConfig c = make(2, {16, 2, 256, 4096});
+  c.groups_per_block = 4;
+  c.num_blocks = 3;  // 12 groups of 342 tokens: more than one thread per token
+  EXPECT_NE(moe_a2a::validate(c).find("num_sms"), std::string::npos);
+  c.num_blocks = 4;  // 16 groups of 256
+  EXPECT_EQ(moe_a2a::validate(c), "");
+  c.num_blocks = 0;
+  EXPECT_NE(moe_a2a::validate(c), "");
+}
+
+TEST(EpConfig, EpochsCompareInSerialOrderAcrossTheWrap) {
+  // The signals' epochs are compared with reached(): the current round's value has reached
+  // what a waiter wants; the previous round's (one less) has not, also across 2^32 and 2^64.
+  const uint64_t starts[] = {0u, 1u, 0xfffffffeull, 0xffffffffull, 0x100000000ull, ~uint64_t{0} - 1, ~uint64_t{0}};
+  for (uint64_t e : starts) {
+    EXPECT_TRUE(moe_a2a::reached(e, e));
+    EXPECT_TRUE(moe_a2a::reached(e + 1, e));
+    EXPECT_FALSE(moe_a2a::reached(e, e + 1));
+    EXPECT_FALSE(moe_a2a::reached(e - 1, e));
+  }
   EXPECT_EQ(moe_a2a::kFlagErrorBit & moe_a2a::kFlagCountMask, 0u);
   EXPECT_EQ(moe_a2a::kFlagErrorBit | moe_a2a::kFlagCountMask, 0xffffffffu);
 }
 
-TEST(EpConfig, LaterEpochFlagsCompareGreater) {
-  // wait_until_at_least_sys(flag, make_flag(epoch, 0)) relies on this: any value of an older
-  // epoch, whatever its payload, is below every value of the current one.
-  for (uint32_t e : {0u, 1u, 1000u, 0xfffffffeu}) {
-    EXPECT_LT(moe_a2a::make_flag(e, 0xffffffffu), moe_a2a::make_flag(e + 1, 0));
-    EXPECT_LT(moe_a2a::make_flag(e, moe_a2a::kFlagErrorBit), moe_a2a::make_flag(e + 1, 0));
-  }
-}
-
 // The helpers are constexpr: usable in static_asserts and from device code alike.
-static_assert(moe_a2a::flag_epoch(moe_a2a::make_flag(7, 9)) == 7, "flag_epoch");
-static_assert(moe_a2a::flag_payload(moe_a2a::make_flag(7, 9)) == 9, "flag_payload");
+static_assert(moe_a2a::reached(0, ~uint64_t{0}), "epoch 0 comes after 2^64 - 1");
 static_assert(moe_a2a::align_up(300, moe_a2a::kBufferAlign) == 512, "align_up");
 static_assert((moe_a2a::kBufferAlign & (moe_a2a::kBufferAlign - 1)) == 0, "kBufferAlign is a power of two");
 

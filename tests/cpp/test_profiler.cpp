@@ -30,13 +30,13 @@ TEST(ProfilerRecord, WireLayout) {
 
 TEST(ProfilerRecord, EncodesEveryField) {
   const uint64_t big = 0xfedcba9876543210ull;  // %globaltimer values use all 64 bits
-  const auto r = make_profiler_record(ProfilerEvent::kCombineRecvWait, 7, big, big + 5, -1);
+  const auto r = make_profiler_record(ProfilerEvent::kCombineWait, 7, big, big + 5, -1);
   EXPECT_EQ(r.start, big);
   EXPECT_EQ(r.end, big + 5);
-  EXPECT_EQ(r.event, static_cast<uint16_t>(ProfilerEvent::kCombineRecvWait));
+  EXPECT_EQ(r.event, static_cast<uint16_t>(ProfilerEvent::kCombineWait));
   EXPECT_EQ(r.wave, 7);
   EXPECT_EQ(r.arg, -1);
-  const auto t = make_profiler_record(ProfilerEvent::kDispatchSendToken, 0, 1, 2, 123456);
+  const auto t = make_profiler_record(ProfilerEvent::kDispatchSendRow, 0, 1, 2, 123456);
   EXPECT_EQ(t.arg, 123456);
 }
 
@@ -47,8 +47,8 @@ TEST(ProfilerEvents, NamesAreUniqueAndStagesBelongToKernels) {
     EXPECT_TRUE(names.insert(n).second) << n;
     if (n.find('.') == std::string::npos) kernels.insert(n);
   }
-  EXPECT_EQ(kernels, (std::set<std::string>{"dispatch_send", "dispatch_recv", "combine_send", "combine_recv",
-                                             "output_grad_send", "output_grad_recv", "weight_grad_recv"}));
+  EXPECT_EQ(kernels, (std::set<std::string>{"dispatch", "combine", "output_grad_send", "output_grad_recv",
+                                             "weight_grad_recv"}));
   for (const auto& n : names) EXPECT_TRUE(kernels.count(n.substr(0, n.find('.')))) << n;
 }
 
@@ -66,8 +66,8 @@ struct Buffers {
 
 TEST(ProfilerDecode, KeepsBlockWaveAndArgs) {
   Buffers b;
-  b.put(0, 0, ProfilerEvent::kDispatchSend, 100, 200, -1);
-  b.put(1, 1, ProfilerEvent::kDispatchSendToken, 120, 130, 42);
+  b.put(0, 0, ProfilerEvent::kDispatch, 100, 200, -1);
+  b.put(1, 1, ProfilerEvent::kDispatchSendRow, 120, 130, 42);
   const auto d = decode_profile(b.records.data(), b.counts.data(), Buffers::kCap, 2, 2);
   ASSERT_EQ(d.events.size(), 2u);
   EXPECT_EQ(d.attempted, 2u);
@@ -76,14 +76,14 @@ TEST(ProfilerDecode, KeepsBlockWaveAndArgs) {
   EXPECT_EQ(d.events[1].block, 1);
   EXPECT_EQ(d.events[1].wave, 1);
   EXPECT_EQ(d.events[1].arg, 42);
-  EXPECT_EQ(d.events[1].event, static_cast<int>(ProfilerEvent::kDispatchSendToken));
+  EXPECT_EQ(d.events[1].event, static_cast<int>(ProfilerEvent::kDispatchSendRow));
   EXPECT_EQ(d.events[1].start, 120u);
   EXPECT_EQ(d.events[1].end, 130u);
 }
 
 TEST(ProfilerDecode, CountsRecordsPastCapacityAsDropped) {
   Buffers b;
-  for (int i = 0; i < 5; ++i) b.put(1, 0, ProfilerEvent::kCombineRecvReduce, 10 + i, 11 + i, i);
+  for (int i = 0; i < 5; ++i) b.put(1, 0, ProfilerEvent::kCombineReduce, 10 + i, 11 + i, i);
   const auto d = decode_profile(b.records.data(), b.counts.data(), Buffers::kCap, 2, 2);
   EXPECT_EQ(d.attempted, 5u);
   EXPECT_EQ(d.dropped, 2u);
@@ -94,10 +94,10 @@ TEST(ProfilerDecode, CountsRecordsPastCapacityAsDropped) {
 TEST(ProfilerDecode, RejectsUnwrittenAndCorruptSlots) {
   Buffers b;
   b.counts[0] = 1;  // reserved, never written (a kernel that did not finish): start == 0
-  b.put(0, 1, ProfilerEvent::kDispatchRecv, 50, 40, -1);  // end before start
-  b.put(1, 0, ProfilerEvent::kDispatchRecv, 1, 2, -1);
+  b.put(0, 1, ProfilerEvent::kDispatch, 50, 40, -1);  // end before start
+  b.put(1, 0, ProfilerEvent::kDispatch, 1, 2, -1);
   b.records[2 * Buffers::kCap].event = static_cast<uint16_t>(kNumProfilerEvents);  // unknown event
-  b.put(1, 1, ProfilerEvent::kDispatchRecv, 1, 2, -1);
+  b.put(1, 1, ProfilerEvent::kDispatch, 1, 2, -1);
   b.records[3 * Buffers::kCap].wave = 0;  // written into another wave's track
   const auto d = decode_profile(b.records.data(), b.counts.data(), Buffers::kCap, 2, 2);
   EXPECT_EQ(d.invalid, 4u);

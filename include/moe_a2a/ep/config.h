@@ -1,40 +1,48 @@
 // One description of an expert-parallel all-to-all, and the only place that computes buffer
 // sizes and offsets. The allocator (host) and the kernels (device) both call these helpers,
 // so they cannot disagree. Every size is size_t: 8 ranks x 4096 tokens x 16384 hidden x 2
-// bytes overflows int32.
+// bytes overflows int32. The protocol that uses these regions is docs/design/protocol.md.
 //
 // Transport (symmetric heap, same layout on every rank; "src" is the rank that wrote):
-//   recv_x      [world src][max_tokens][hidden]   tokens dispatched to this rank, one row per
-//                                                 (source token, this rank), whatever the
-//                                                 number of this rank's experts it chose. The
-//                                                 backward of combine reuses it, indexed by
-//                                                 source token instead of slot.
-//   recv_token  [world src][max_tokens]           source token index of each row
+//   recv_x      [world src][max_tokens][hidden]   dispatched rows. Source token group g
+//                                                 (see token_group) owns slots
+//                                                 [group begin, group end); its rows for this
+//                                                 rank fill the first ones. The backward of
+//                                                 combine reuses it, indexed by source token.
+//   recv_token  [world src][max_tokens]           source token of each slot's row
 //   recv_expert [world src][max_tokens][topk]     local expert of each k, or -1 if k's expert
 //                                                 lives on another rank
 //   recv_weight [world src][max_tokens][topk]     router weight of each k
-//   recv_count  [world src][experts_per_rank]     (token, k) pairs src sent to each local expert
-//                                                 in this call: the packed layout's offsets
+//   recv_count  [world src][experts_per_rank]     (token, k) pairs src sends to each local
+//                                                 expert in this round: the packed offsets
 //   comb_x      [world src][max_tokens][hidden]   partial sums sent back by expert rank `src`,
 //                                                 indexed by this rank's token
 //   comb_w      [max_tokens][topk]                backward of combine: gradient of this rank's
 //                                                 router weight (t, k), written by the rank
 //                                                 that owns expert topk_idx[t][k]
-//   dispatch_flag[world src], combine_flag[world src]   (epoch << 32) | payload, see below
+//   signals (Signal, below), one per writer and what it announces:
+//     count_signal  [world src]                 recv_count of src is in place; payload: src's
+//                                               token count
+//     group_signal  [world src][max_groups]     rows of src's token group g are in place;
+//                                               payload: how many
+//     partial_signal[world src][max_groups]     src's partial sums for this rank's token group
+//                                               g are in comb_x
+//     ready_signal  [world src]                 backward of dispatch: src may write comb_x
+//     grad_signal   [world src]                 backward of combine: output gradients in recv_x
+//     wgrad_signal  [world src]                 backward of combine: weight gradients in comb_w
 // Workspace (local memory, only this GPU touches it):
-//   slot_counter[world]     rows reserved per destination in the current dispatch
-//   done_counter[kNumKernels]  blocks finished, per kernel (last block publishes, resets)
-//   epoch                   completed rounds
+//   block_epoch[num_blocks]   rounds completed, one counter per block of the EP grid (every
+//                             kernel runs num_blocks blocks, and block b reads and advances
+//                             only its own counter, so no block waits for another to say a
+//                             round is over)
+//   round_error              epoch of the last round in which this rank hit an error; the
+//                             signals it publishes in that round carry kFlagErrorBit
 //   expert_count[experts_per_rank]  rows placed per local expert in the current dispatch
-//   send_count[num_experts]  (token, k) pairs this rank sends to each global expert
-//   round_error             nonzero once this rank hit an error in the current call; sent to
-//                           peers in the flag payload so that every rank fails together
+//                             (cleared by the combine of the round)
+//   done_counter[kNumDoneCounters]  blocks finished, for the kernels that publish once per grid
 // What one round needs later (which rows went where) is not kept here but in tensors the
 // caller holds (see kernels.h), so that a backward pass can replay a round long after later
 // rounds reused these buffers.
-//
-// Flags carry the call's epoch in the high 32 bits, so they never need a reset: a value left
-// by the previous call has a smaller epoch and cannot be mistaken for the current one.
 #pragma once
 
 #include <cstddef>
@@ -51,18 +59,18 @@ inline constexpr int kMaxExperts = 512;
 inline constexpr int kMaxHidden = 16384;
 inline constexpr int kMaxTokensPerRank = 4096;
 inline constexpr size_t kBufferAlign = 256;
+// Threads per block of every EP kernel. A token group never has more tokens than this (one
+// thread routes one token).
+inline constexpr int kBlockThreads = 256;
+// Token groups per block and round, by default: more groups pipeline sending and receiving
+// better inside a block, fewer cost fewer signals.
+inline constexpr int kDefaultGroupsPerBlock = 1;
+inline constexpr int kMaxBlocks = 1024;
 
-// Index of each kernel's done counter in the workspace.
-enum KernelSlot : int {
-  kDispatchSend = 0,
-  kDispatchRecv = 1,
-  kCombineSend = 2,
-  kCombineRecv = 3,
-  kOutputGradSend = 4,    // backward of combine: output gradient to the experts
-  kOutputGradRecv = 5,    //   ... its receiving side, which returns the weight gradients
-  kWeightGradRecv = 6,    //   ... and the source waiting for those
-  kNumKernels = 7
-};
+// Kernels that publish once per grid (the last block to finish publishes), each with its
+// own done counter.
+enum class DoneCounter : int { kOutputGradSend = 0, kOutputGradRecv = 1, kCount = 2 };
+inline constexpr int kNumDoneCounters = static_cast<int>(DoneCounter::kCount);
 
 // How dispatch lays out the rows it delivers (the rows of expert_x, seen as [rows, hidden]):
 //   kPadded: expert e owns rows [e * capacity, (e + 1) * capacity), the first
@@ -71,18 +79,26 @@ enum KernelSlot : int {
 //            is the total over all local experts. Ready for grouped GEMMs with offsets.
 enum class Layout : int32_t { kPadded = 0, kPacked = 1 };
 
-// Flag payloads: a dispatch flag carries the row count in the low 31 bits; in both flags bit 31
-// says the sender hit an error in this call (bad input, capacity overflow), so the receiver
-// reports it too and every rank raises, instead of one rank raising and the rest waiting.
+// A signal: a writer announces that what it wrote before is in place, for round `epoch`, with
+// a 31-bit payload and an error bit. The writer stores the payload, then the epoch with
+// release semantics; the reader acquires the epoch, then reads the payload. Epochs are 64-bit
+// and compared in serial-number order ((int64_t)(seen - wanted) >= 0), so they never wrap in
+// practice and stay correct if they do. A signal is never rewritten before its reader has
+// consumed it (docs/design/protocol.md says why), so "at least" and "equal" coincide.
+struct Signal {
+  uint64_t epoch;
+  uint32_t payload;
+  uint32_t unused;
+};
+static_assert(sizeof(Signal) == 16, "Signal is two words on every backend");
+
+// Payload bit 31 says the writer hit an error in this round (bad input, capacity overflow),
+// so the reader reports it too and every rank raises, instead of one rank raising and the
+// rest waiting. The low 31 bits carry a count.
 inline constexpr uint32_t kFlagErrorBit = 0x80000000u;
 inline constexpr uint32_t kFlagCountMask = 0x7fffffffu;
 
 MOE_A2A_HD inline constexpr size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
-MOE_A2A_HD inline constexpr uint64_t make_flag(uint32_t epoch, uint32_t payload) {
-  return (static_cast<uint64_t>(epoch) << 32) | payload;
-}
-MOE_A2A_HD inline constexpr uint32_t flag_epoch(uint64_t f) { return static_cast<uint32_t>(f >> 32); }
-MOE_A2A_HD inline constexpr uint32_t flag_payload(uint64_t f) { return static_cast<uint32_t>(f); }
 
 // Hands out consecutive regions, each starting at a multiple of kBufferAlign.
 struct RegionCursor {
@@ -95,13 +111,19 @@ struct RegionCursor {
 };
 
 struct HeapLayout {
-  size_t recv_x, recv_token, recv_expert, recv_weight, recv_count, comb_x, comb_w, dispatch_flag, combine_flag;
+  size_t recv_x, recv_token, recv_expert, recv_weight, recv_count, comb_x, comb_w;
+  size_t count_signal, group_signal, partial_signal, ready_signal, grad_signal, wgrad_signal;
   size_t total;
 };
 
 struct WorkspaceLayout {
-  size_t slot_counter, done_counter, epoch, expert_count, send_count, round_error;
+  size_t block_epoch, round_error, expert_count, done_counter;
   size_t total;
+};
+
+// Tokens [begin, end) of one token group.
+struct TokenRange {
+  int32_t begin, end;
 };
 
 struct EpConfig {
@@ -114,12 +136,32 @@ struct EpConfig {
   int32_t expert_capacity = 0;  // padded: rows per local expert; packed: rows in all
   int32_t elem_bytes = 2;       // 2: bf16 / fp16, 4: fp32
   Layout layout = Layout::kPadded;
+  int32_t num_blocks = 1;       // blocks of every EP kernel; the same on every rank
+  int32_t groups_per_block = kDefaultGroupsPerBlock;
 
   MOE_A2A_HD int32_t experts_per_rank() const { return num_experts / world; }
   MOE_A2A_HD int32_t owner_rank(int32_t expert) const { return expert / experts_per_rank(); }
   MOE_A2A_HD size_t row_bytes() const { return static_cast<size_t>(hidden) * elem_bytes; }
   MOE_A2A_HD size_t rows_per_rank() const { return static_cast<size_t>(world) * max_tokens; }
   MOE_A2A_HD bool packed() const { return layout == Layout::kPacked; }
+
+  // ---- token groups: the unit of sending and of signalling ----
+  // A rank's T tokens are split into num_groups(T) groups of nearly equal size; group g is
+  // sent (and, in combine, answered) by block g % num_blocks, which announces it with one
+  // signal per destination. Every rank computes the same split from T alone.
+  MOE_A2A_HD int32_t max_groups() const {
+    const int64_t g = static_cast<int64_t>(num_blocks) * groups_per_block;
+    return static_cast<int32_t>(g < max_tokens ? g : max_tokens);
+  }
+  MOE_A2A_HD int32_t num_groups(int32_t tokens) const { return tokens < max_groups() ? tokens : max_groups(); }
+  MOE_A2A_HD TokenRange token_group(int32_t tokens, int32_t g) const {
+    const int32_t n = num_groups(tokens);
+    return TokenRange{static_cast<int32_t>(static_cast<int64_t>(g) * tokens / n),
+                      static_cast<int32_t>(static_cast<int64_t>(g + 1) * tokens / n)};
+  }
+  // The most tokens one group can hold (at max_tokens).
+  MOE_A2A_HD int32_t max_group_tokens() const { return (max_tokens + max_groups() - 1) / max_groups(); }
+
   // The worst case: padded, every token of every rank picked one expert; packed, every token
   // of every rank picked min(topk, experts_per_rank) experts of this rank.
   MOE_A2A_HD size_t worst_case_capacity() const {
@@ -138,6 +180,7 @@ struct EpConfig {
     RegionCursor cursor;
     auto take = [&cursor](size_t bytes) { return cursor.take(bytes); };
     const size_t rows = rows_per_rank();
+    const size_t signals = static_cast<size_t>(world) * sizeof(Signal);
     l.recv_x = take(rows * row_bytes());
     l.recv_token = take(rows * sizeof(int32_t));
     l.recv_expert = take(rows * topk * sizeof(int32_t));
@@ -145,22 +188,26 @@ struct EpConfig {
     l.recv_count = take(static_cast<size_t>(world) * experts_per_rank() * sizeof(int32_t));
     l.comb_x = take(rows * row_bytes());
     l.comb_w = take(static_cast<size_t>(max_tokens) * topk * sizeof(float));
-    l.dispatch_flag = take(world * sizeof(uint64_t));
-    l.combine_flag = take(world * sizeof(uint64_t));
+    l.count_signal = take(signals);
+    l.group_signal = take(signals * max_groups());
+    l.partial_signal = take(signals * max_groups());
+    l.ready_signal = take(signals);
+    l.grad_signal = take(signals);
+    l.wgrad_signal = take(signals);
     l.total = cursor.end;
     return l;
   }
+  // The signals, for a test hook that sets every epoch: [count_signal, total).
+  MOE_A2A_HD size_t signals_offset() const { return heap_layout().count_signal; }
 
   MOE_A2A_HD WorkspaceLayout workspace_layout() const {
     WorkspaceLayout l{};
     RegionCursor cursor;
     auto take = [&cursor](size_t bytes) { return cursor.take(bytes); };
-    l.slot_counter = take(world * sizeof(uint32_t));
-    l.done_counter = take(kNumKernels * sizeof(uint32_t));
-    l.epoch = take(sizeof(uint64_t));
+    l.block_epoch = take(static_cast<size_t>(num_blocks) * sizeof(uint64_t));
+    l.round_error = take(sizeof(uint64_t));
     l.expert_count = take(static_cast<size_t>(experts_per_rank()) * sizeof(uint32_t));
-    l.send_count = take(static_cast<size_t>(num_experts) * sizeof(uint32_t));
-    l.round_error = take(sizeof(uint32_t));
+    l.done_counter = take(kNumDoneCounters * sizeof(uint32_t));
     l.total = cursor.end;
     return l;
   }
@@ -202,6 +249,18 @@ inline std::string validate(const EpConfig& c) {
                                       : "max_recv_tokens_per_expert must be in [1, world * max_num_tokens] = [1, ") +
                std::to_string(c.worst_case_capacity()) + "], got " + std::to_string(c.expert_capacity));
   if (c.elem_bytes != 2 && c.elem_bytes != 4) return bad("token types must be 2 bytes (bf16, fp16) or 4 (fp32)");
+  if (c.num_blocks < 1 || c.num_blocks > kMaxBlocks)
+    return bad("num_sms (blocks per kernel) must be in [1, " + std::to_string(kMaxBlocks) + "], got " +
+               std::to_string(c.num_blocks));
+  if (c.groups_per_block < 1 || c.groups_per_block > 64)
+    return bad("groups_per_block must be in [1, 64], got " + std::to_string(c.groups_per_block));
+  if (c.max_group_tokens() > kBlockThreads)
+    return bad("num_sms = " + std::to_string(c.num_blocks) + " is too few for max_num_tokens = " +
+               std::to_string(c.max_tokens) + ": a token group would hold more than " + std::to_string(kBlockThreads) +
+               " tokens; use at least " +
+               std::to_string((c.max_tokens + kBlockThreads * c.groups_per_block - 1) /
+                              (kBlockThreads * c.groups_per_block)) +
+               " blocks");
   return {};
 }
 

@@ -2,10 +2,13 @@
 // build and are tested without torch. Each launcher enqueues on `stream` and never
 // synchronises with the host.
 //
-// A round is one exchange out and back; every rank runs the same rounds in the same order:
-//   forward:             dispatch_send -> dispatch_recv -> combine_send -> combine_recv
-//   backward of dispatch: combine_send (unweighted, ready barrier) -> combine_recv
+// A round is one exchange out and back; every rank runs the same rounds in the same order
+// (the table of rounds is in csrc/ep/engine.cu, the protocol in docs/design/protocol.md):
+//   forward:              dispatch (send, recv) -> combine (send, recv)
+//   backward of dispatch: combine (unweighted, after a ready barrier)
 //   backward of combine:  output_grad_send -> output_grad_recv -> weight_grad_recv
+// dispatch and combine are one kernel each; a launch runs the send half, the receive half or
+// both (Role), so the fused calls are one launch and the split calls one launch per half.
 // What a round leaves for later rounds of the same tokens (its routes) is written into
 // caller-owned buffers, SendRoute on the token side and RecvRoute on the expert side, so a
 // backward pass replays exactly the placement of its forward pass.
@@ -35,7 +38,6 @@ struct EpContext {
   ErrorRecord* error;              // host-mapped, device pointer
   uint64_t timeout_ticks;          // bound on every wait, in wall_clock() ticks
   TokenType token_type;
-  int32_t num_blocks;              // grid size of every EP kernel
   // Last, so the other fields keep their offsets whether or not a build profiles; all zero
   // unless profiling (see include/moe_a2a/profiler.h).
   ProfilerView profiler;
@@ -43,47 +45,52 @@ struct EpContext {
 
 #if defined(MOE_A2A_HAS_GPU)
 
+// Which halves of dispatch or combine one launch runs.
+enum class Role : int32_t { kSend = 1, kRecv = 2, kBoth = 3 };
+MOE_A2A_HD inline bool sends(Role r) { return (static_cast<int32_t>(r) & 1) != 0; }
+MOE_A2A_HD inline bool receives(Role r) { return (static_cast<int32_t>(r) & 2) != 0; }
+
 // Token side of a dispatch: which ranks each token went to.
 struct SendRoute {
   int32_t* dest_mask;  // [num_tokens]: bit r set when the token went to rank r
   int32_t num_tokens;
 };
 
-// Expert side of a dispatch: where each received row went. Rows are numbered by source:
-// source s's rows are slots 0 .. rows[s + 1] - rows[s] - 1 of index s * max_tokens + slot.
+// Expert side of a dispatch: where each received row went. Source s sent src_tokens[s]
+// tokens, split into token groups (EpConfig::token_group); the rows of group g fill the first
+// slots of [group begin, group end) of index s * max_tokens + slot, and the other slots of the
+// group have token -1.
 struct RecvRoute {
-  int32_t* rows;   // [world + 1]: prefix sums of the rows received from each source
-  int32_t* token;  // [world * max_tokens]: source token of each row
-  int32_t* pos;    // [world * max_tokens, topk]: row of expert_x holding (row, k), or -1
+  int32_t* src_tokens;  // [world]: tokens each source dispatched
+  int32_t* token;       // [world * max_tokens]: source token of each slot's row, or -1
+  int32_t* pos;         // [world * max_tokens, topk]: row of expert_x holding (row, k), or -1
 };
 
-struct DispatchSendArgs {
+struct DispatchArgs {
+  // send half
   const void* x;              // [num_tokens, hidden]
   const void* topk_idx;       // [num_tokens, topk], int32 or int64
   bool topk_idx_is_int64;
   const float* topk_weights;  // [num_tokens, topk]
   SendRoute route;            // written
-};
-
-struct DispatchRecvArgs {
+  // receive half
   void* expert_x;              // [output_rows, hidden] (padded: [experts_per_rank, capacity, hidden])
   int32_t* expert_num_tokens;  // [experts_per_rank]
   int32_t* expert_offsets;     // [experts_per_rank + 1]: first row of each expert; last = rows used
   int32_t* expert_meta;        // [output_rows, 3]: src rank, src token, k
   float* expert_weights;       // [output_rows]
-  RecvRoute route;             // written
+  RecvRoute recv_route;        // written
 };
 
-struct CombineSendArgs {
+struct CombineArgs {
+  // send half (expert side)
   const void* expert_y;         // [output_rows, hidden], the experts' outputs
   const float* expert_weights;  // [output_rows] router weights; nullptr: unweighted sum
-  RecvRoute route;              // of the dispatch being combined (or differentiated)
-  // Backward of dispatch: no dispatch precedes this send in its round, so the ranks first
-  // agree that every comb_x is free (each publishes a "ready" dispatch flag, then waits).
+  RecvRoute recv_route;         // of the dispatch being combined (or differentiated)
+  // Backward of dispatch: no dispatch precedes this combine in its round, so the ranks first
+  // agree that every comb_x is free (each publishes a ready signal, then waits for all).
   bool await_ready;
-};
-
-struct CombineRecvArgs {
+  // receive half (token side)
   void* out;        // [num_tokens, hidden]
   SendRoute route;  // of the matching dispatch
 };
@@ -113,10 +120,8 @@ struct WeightGradRecvArgs {
   SendRoute route;
 };
 
-void launch_dispatch_send(const EpContext& ctx, const DispatchSendArgs& args, hipStream_t stream);
-void launch_dispatch_recv(const EpContext& ctx, const DispatchRecvArgs& args, hipStream_t stream);
-void launch_combine_send(const EpContext& ctx, const CombineSendArgs& args, hipStream_t stream);
-void launch_combine_recv(const EpContext& ctx, const CombineRecvArgs& args, hipStream_t stream);
+void launch_dispatch(const EpContext& ctx, const DispatchArgs& args, Role role, hipStream_t stream);
+void launch_combine(const EpContext& ctx, const CombineArgs& args, Role role, hipStream_t stream);
 void launch_output_grad_send(const EpContext& ctx, const OutputGradSendArgs& args, hipStream_t stream);
 void launch_output_grad_recv(const EpContext& ctx, const OutputGradRecvArgs& args, hipStream_t stream);
 void launch_weight_grad_recv(const EpContext& ctx, const WeightGradRecvArgs& args, hipStream_t stream);

@@ -11,6 +11,17 @@
 
 #include "moe_a2a/platform/device.h"
 
+namespace moe_a2a {
+
+// True when `v` is `target` or later in serial-number order (the difference read as signed):
+// counters that grow by one per round compare right across a wrap of 2^64, as long as the two
+// are less than 2^63 apart.
+MOE_A2A_HD inline constexpr bool reached(uint64_t v, uint64_t target) {
+  return static_cast<int64_t>(v - target) >= 0;
+}
+
+}  // namespace moe_a2a
+
 #if defined(MOE_A2A_HAS_GPU) && (defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__))
 
 namespace moe_a2a {
@@ -116,16 +127,17 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void fence_acq_rel_gpu() { asm volatile("fence.acq
 #endif
 
 // Bounded wait: spin with relaxed system-scope loads (cheap, no fence in the loop) until
-// *flag >= target, then take one acquire load so the data published before the flag is
-// visible. Gives up after `timeout_ticks` of wall_clock(). Returns true on success; on
-// timeout returns false and leaves the last value seen in *last_seen.
+// *flag has reached target (serial-number order, see reached()), then take one acquire load
+// so the data published before the flag is visible. Gives up after `timeout_ticks` of
+// wall_clock(). Returns true on success; on timeout returns false and leaves the last value
+// seen in *last_seen.
 MOE_A2A_DEVICE inline bool wait_until_at_least_sys(const uint64_t* flag, uint64_t target,
                                                    uint64_t timeout_ticks, uint64_t* last_seen) {
   uint64_t v = ld_relaxed_sys(flag);
-  if (v < target) {
+  if (!reached(v, target)) {
     const uint64_t start = wall_clock();
     // Reading the clock every iteration costs little next to a remote-visible load.
-    while ((v = ld_relaxed_sys(flag)) < target) {
+    while (!reached(v = ld_relaxed_sys(flag), target)) {
       if (wall_clock() - start > timeout_ticks) {
         *last_seen = v;
         return false;

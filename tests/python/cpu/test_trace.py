@@ -63,16 +63,16 @@ def make_dumps(world=2, capacity=64, dropped=0):
         FakeRank(r, 100_000_000 if r % 2 else 1_000_000_000, 12_345_678 * r, drift=2e-6 * r) for r in range(1, world)]
     base = 1_000_000_000  # the run, on the true clock
     for fr in ranks:
-        for k, kernel in enumerate(trace.KERNELS[:4]):  # a forward round
+        for k, kernel in enumerate(trace.KERNELS[:2]):  # a forward round
             t = base + k * 100_000
             for block in range(3):
                 for wave in range(WAVES):
                     s, e = t + 1000 * block, t + 50_000 + 1000 * block
                     fr.add(block, wave, kernel, s, e)
-                    if wave == 0 and kernel.endswith("recv"):
-                        fr.add(block, 0, kernel + ".wait", s + 100, s + 20_000 + 3000 * block, (fr.rank + 1) % world)
-                    stage = {"dispatch_send": "dispatch_send.token", "dispatch_recv": "dispatch_recv.copy",
-                             "combine_send": "combine_send.copy", "combine_recv": "combine_recv.reduce"}[kernel]
+                    if wave == 0:
+                        wait = {"dispatch": "dispatch.wait_rows", "combine": "combine.wait"}[kernel]
+                        fr.add(block, 0, wait, s + 100, s + 20_000 + 3000 * block, (fr.rank + 1) % world)
+                    stage = {"dispatch": "dispatch.copy", "combine": "combine.reduce"}[kernel]
                     fr.add(block, wave, stage, s + 30_000, s + 35_000, 7)
                     fr.add(block, wave, stage, s + 35_000, s + 36_000, 8)  # back to back: still nested
     dumps = []
@@ -129,24 +129,24 @@ def test_trace_is_valid_chrome_json(world, tmp_path):
     assert 0 < err < 1.0
     starts = {}
     for e in xs:
-        if e["name"] == "dispatch_send" and e["tid"] == 1:
+        if e["name"] == "dispatch" and e["tid"] == 1:
             starts[e["pid"]] = e["ts"]
     assert max(starts.values()) - min(starts.values()) <= err + 0.02
-    waits = [e for e in xs if e["name"] == "dispatch_recv.wait"]
+    waits = [e for e in xs if e["name"] == "dispatch.wait_rows"]
     assert waits and all("peer" in e["args"] for e in waits)
 
 
 def test_check_finds_overlap_missing_kernel_and_stray_stage():
     t = build()
     xs = trace.complete_events(t)
-    token = next(e for e in xs if e["name"] == "dispatch_send.token")
+    token = next(e for e in xs if e["name"] == "dispatch.copy")
     t["traceEvents"].append(dict(token, ts=token["ts"] + token["dur"] / 2))  # overlaps its twin
     t["traceEvents"].append(dict(token, ts=1e6, dur=1.0))  # outside every kernel span
-    t["traceEvents"] = [e for e in t["traceEvents"] if not (e.get("name") == "combine_recv" and e.get("pid") == 2)]
+    t["traceEvents"] = [e for e in t["traceEvents"] if not (e.get("name") == "combine" and e.get("pid") == 2)]
     problems = "\n".join(trace.check(t))
     assert "without nesting" in problems
-    assert "outside a dispatch_send span" in problems
-    assert "rank 1: no span of ['combine_recv']" in problems
+    assert "outside a dispatch span" in problems
+    assert "rank 1: no span of ['combine']" in problems
 
 
 def test_dropped_records_are_reported():

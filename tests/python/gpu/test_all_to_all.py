@@ -201,17 +201,23 @@ def test_cuda_graph_replay_matches_eager(world, rank):
                                        rtol=1e-2, atol=5e-3)
 
 
-def test_torch_compile_matches_eager(world, rank):
+@pytest.mark.parametrize("ops", ["fused", "split"])
+def test_torch_compile_matches_eager(ops, world, rank):
     E, K, H, T = 64, 6, 2048, 32
     dtype = torch.bfloat16
     with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype) as ep:
         engine, state = ep._engine, ep._state
 
         def layer(x, idx, w):
+            if ops == "fused":
+                ex, counts, offsets, meta, weights, src_tokens, token, pos, dest_mask = torch.ops.moe_a2a.dispatch(
+                    engine, state, x, idx, w)
+                y = (ex.float() * (1 + rank)).to(ex.dtype)
+                return torch.ops.moe_a2a.combine(engine, state, y, weights, src_tokens, token, pos, dest_mask)
             dest_mask = torch.ops.moe_a2a.dispatch_send(engine, state, x, idx, w)
-            ex, counts, offsets, meta, weights, rows, token, pos = torch.ops.moe_a2a.dispatch_recv(engine, state)
+            ex, counts, offsets, meta, weights, src_tokens, token, pos = torch.ops.moe_a2a.dispatch_recv(engine, state)
             y = (ex.float() * (1 + rank)).to(ex.dtype)
-            torch.ops.moe_a2a.combine_send(engine, state, y, weights, rows, token, pos)
+            torch.ops.moe_a2a.combine_send(engine, state, y, weights, src_tokens, token, pos)
             return torch.ops.moe_a2a.combine_recv(engine, state, dest_mask)
 
         compiled = torch.compile(layer, fullgraph=True)
@@ -223,6 +229,72 @@ def test_torch_compile_matches_eager(world, rank):
             assert torch.equal(out.view(torch.int16), eager.view(torch.int16))
             torch.testing.assert_close(out.float(), ref.moe_reference(inputs, rank, E, world).float(),
                                        rtol=1e-2, atol=5e-3)
+
+
+@pytest.mark.parametrize("layout", ["padded", "packed"])
+def test_split_calls_overlap_other_work(layout, world, rank):
+    """dispatch_send / dispatch_recv / combine_send / combine_recv with work of the caller in
+    between (a matmul on the same stream), on a grid capped with num_sms: same result as the
+    reference, and as the fused calls bit for bit."""
+    E, K, H, T = 16 * world, 4, 2048, 64
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16, layout=layout, num_sms=16) as ep:
+        a = torch.randn(512, 512, device="cuda")
+        for seed in (71, 72):
+            inputs = ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=seed)
+            x, idx, w = to_device(inputs)[rank]
+            pending = ep.dispatch_send(x, idx, w)
+            busy = a @ a
+            d = ep.dispatch_recv(pending)
+            check_dispatch(d, inputs, rank, world, E)
+            sent = ep.combine_send(fake_grouped_gemm(d, rank), d)
+            busy = busy @ a
+            out = ep.combine_recv(sent)
+            fused = run_round(ep, inputs, rank, world, E)
+            assert torch.equal(out.view(torch.int16), fused.view(torch.int16)), "split calls differ from fused"
+            torch.testing.assert_close(out.cpu().float(), ref.moe_reference(inputs, rank, E, world).float(),
+                                       rtol=1e-2, atol=5e-3)
+
+
+@pytest.mark.parametrize("num_sms", [1, 3, 8])
+def test_few_blocks_many_groups(num_sms, world, rank):
+    """Grids far smaller than the token count: each block sends and receives many token groups
+    (8 groups of up to 128 tokens with one block)."""
+    E, K, H, T = 8 * world, 3, 512, 1024
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16, layout="packed", num_sms=num_sms,
+                          groups_per_block=8) as ep:
+        num_tokens = [T - 37 * r for r in range(world)]  # uneven group splits per source
+        run_round(ep, ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=81, num_tokens=num_tokens),
+                  rank, world, E)
+
+
+def test_too_few_blocks_for_max_tokens_raises(world):
+    with pytest.raises(ValueError, match="num_sms"):
+        moe_a2a.AllToAll(dist.group.WORLD, 8 * world, 2, 256, 4096, torch.bfloat16, num_sms=1)
+
+
+@pytest.mark.parametrize("start", [2**32 - 3, 2**64 - 3], ids=["epoch32", "epoch64"])
+def test_rounds_across_epoch_wrap(start, world, rank):
+    """Every kind of round, run across the point where a 32-bit epoch wrapped (the old protocol
+    passed every wait there) and across the wrap of the 64-bit epoch: data checked each round."""
+    E, K, H, T = 8 * world, 4, 1024, 32
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float32, layout="packed") as ep:
+        ep._set_rounds_for_test(start)
+        for i in range(8):  # forward rounds, then both backward rounds
+            inputs = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=90 + i)
+            run_round(ep, inputs, rank, world, E)
+        x, idx, w = to_device(inputs)[rank]
+        x = x.clone().requires_grad_()
+        w = w.clone().requires_grad_()
+        d = ep.dispatch(x, idx, w)
+        out = ep.combine(d.expert_x * (1.0 + rank), d)
+        out.sum().backward()
+        ep.synchronize()
+        owner = (idx.long() // (E // world)).float()  # y(t, k) = x[t] * (1 + owner of expert k)
+        want_w = x.detach().sum(-1, keepdim=True) * (1.0 + owner)  # d sum(out) / d w[t,k] = sum(y(t, k))
+        torch.testing.assert_close(w.grad, want_w, rtol=1e-4, atol=1e-3)
+        want_x = (w.detach() * (1.0 + owner)).sum(-1, keepdim=True).expand_as(x)
+        torch.testing.assert_close(x.grad, want_x, rtol=1e-5, atol=1e-5)
+        run_round(ep, inputs, rank, world, E)
 
 
 # ---- bad input: a clear exception on every rank, never a hang, never a stray write ----

@@ -40,8 +40,8 @@ def make(world, **kw):
 
 
 def run(ep, world, rank, iters=ITERS):
-    """Training rounds: a forward round, then the backward of combine (output_grad_send,
-    output_grad_recv, weight_grad_recv) and of dispatch (combine_send, combine_recv again)."""
+    """Training rounds: a forward round (dispatch, combine), then the backward of combine
+    (output_grad_send, output_grad_recv, weight_grad_recv) and of dispatch (combine again)."""
     x, idx, w = inputs(world, rank)
     for _ in range(iters):
         xi, wi = x.clone().requires_grad_(), w.clone().requires_grad_()
@@ -51,8 +51,7 @@ def run(ep, world, rank, iters=ITERS):
 
 
 # Kernel launches per training round (run() above).
-PER_ROUND = {"dispatch_send": 1, "dispatch_recv": 1, "combine_send": 2, "combine_recv": 2, "output_grad_send": 1,
-             "output_grad_recv": 1, "weight_grad_recv": 1}
+PER_ROUND = {"dispatch": 1, "combine": 2, "output_grad_send": 1, "output_grad_recv": 1, "weight_grad_recv": 1}
 
 
 @pytest.mark.skipif(COMPILED, reason="this build has the profiler")
@@ -84,20 +83,20 @@ def test_trace_of_real_run(world, rank):
             # every kernel on every rank: one span per wave of every block per iteration
             assert set(PER_ROUND) == set(trace.KERNELS)
             assert kernels == {k: n * ITERS * blocks * waves for k, n in PER_ROUND.items()}, (r, kernels)
-        # Causality across the aligned clocks: a rank's dispatch-recv wait cannot end before
-        # the peer it waited for started its dispatch-send.
+        # Causality across the aligned clocks: a rank's wait for a peer's rows cannot end before
+        # the peer it waited for started its dispatch.
         slack = 2 * info["clock_alignment_error_us"] + 1.0
         first_send = {}
         for e in xs:
-            if e["name"] == "dispatch_send":
+            if e["name"] == "dispatch":
                 first_send.setdefault(e["pid"], []).append(e["ts"])
         sends = {pid: sorted(v) for pid, v in first_send.items()}
         for e in xs:
-            if e["name"] == "dispatch_recv.wait":
+            if e["name"] == "dispatch.wait_rows":
                 peer_pid = e["args"]["peer"] + 1
                 assert e["ts"] + e["dur"] + slack >= sends[peer_pid][0], e
         text = trace.summary(loaded)
-        assert "dispatch_recv.wait" in text and "Slowest blocks" in text
+        assert "dispatch.wait_rows" in text and "Slowest blocks" in text
     finally:
         ep.close()
 

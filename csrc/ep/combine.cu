@@ -1,0 +1,200 @@
+// Combine, one kernel with a send half (expert side) and a receive half (token side); it ends
+// the round (docs/design/protocol.md).
+//
+// Send half: block b takes the token groups b, b + G, ... of every source, as dispatch did.
+// For each received row of group g of every source (one batch) it sums the outputs of the
+// row's local experts, weighted by the router (or not: the backward of dispatch), in fp32 and
+// in ascending k, and stores that one partial sum straight into the source rank's comb_x at
+// the source token's index; then it publishes one partial signal for the group to each
+// source, also when the group had no row here. Which rows exist and where their experts' outputs are comes from the dispatch's
+// RecvRoute, so the same kernel serves the forward pass and, later, the backward pass.
+//
+// Receive half: block b takes its own rank's token groups b, b + G, ...; once every rank's
+// partial signal for a group arrived, out[t] = the sum over the ranks token t went to, in
+// ascending rank order, in fp32, cast once to the token type. The order is fixed, so identical
+// inputs give bitwise identical outputs whatever the arrival order.
+#include "ep_device.cuh"
+
+namespace moe_a2a {
+namespace {
+
+struct CombineShared {
+  int src_tokens[kMaxWorld];
+  int pos[kRowBatch][kMaxTopk];
+  float weight[kRowBatch][kMaxTopk];
+  int token[kRowBatch];
+  uint32_t payload[kMaxWorld];
+  SourceRows batch;  // the token groups being answered
+};
+
+// Backward of dispatch only: every rank says "my comb_x is free" (its previous round ended
+// before this kernel started, on the same stream) and waits until every rank has said so.
+// In a forward round the dispatch half of the round plays this part.
+MOE_A2A_DEVICE bool await_all_ready(const EpBuffers& b, CombineShared& sh, uint64_t epoch) {
+  const EpConfig& cfg = b.c.cfg;
+  if (blockIdx.x == 0 && threadIdx.x < cfg.world) {
+    publish(b.ready_signal(threadIdx.x, cfg.rank), epoch, round_error_bit(b, epoch));
+  }
+  const auto signal = [&](int src) { return b.ready_signal(cfg.rank, src); };
+  return await_ranks(b.c, signal, all_ranks(cfg.world), epoch, WaitSite::kDispatchGradReady, -1, sh.payload);
+}
+
+// The partial sums of token group `g` of every source that has one, in one batch, then one
+// partial signal to each of those sources.
+template <TokenType kType>
+MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, int g,
+                                  uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+  const EpConfig& cfg = b.c.cfg;
+  const int me = cfg.rank;
+  if (threadIdx.x == 0) {
+    SourceRows& in = sh.batch;
+    in.count = 0;
+    in.first[0] = 0;
+    for (int s = 0; s < cfg.world; ++s) {
+      if (g >= cfg.num_groups(sh.src_tokens[s])) continue;
+      const TokenRange group = cfg.token_group(sh.src_tokens[s], g);
+      in.src[in.count] = s;
+      in.begin[in.count] = group.begin;
+      in.end[in.count] = group.end;
+      in.first[in.count + 1] = in.first[in.count] + (group.end - group.begin);  // every slot; empty ones skipped
+      ++in.count;
+    }
+  }
+  __syncthreads();
+  const SourceRows& in = sh.batch;
+  const int rows = in.first[in.count];
+  const int vecs = b.vecs_per_row();
+  const int chunks = chunks_per_row(vecs);
+  const Vec16* y = static_cast<const Vec16*>(a.expert_y);
+  for (int batch = 0; batch < rows; batch += kRowBatch) {
+    const int n = min(kRowBatch, rows - batch);
+    for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
+      const int r = j / cfg.topk, k = j % cfg.topk;
+      int i, slot;
+      in.locate(batch + r, i, slot);
+      const size_t row = b.row_index(in.src[i], slot);
+      const int token = a.recv_route.token[row];
+      // An empty slot, or a token index that could address outside comb_x (the route came
+      // from the caller), sends nothing.
+      const bool used = token >= 0 && token < cfg.max_tokens;
+      int p = used ? a.recv_route.pos[row * cfg.topk + k] : -1;
+      if (static_cast<size_t>(p) >= cfg.output_rows()) p = -1;  // also p < 0
+      sh.pos[r][k] = p;
+      sh.weight[r][k] = a.expert_weights == nullptr || p < 0 ? 1.0f : a.expert_weights[p];
+      if (k == 0) sh.token[r] = used ? token : -1;
+    }
+    __syncthreads();
+    // Tasks (row, chunk): sum the row's local experts' outputs for this chunk, k ascending.
+    for (int task = wave_id(); task < n * chunks; task += kWavesPerBlock) {
+      const int r = task / chunks, chunk = task % chunks;
+      if (sh.token[r] < 0) continue;
+      int i, slot;
+      in.locate(batch + r, i, slot);
+      MOE_A2A_PROFILE_SPAN(send_span, prof, kCombineSendRow, in.src[i]);
+      float acc[kUnroll][8] = {};
+      for (int k = 0; k < cfg.topk; ++k) {
+        const int p = sh.pos[r][k];
+        if (p < 0) continue;
+        Vec16 v[kUnroll];
+        load_chunk(y + static_cast<size_t>(p) * vecs, chunk, vecs, v);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) fma_vec<kType>(acc[u], sh.weight[r][k], v[u]);
+      }
+      Vec16 packed[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) packed[u] = pack_vec<kType>(acc[u]);
+      store_chunk(b.comb_x(in.src[i], me, sh.token[r]), chunk, vecs, packed);
+    }
+    __syncthreads();  // pos/weight/token are rewritten by the next batch; stores before the signals
+  }
+  if (threadIdx.x < in.count) publish(b.partial_signal(in.src[threadIdx.x], me, g), epoch, round_error_bit(b, epoch));
+  __syncthreads();  // sh.batch is rewritten by the next call
+}
+
+// Out[t] for this rank's token group `g`, once every rank's partials for it are in. False
+// after a timeout.
+template <TokenType kType>
+MOE_A2A_DEVICE bool receive_group(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, int g,
+                                  uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+  const EpConfig& cfg = b.c.cfg;
+  const int me = cfg.rank;
+  MOE_A2A_PROFILE(const uint64_t wait_start = prof.now());
+  // Every rank signals every group, also those it has no row of, and the wait covers all of
+  // them: a rank may start the next round only when every peer is done reading what it sent.
+  const auto signal = [&](int r) { return b.partial_signal(me, r, g); };
+  if (!await_ranks(b.c, signal, all_ranks(cfg.world), epoch, WaitSite::kCombinePartials, g, sh.payload)) return false;
+  MOE_A2A_PROFILE(prof.record_wait(ProfilerEvent::kCombineWait, wait_start, cfg.world));
+  const TokenRange group = cfg.token_group(a.route.num_tokens, g);
+  const int vecs = b.vecs_per_row();
+  const int chunks = chunks_per_row(vecs);
+  const uint32_t ranks = all_ranks(cfg.world);
+  Vec16* out = static_cast<Vec16*>(a.out);
+  for (int task = wave_id(); task < (group.end - group.begin) * chunks; task += kWavesPerBlock) {
+    const int t = group.begin + task / chunks, chunk = task % chunks;
+    const uint32_t mask = static_cast<uint32_t>(a.route.dest_mask[t]) & ranks;
+    MOE_A2A_PROFILE_SPAN(reduce_span, prof, kCombineReduce, t);
+    float acc[kUnroll][8] = {};
+    for (int r = 0; r < cfg.world; ++r) {
+      if (!((mask >> r) & 1u)) continue;
+      Vec16 v[kUnroll];
+      load_chunk(b.comb_x(me, r, t), chunk, vecs, v);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) fma_vec<kType>(acc[u], 1.0f, v[u]);
+    }
+    Vec16 packed[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) packed[u] = pack_vec<kType>(acc[u]);
+    store_chunk(out + static_cast<size_t>(t) * vecs, chunk, vecs, packed);
+  }
+  return true;
+}
+
+template <TokenType kType>
+__global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineArgs a, Role role) {
+  __shared__ CombineShared sh;
+  MOE_A2A_PROFILE_TRACK(prof, c.profiler, kCombine);
+  const EpBuffers b{c};
+  const EpConfig& cfg = c.cfg;
+  const uint64_t epoch = b.current_epoch();
+  const int blocks = static_cast<int>(gridDim.x);
+  const int first = static_cast<int>(blockIdx.x);
+
+  int src_groups = 0;
+  if (sends(role)) {
+    if (a.await_ready && !await_all_ready(b, sh, epoch)) return;  // timed out: engine failed
+    load_route_tokens(c, a.recv_route, sh.src_tokens);
+    for (int s = 0; s < cfg.world; ++s) src_groups = max(src_groups, cfg.num_groups(sh.src_tokens[s]));
+    // The dispatch of this round is over on this rank: clear its position counters for the
+    // next one (no kernel reads them until then).
+    if (blockIdx.x == 0) {
+      for (int e = threadIdx.x; e < cfg.experts_per_rank(); e += blockDim.x) b.expert_count()[e] = 0;
+    }
+  }
+  const int my_groups = receives(role) ? cfg.num_groups(a.route.num_tokens) : 0;
+  const auto send_step = [&](int g) {
+    if (g < src_groups) send_partials<kType>(b, a, sh, g, epoch MOE_A2A_PROFILE(, prof));
+  };
+  // Step g: send the partials of group g + G of every source, then receive this rank's group g
+  // (whose partials every rank sent one step earlier).
+  send_step(first);
+  const int steps = max(my_groups, src_groups);
+  for (int g = first; g < steps; g += blocks) {
+    send_step(g + blocks);
+    if (g < my_groups && !receive_group<kType>(b, a, sh, g, epoch MOE_A2A_PROFILE(, prof))) return;
+  }
+  if (receives(role)) end_round(b);
+}
+
+}  // namespace
+
+void launch_combine(const EpContext& ctx, const CombineArgs& args, Role role, hipStream_t stream) {
+  if (receives(role)) {
+    MOE_A2A_CHECK(args.route.num_tokens >= 0 && args.route.num_tokens <= ctx.cfg.max_tokens,
+                  "combine: num_tokens ", args.route.num_tokens, " outside [0, ", ctx.cfg.max_tokens, "]");
+  }
+  MOE_A2A_DISPATCH_TOKEN_TYPE(ctx.token_type, kType,
+                              (combine_kernel<kType><<<ctx.cfg.num_blocks, kEpBlock, 0, stream>>>(ctx, args, role)));
+  MOE_A2A_GPU_CHECK(hipGetLastError());
+}
+
+}  // namespace moe_a2a

@@ -1,0 +1,375 @@
+// Dispatch, one kernel with a send half and a receive half (docs/design/protocol.md).
+//
+// Send half: a rank's T tokens are split into token groups (EpConfig::token_group); block b
+// sends groups b, b + G, b + 2G, ... (G blocks). For a group it routes each token (which ranks
+// own its top-k experts; ids are checked here, before any remote write), numbers the group's
+// rows per destination, stores each row once per destination rank with its metadata (local
+// expert of each k or -1, weight, source token) into that rank's recv_x at the group's slots,
+// and publishes one group signal per destination carrying the row count. The last block also
+// counts the (token, k) pairs per expert over all tokens and publishes them first (count
+// signal): the receivers need every expert's total before placing rows in the packed layout.
+//
+// Receive half: every block waits for the count signals of all sources, computes each local
+// expert's segment of expert_x, then takes the same group indices as its send half, of every
+// source, in the order their signals arrive, and copies each row to every local expert that
+// it carries (positions inside an expert from a local atomic counter: order inside an expert
+// is free by contract). In a fused launch a block sends its next group before it receives
+// the current one, so that the link and the local copies overlap.
+#include "ep_device.cuh"
+#include "moe_a2a/platform/block_ops.h"
+
+namespace moe_a2a {
+namespace {
+
+static_assert(kMaxExperts / 2 <= kEpBlock, "one thread per local expert when scanning expert totals");
+
+struct DispatchShared {
+  // send half
+  uint32_t mask[kEpBlock];          // destination ranks of each token of the group
+  int slot[kEpBlock][kMaxWorld];    // its slot on each destination
+  int rows[kMaxWorld];              // the group's rows per destination
+  uint32_t pairs[kMaxExperts];      // counting block: (token, k) pairs per global expert
+  // receive half
+  int src_tokens[kMaxWorld];
+  int seg_first[kMaxExperts / 2], seg_limit[kMaxExperts / 2], seg_total[kMaxExperts / 2];
+  int all_rows;
+  int dest[kRowBatch][kMaxTopk];  // row of expert_x for each (row, k) of a batch, or -1
+  uint32_t payload[kMaxWorld];
+  SourceRows batch;               // the token groups being placed
+};
+
+// Read as int64 so that an out-of-range int64 id cannot wrap into the valid range.
+MOE_A2A_DEVICE int64_t read_expert(const DispatchArgs& a, size_t i) {
+  return a.topk_idx_is_int64 ? static_cast<const int64_t*>(a.topk_idx)[i]
+                             : static_cast<int64_t>(static_cast<const int32_t*>(a.topk_idx)[i]);
+}
+MOE_A2A_DEVICE bool valid_expert(const EpConfig& cfg, int64_t e) { return e >= 0 && e < cfg.num_experts; }
+
+// ---------------------------------------------------------------- send half
+// The counting block: (token, k) pairs per local expert of every rank, over all tokens, and the
+// token count, to every rank. Bad ids are left out here as they are from the rows.
+MOE_A2A_DEVICE void send_counts(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, uint64_t epoch) {
+  const EpConfig& cfg = b.c.cfg;
+  const int tokens = a.route.num_tokens;
+  for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) sh.pairs[e] = 0;
+  __syncthreads();
+  bool bad = false;
+  const int n = tokens * cfg.topk;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const int64_t e = read_expert(a, i);
+    if (valid_expert(cfg, e)) atomic_add_relaxed_block(sh.pairs + e, 1u);
+    else bad = true;
+  }
+  bad = __syncthreads_or(bad);
+  const int local = cfg.experts_per_rank();
+  for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) {
+    const int r = e / local;
+    b.recv_count(r, cfg.rank)[e - r * local] = static_cast<int32_t>(sh.pairs[e]);
+  }
+  __syncthreads();  // every count stored before any signal
+  if (threadIdx.x < cfg.world) {
+    const uint32_t error = bad ? kFlagErrorBit : round_error_bit(b, epoch);
+    publish(b.count_signal(threadIdx.x, cfg.rank), epoch, static_cast<uint32_t>(tokens) | error);
+  }
+}
+
+MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, int g, uint64_t epoch
+                               MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+  const EpConfig& cfg = b.c.cfg;
+  const int me = cfg.rank;
+  const int world = cfg.world;
+  const TokenRange group = cfg.token_group(a.route.num_tokens, g);
+  const int n = group.end - group.begin;  // <= kEpBlock (validate() checks max_group_tokens)
+  MOE_A2A_PROFILE(const uint64_t route_start = prof.now());
+
+  // 1. Routing: which ranks each token goes to. A bad id is reported and its (token, k) pair
+  //    dropped, never sent anywhere.
+  if (threadIdx.x < n) {
+    const int t = group.begin + threadIdx.x;
+    uint32_t mask = 0;
+    for (int k = 0; k < cfg.topk; ++k) {
+      const int64_t e = read_expert(a, static_cast<size_t>(t) * cfg.topk + k);
+      if (!valid_expert(cfg, e)) {
+        const int32_t shown = e < INT32_MIN ? INT32_MIN : (e > INT32_MAX ? INT32_MAX : static_cast<int32_t>(e));
+        report_error(b.c, ErrorCode::kBadExpertId, -1, shown, t, cfg.num_experts, 0);
+        continue;
+      }
+      mask |= 1u << cfg.owner_rank(static_cast<int32_t>(e));
+    }
+    a.route.dest_mask[t] = static_cast<int32_t>(mask);  // combine sums exactly these ranks' partials
+    sh.mask[threadIdx.x] = mask;
+  }
+  __syncthreads();
+
+  // 2. Slots: the group's rows for each destination take its first slots, in token order.
+  if (wave_id() == 0) {
+    int running[kMaxWorld] = {};
+    for (int base = 0; base < n; base += kWaveSize) {
+      const int i = base + lane_id();
+      const uint32_t mask = i < n ? sh.mask[i] : 0u;
+#pragma unroll
+      for (int r = 0; r < kMaxWorld; ++r) {
+        if (r >= world) break;
+        const bool to_r = (mask >> r) & 1u;
+        const LaneMask bits = wave_ballot(to_r);
+        if (to_r) sh.slot[i][r] = group.begin + running[r] + popcount(bits & lanes_below());
+        running[r] += popcount(bits);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kMaxWorld; ++r) {
+      if (r < world && lane_id() == r) sh.rows[r] = running[r];
+    }
+  }
+  __syncthreads();
+  MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchRoute, route_start, g));
+
+  // 3. Metadata: for each (token, destination, k), the expert's local id there (or -1) and the
+  //    weight; the source token once per row.
+  const int per_token = world * cfg.topk;
+  for (int j = threadIdx.x; j < n * per_token; j += blockDim.x) {
+    const int i = j / per_token, r = (j % per_token) / cfg.topk, k = j % cfg.topk;
+    if (!((sh.mask[i] >> r) & 1u)) continue;
+    const int t = group.begin + i;
+    const size_t idx = static_cast<size_t>(t) * cfg.topk + k;
+    const int64_t e = read_expert(a, idx);
+    const bool here = valid_expert(cfg, e) && cfg.owner_rank(static_cast<int32_t>(e)) == r;
+    const int s = sh.slot[i][r];
+    b.recv_expert(r, me, s)[k] = here ? static_cast<int32_t>(e) - r * cfg.experts_per_rank() : -1;
+    b.recv_weight(r, me, s)[k] = a.topk_weights[idx];
+    if (k == 0) *b.recv_token(r, me, s) = t;
+  }
+
+  // 4. Rows: tasks (token, chunk) over the block's waves; each chunk is loaded once and stored
+  //    to every destination rank of the token.
+  const int vecs = b.vecs_per_row();
+  const int chunks = chunks_per_row(vecs);
+  for (int task = wave_id(); task < n * chunks; task += kWavesPerBlock) {
+    const int i = task / chunks, chunk = task % chunks;
+    const uint32_t mask = sh.mask[i];
+    if (mask == 0) continue;
+    MOE_A2A_PROFILE_SPAN(row_span, prof, kDispatchSendRow, group.begin + i);
+    Vec16 v[kUnroll];
+    load_chunk(reinterpret_cast<const Vec16*>(static_cast<const uint8_t*>(a.x) +
+                                              static_cast<size_t>(group.begin + i) * cfg.row_bytes()),
+               chunk, vecs, v);
+    for (int r = 0; r < world; ++r) {
+      if ((mask >> r) & 1u) store_chunk(b.recv_x(r, me, sh.slot[i][r]), chunk, vecs, v);
+    }
+  }
+
+  // 5. Announce: every thread's stores of the group are ordered before each signal (the
+  //    barrier, then a release per signal), also to ranks that got no row.
+  __syncthreads();
+  if (threadIdx.x < world) {
+    publish(b.group_signal(threadIdx.x, me, g), epoch,
+            static_cast<uint32_t>(sh.rows[threadIdx.x]) | round_error_bit(b, epoch));
+  }
+}
+
+// ---------------------------------------------------------------- receive half
+// Rows of expert_x that each local expert may use: [first[e], first[e] + limit[e]). Padded:
+// e * capacity and capacity. Packed: prefix sums of the experts' totals, and as many rows as
+// fit before the end of the buffer.
+MOE_A2A_DEVICE void expert_segments(const EpBuffers& b, DispatchShared& sh) {
+  using Scan = BlockScan<int, kEpBlock>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  const EpConfig& cfg = b.c.cfg;
+  const int e = threadIdx.x;
+  int n = 0;
+  if (e < cfg.experts_per_rank()) {
+    for (int src = 0; src < cfg.world; ++src) n += b.recv_count(cfg.rank, src)[e];
+  }
+  int before = 0, all = 0;
+  Scan::exclusive_sum(scan_tmp, n, before, all);
+  if (e < cfg.experts_per_rank()) {
+    sh.seg_total[e] = n;
+    const int cap = cfg.expert_capacity;
+    sh.seg_first[e] = cfg.packed() ? min(before, cap) : e * cap;
+    sh.seg_limit[e] = cfg.packed() ? min(n, cap - sh.seg_first[e]) : cap;
+  }
+  if (threadIdx.x == 0) sh.all_rows = all;
+  __syncthreads();
+}
+
+// Waits for every source's counts, then lays out the experts' segments; block 0 writes them
+// out. False after a timeout.
+MOE_A2A_DEVICE bool receive_counts(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, uint64_t epoch
+                                   MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+  const EpConfig& cfg = b.c.cfg;
+  const int me = cfg.rank;
+  MOE_A2A_PROFILE(const uint64_t wait_start = prof.now());
+  const auto signal = [&](int src) { return b.count_signal(me, src); };
+  if (!await_ranks(b.c, signal, all_ranks(cfg.world), epoch, WaitSite::kDispatchCounts, -1, sh.payload)) return false;
+  MOE_A2A_PROFILE(prof.record_wait(ProfilerEvent::kDispatchWaitCounts, wait_start, cfg.world));
+  if (threadIdx.x < cfg.world) {
+    // A count from a peer never addresses past max_tokens.
+    sh.src_tokens[threadIdx.x] = min(static_cast<int>(sh.payload[threadIdx.x] & kFlagCountMask), cfg.max_tokens);
+  }
+  expert_segments(b, sh);  // synchronises the block
+  if (blockIdx.x == 0) {
+    const int local = cfg.experts_per_rank();
+    if (threadIdx.x < cfg.world) a.recv_route.src_tokens[threadIdx.x] = sh.src_tokens[threadIdx.x];
+    for (int e = threadIdx.x; e < local; e += blockDim.x) {
+      a.expert_num_tokens[e] = min(sh.seg_total[e], sh.seg_limit[e]);
+      a.expert_offsets[e] = sh.seg_first[e];
+    }
+    if (threadIdx.x == 0) {
+      a.expert_offsets[local] = cfg.packed() ? min(sh.all_rows, cfg.expert_capacity) : local * cfg.expert_capacity;
+    }
+  }
+  return true;
+}
+
+// The rows of the batch (sh.batch: one token group of each of several sources): positions,
+// metadata, route, then payload.
+MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh
+                               MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+  const EpConfig& cfg = b.c.cfg;
+  const int me = cfg.rank;
+  const int local = cfg.experts_per_rank();
+  const int vecs = b.vecs_per_row();
+  const int chunks = chunks_per_row(vecs);
+  const SourceRows& in = sh.batch;
+  const int rows = in.first[in.count];
+  Vec16* out = static_cast<Vec16*>(a.expert_x);
+  for (int batch = 0; batch < rows; batch += kRowBatch) {
+    const int n = min(kRowBatch, rows - batch);
+    MOE_A2A_PROFILE(const uint64_t place_start = prof.now());
+    // Positions: one thread per (row, k) that names a local expert.
+    for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
+      const int r = j / cfg.topk, k = j % cfg.topk;
+      int i, slot;
+      in.locate(batch + r, i, slot);
+      const int src = in.src[i];
+      const size_t row = b.row_index(src, slot);
+      const int e = b.recv_expert(me, src, slot)[k];
+      const int token = *b.recv_token(me, src, slot);
+      int at = -1;
+      if (e >= 0 && e < local) {
+        const int pos = static_cast<int>(atomic_add_relaxed_gpu(b.expert_count() + e, 1u));
+        if (pos < sh.seg_limit[e]) {
+          at = sh.seg_first[e] + pos;
+          a.expert_meta[3 * static_cast<size_t>(at) + 0] = src;
+          a.expert_meta[3 * static_cast<size_t>(at) + 1] = token;
+          a.expert_meta[3 * static_cast<size_t>(at) + 2] = k;
+          a.expert_weights[at] = b.recv_weight(me, src, slot)[k];
+        } else if (cfg.packed()) {
+          report_error(b.c, ErrorCode::kCapacityOverflow, src, -1, token, cfg.expert_capacity, sh.all_rows);
+        } else {
+          report_error(b.c, ErrorCode::kCapacityOverflow, src, e, token, cfg.expert_capacity, pos + 1);
+        }
+      }
+      sh.dest[r][k] = at;
+      a.recv_route.pos[row * cfg.topk + k] = at;
+      if (k == 0) a.recv_route.token[row] = token;
+    }
+    __syncthreads();
+    MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchPlace, place_start, in.count));
+    // Payload: tasks (row, chunk) over the waves; each chunk is read once and written to
+    // every local expert of the row.
+    for (int task = wave_id(); task < n * chunks; task += kWavesPerBlock) {
+      const int r = task / chunks, chunk = task % chunks;
+      int i, slot;
+      in.locate(batch + r, i, slot);
+      MOE_A2A_PROFILE_SPAN(copy_span, prof, kDispatchCopy, in.src[i]);
+      Vec16 v[kUnroll];
+      load_chunk(b.recv_x(me, in.src[i], slot), chunk, vecs, v);
+      for (int k = 0; k < cfg.topk; ++k) {
+        const int d = sh.dest[r][k];
+        if (d >= 0) store_chunk(out + static_cast<size_t>(d) * vecs, chunk, vecs, v);
+      }
+    }
+    __syncthreads();  // dest[] is rewritten by the next batch
+  }
+  // The groups' other slots hold no row this round.
+  for (int i = 0; i < in.count; ++i) {
+    const int filled = in.begin[i] + in.first[i + 1] - in.first[i];
+    for (int slot = filled + threadIdx.x; slot < in.end[i]; slot += blockDim.x) {
+      a.recv_route.token[b.row_index(in.src[i], slot)] = -1;
+    }
+  }
+  __syncthreads();  // sh.batch is rewritten by the next call
+}
+
+// Group `g` of every source that has one: whatever has arrived is placed in one batch, until
+// every source's group is in. False after a timeout.
+MOE_A2A_DEVICE bool receive_group(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, int g,
+                                  uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+  const EpConfig& cfg = b.c.cfg;
+  uint32_t pending = 0;
+  for (int s = 0; s < cfg.world; ++s) {
+    if (g < cfg.num_groups(sh.src_tokens[s])) pending |= 1u << s;
+  }
+  while (pending != 0) {
+    MOE_A2A_PROFILE(const uint64_t wait_start = prof.now());
+    const auto signal = [&](int src) { return b.group_signal(cfg.rank, src, g); };
+    const uint32_t arrived = await_some_ranks(b.c, signal, pending, epoch, WaitSite::kDispatchRows, g, sh.payload);
+    if (arrived == 0) return false;
+    MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchWaitRows, wait_start, __ffs(arrived) - 1));
+    pending &= ~arrived;
+    if (threadIdx.x == 0) {
+      SourceRows& in = sh.batch;
+      in.count = 0;
+      in.first[0] = 0;
+      for (int s = 0; s < cfg.world; ++s) {
+        if (!((arrived >> s) & 1u)) continue;
+        const TokenRange group = cfg.token_group(sh.src_tokens[s], g);
+        // A row count from a peer never addresses past its group.
+        const int rows = min(static_cast<int>(sh.payload[s] & kFlagCountMask), group.end - group.begin);
+        in.src[in.count] = s;
+        in.begin[in.count] = group.begin;
+        in.end[in.count] = group.end;
+        in.first[in.count + 1] = in.first[in.count] + rows;
+        ++in.count;
+      }
+    }
+    __syncthreads();
+    place_rows(b, a, sh MOE_A2A_PROFILE(, prof));
+  }
+  return true;
+}
+
+__global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, DispatchArgs a, Role role) {
+  __shared__ DispatchShared sh;
+  MOE_A2A_PROFILE_TRACK(prof, c.profiler, kDispatch);
+  const EpBuffers b{c};
+  const EpConfig& cfg = c.cfg;
+  const uint64_t epoch = b.current_epoch();
+  const int blocks = static_cast<int>(gridDim.x);
+  const int first = static_cast<int>(blockIdx.x);
+
+  const int my_groups = sends(role) ? cfg.num_groups(a.route.num_tokens) : 0;
+  if (sends(role)) {
+    if (first == blocks - 1) {
+      MOE_A2A_PROFILE_SPAN(count_span, prof, kDispatchCounts, a.route.num_tokens);
+      send_counts(b, a, sh, epoch);
+    }
+    if (first < my_groups) send_group(b, a, sh, first, epoch MOE_A2A_PROFILE(, prof));
+  }
+  int src_groups = 0;
+  if (receives(role)) {
+    if (!receive_counts(b, a, sh, epoch MOE_A2A_PROFILE(, prof))) return;  // timed out: engine failed
+    for (int s = 0; s < cfg.world; ++s) src_groups = max(src_groups, cfg.num_groups(sh.src_tokens[s]));
+  }
+  // Step g: send this block's next group, then receive group g (sent one step earlier).
+  const int steps = max(my_groups, src_groups);
+  for (int g = first; g < steps; g += blocks) {
+    if (g + blocks < my_groups) send_group(b, a, sh, g + blocks, epoch MOE_A2A_PROFILE(, prof));
+    if (g < src_groups && !receive_group(b, a, sh, g, epoch MOE_A2A_PROFILE(, prof))) return;
+  }
+}
+
+}  // namespace
+
+void launch_dispatch(const EpContext& ctx, const DispatchArgs& args, Role role, hipStream_t stream) {
+  if (sends(role)) {
+    const int num_tokens = args.route.num_tokens;
+    MOE_A2A_CHECK(num_tokens >= 0 && num_tokens <= ctx.cfg.max_tokens,
+                  "dispatch: num_tokens ", num_tokens, " outside [0, ", ctx.cfg.max_tokens, "]");
+  }
+  dispatch_kernel<<<ctx.cfg.num_blocks, kEpBlock, 0, stream>>>(ctx, args, role);
+  MOE_A2A_GPU_CHECK(hipGetLastError());
+}
+
+}  // namespace moe_a2a
