@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # One call on a GPU node does it all: build the extension, run the GPU tests under torchrun on
 # every GPU, run the benchmarks, and leave every log in OUT.
-#   tools/gpu_run.sh OUT [all|build|tests|bench|sweep|layer|profile] [extra pytest args...]
+#   tools/gpu_run.sh OUT [all|STEP[,STEP...]] [extra pytest args...]
+# STEP is one of build, tests, bench, graph, sweep, layer, profile (e.g. build,tests,graph).
+# `graph` runs benchmarks/bench_graph.py: dispatch + combine as CUDA-graph steady state and
+# eager, challenge shapes and the DeepSeek-V3 shape at 1..4096 tokens.
 # `layer` runs examples/moe_layer.py and benchmarks/bench_moe_layer.py (the MoE layer at the
 # DeepSeek-V3 shape: forward, backward, and its dispatch / combine / experts alone).
 # `profile` rebuilds with the in-kernel profiler (MOE_A2A_PROFILE=1), runs its GPU tests and a
@@ -9,8 +12,9 @@
 # so the extension is left built with the profiler.
 # Exit status: non-zero if the build or any test failed.
 set -uo pipefail
-OUT=${1:?usage: tools/gpu_run.sh OUT_DIR [all|build|tests|bench|sweep|layer|profile]}
+OUT=${1:?usage: tools/gpu_run.sh OUT_DIR [all|STEP[,STEP...]] (steps: build tests bench graph sweep layer profile)}
 WHAT=${2:-all}
+wants() { [ "$WHAT" = all ] || [[ ",$WHAT," == *",$1,"* ]]; }
 shift $(( $# >= 2 ? 2 : 1 ))
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
@@ -35,25 +39,29 @@ step() {  # step NAME TIMEOUT_S CMD...: runs CMD, logs to OUT/NAME.log, records 
   return $rc
 }
 
-if [ "$WHAT" = all ] || [ "$WHAT" = build ] || { [ "$WHAT" != profile ] && [ ! -e python/moe_a2a/_C*.so ]; }; then
+if wants build || { [ "$WHAT" != profile ] && [ ! -e python/moe_a2a/_C*.so ]; }; then
   # --force: the previous build may have had the profiler in (same sources, other flags)
   step build 900 env MOE_A2A_PROFILE=0 MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace --force \
     || { tail -40 "$OUT/build.log"; exit 1; }
 fi
-if [ "$WHAT" = all ] || [ "$WHAT" = tests ]; then
+if wants tests; then
   step gpu_tests 500 torchrun --nproc-per-node="$NGPU" -m pytest tests/python/gpu -q -rfE -p no:cacheprovider "$@"
 fi
-if [ "$WHAT" = all ] || [ "$WHAT" = bench ]; then
+if wants bench; then
   step bench_all2all 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_all2all.py --harness --out "$OUT"
 fi
-if [ "$WHAT" = all ] || [ "$WHAT" = sweep ]; then
+if wants graph; then
+  step bench_graph 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_graph.py --out "$OUT"
+  grep -A 20 "^shape " "$OUT/bench_graph.log" | tee -a "$OUT/summary.txt"
+fi
+if wants sweep; then
   step bench_sweep 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_sweep.py --out "$OUT"
 fi
-if [ "$WHAT" = all ] || [ "$WHAT" = layer ]; then
+if wants layer; then
   step example 120 torchrun --nproc-per-node="$NGPU" examples/moe_layer.py
   step bench_moe_layer 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_moe_layer.py --out "$OUT"
 fi
-if [ "$WHAT" = all ] || [ "$WHAT" = profile ]; then
+if wants profile; then
   if step build_profiler 900 env MOE_A2A_PROFILE=1 MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace --force; then
     step profiler_tests 300 torchrun --nproc-per-node="$NGPU" -m pytest tests/python/gpu/test_profiler.py -q -rfE \
       -p no:cacheprovider "$@"
