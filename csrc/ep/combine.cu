@@ -74,10 +74,11 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
       in.locate(batch + r, i, slot);
       const size_t row = b.row_index(in.src[i], slot);
       const int token = a.recv_route.token[row];
+      int p = a.recv_route.pos[row * cfg.topk + k];  // loaded with the token, used only if the slot is
       // An empty slot, or a token index that could address outside comb_x (the route came
       // from the caller), sends nothing.
       const bool used = token >= 0 && token < cfg.max_tokens;
-      int p = used ? a.recv_route.pos[row * cfg.topk + k] : -1;
+      if (!used) p = -1;
       if (static_cast<size_t>(p) >= cfg.output_rows()) p = -1;  // also p < 0
       sh.pos[r][k] = p;
       sh.weight[r][k] = a.expert_weights == nullptr || p < 0 ? 1.0f : a.expert_weights[p];

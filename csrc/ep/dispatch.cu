@@ -55,10 +55,20 @@ MOE_A2A_DEVICE void send_counts(const EpBuffers& b, const DispatchArgs& a, Dispa
   __syncthreads();
   bool bad = false;
   const int n = tokens * cfg.topk;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const int64_t e = read_expert(a, i);
-    if (valid_expert(cfg, e)) atomic_add_relaxed_block(sh.pairs + e, 1u);
-    else bad = true;
+  constexpr int kInFlight = 8;  // ids loaded before the first is counted
+  for (int base = threadIdx.x; base < n; base += kInFlight * blockDim.x) {
+    int64_t ids[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int i = base + u * blockDim.x;
+      ids[u] = i < n ? read_expert(a, i) : 0;
+    }
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      if (base + u * static_cast<int>(blockDim.x) >= n) break;
+      if (valid_expert(cfg, ids[u])) atomic_add_relaxed_block(sh.pairs + ids[u], 1u);
+      else bad = true;
+    }
   }
   bad = __syncthreads_or(bad);
   const int local = cfg.experts_per_rank();
@@ -86,9 +96,18 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   //    dropped, never sent anywhere.
   if (threadIdx.x < n) {
     const int t = group.begin + threadIdx.x;
+    // Every id of the token in flight at once: the reports below write memory, so a load
+    // after one could not be moved before it.
+    int64_t ids[kMaxTopk];
+#pragma unroll
+    for (int k = 0; k < kMaxTopk; ++k) {
+      if (k < cfg.topk) ids[k] = read_expert(a, static_cast<size_t>(t) * cfg.topk + k);
+    }
     uint32_t mask = 0;
-    for (int k = 0; k < cfg.topk; ++k) {
-      const int64_t e = read_expert(a, static_cast<size_t>(t) * cfg.topk + k);
+#pragma unroll
+    for (int k = 0; k < kMaxTopk; ++k) {
+      if (k >= cfg.topk) break;
+      const int64_t e = ids[k];
       if (!valid_expert(cfg, e)) {
         const int32_t shown = e < INT32_MIN ? INT32_MIN : (e > INT32_MAX ? INT32_MAX : static_cast<int32_t>(e));
         report_error(b.c, ErrorCode::kBadExpertId, -1, shown, t, cfg.num_experts, 0);

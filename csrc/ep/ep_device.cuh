@@ -221,7 +221,7 @@ MOE_A2A_DEVICE inline uint32_t await_some_ranks(const EpContext& c, SignalOf sig
     if (arrived == 0 && r == __ffs(static_cast<int>(ranks)) - 1) {  // timed out: the lowest missing rank
       report_error(c, ErrorCode::kTimeout, r, static_cast<int>(site), group, epoch, ld_relaxed_sys(&signal(r)->epoch));
     }
-    if (ready) await_signal(c, signal(r), epoch, r, site, group, payload + r);  // arrived: acquires it at once
+    if (ready) await_signal(c, signal(r), epoch, r, site, group, payload + r);  // arrived: one acquire load
     if (r == 0) arrived_ranks = static_cast<uint32_t>(arrived);
   }
   __syncthreads();
@@ -283,14 +283,12 @@ MOE_A2A_DEVICE inline void load_route_tokens(const EpContext& c, const RecvRoute
                                              int* first_row = nullptr) {
   __shared__ bool bad;
   const int world = c.cfg.world;
+  if (threadIdx.x < world) src_tokens[threadIdx.x] = route.src_tokens[threadIdx.x];  // in parallel
+  __syncthreads();
   if (threadIdx.x == 0) {
     bad = false;
     int sum = 0;
-    for (int r = 0; r < world; ++r) {
-      const int n = route.src_tokens[r];
-      bad = bad || n < 0 || n > c.cfg.max_tokens;
-      src_tokens[r] = n;
-    }
+    for (int r = 0; r < world; ++r) bad = bad || src_tokens[r] < 0 || src_tokens[r] > c.cfg.max_tokens;
     for (int r = 0; r < world; ++r) {
       if (bad) src_tokens[r] = 0;
       if (first_row != nullptr) first_row[r] = sum;

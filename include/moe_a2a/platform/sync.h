@@ -126,22 +126,25 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void fence_acq_rel_gpu() { asm volatile("fence.acq
 
 #endif
 
-// Bounded wait: spin with relaxed system-scope loads (cheap, no fence in the loop) until
-// *flag has reached target (serial-number order, see reached()), then take one acquire load
-// so the data published before the flag is visible. Gives up after `timeout_ticks` of
+// Bounded wait: one acquire load; if the flag has not reached target yet (serial-number
+// order, see reached()), spin with relaxed system-scope loads (cheap, no fence in the loop)
+// until it has, then take one acquire load so the data published before the flag is visible. Gives up after `timeout_ticks` of
 // wall_clock(). Returns true on success; on timeout returns false and leaves the last value
 // seen in *last_seen.
 MOE_A2A_DEVICE inline bool wait_until_at_least_sys(const uint64_t* flag, uint64_t target,
                                                    uint64_t timeout_ticks, uint64_t* last_seen) {
-  uint64_t v = ld_relaxed_sys(flag);
-  if (!reached(v, target)) {
-    const uint64_t start = wall_clock();
-    // Reading the clock every iteration costs little next to a remote-visible load.
-    while (!reached(v = ld_relaxed_sys(flag), target)) {
-      if (wall_clock() - start > timeout_ticks) {
-        *last_seen = v;
-        return false;
-      }
+  // A flag that is already there (a late waiter) costs one acquire load.
+  uint64_t v = ld_acquire_sys(flag);
+  if (reached(v, target)) {
+    *last_seen = v;
+    return true;
+  }
+  const uint64_t start = wall_clock();
+  // Reading the clock every iteration costs little next to a remote-visible load.
+  while (!reached(v = ld_relaxed_sys(flag), target)) {
+    if (wall_clock() - start > timeout_ticks) {
+      *last_seen = v;
+      return false;
     }
   }
   v = ld_acquire_sys(flag);
