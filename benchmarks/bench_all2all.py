@@ -152,7 +152,8 @@ def get_micro(ctx, args):
     if args.no_microbench:
         import microbench
         a = microbench.ASSUMED
-        return {"B_GBps": a["B_GBps"], "flag_latency_us": a["flag_latency_us"],
+        return {"B_GBps": a["B_GBps"], "flag_latency_us": a["flag_latency_us"], "B_local_GBps": a["B_local_GBps"],
+                "B_local_source": "assumed: " + a["source"],
                 "L_us": a["flag_latency_us"], "B_source": "assumed: " + a["source"],
                 "flag_source": "assumed (no launch cost added): " + a["source"]}
     import microbench

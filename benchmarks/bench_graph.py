@@ -8,8 +8,10 @@ between; --gemm adds the fake grouped GEMM) captured in one CUDA graph, cycling 
 per-iteration time = replay time / N, max over ranks per replay, median and p10-p90 over
 replays. Eager: device events around dispatch and around combine on every rank (the host
 queued ahead behind a GPU busy-wait, so launch overhead is excluded), max over ranks, median
-over iterations. Speed of light per phase from moe_a2a.sol with B and L measured in this run
-(benchmarks/microbench.py). World size comes from torchrun.
+over iterations. Speed of light per phase from moe_a2a.sol.phase_bound_us: the larger of the
+link bytes over B and each rank's local memory bytes over B_local, plus L, all three measured
+in this run (benchmarks/microbench.py); "bound" says which term it was. World size comes from
+torchrun.
 """
 import common  # noqa: F401  (first: pins multicast off before torch.distributed)
 import argparse
@@ -18,8 +20,26 @@ import os
 import torch
 import torch.distributed as dist
 
-from bench_all2all import Routing, get_micro
+from bench_all2all import get_micro
 from common import fmt, summarize
+
+
+def speed_of_light(ctx, shape, pool, micro):
+    """(median us of dispatch + combine over the pool's routings, the term that bound it)."""
+    from moe_a2a import sol
+    times, bounds = [], []
+    for j in range(len(pool)):
+        routing = pool.routing(j)
+        phases = sol.phase_bytes(routing, shape.experts, ctx.world, shape.hidden, shape.dtype)
+        local = sol.local_bytes(routing, shape.experts, ctx.world, shape.hidden, shape.dtype)
+        total = 0.0
+        for p in phases:
+            us, bound = sol.phase_bound_us(p.bytes_out, p.bytes_in, local, micro["B_GBps"], micro["B_local_GBps"],
+                                           micro["L_us"])
+            total += us
+            bounds.append(bound)
+        times.append(total)
+    return summarize(times)["median"], max(set(bounds), key=bounds.count)
 
 DEFAULT_SHAPES = (common.CHALLENGE_SHAPES + ";256,8,7168,1;256,8,7168,128;256,8,7168,1024;256,8,7168,4096")
 
@@ -92,7 +112,7 @@ def bench_shape(ctx, shape, args, micro, flusher):
     import moe_a2a
     from fake_gemm import scale_segments
     pool = common.InputPool(ctx, shape, args.inputs, num_tokens=shape.max_tokens)
-    routing = Routing(ctx, shape, pool, micro)
+    sol_us, bound = speed_of_light(ctx, shape, pool, micro)
     ep = moe_a2a.AllToAll(ctx.group, shape.experts, shape.topk, shape.hidden, shape.max_tokens, shape.dtype,
                           layout=args.layout)
 
@@ -111,7 +131,7 @@ def bench_shape(ctx, shape, args, micro, flusher):
 
     per_graph = max(args.inputs, 8 * args.inputs if shape.max_tokens <= 256 else args.inputs)
     row = {"shape": shape.label, "tokens": shape.max_tokens, "world": ctx.world, "layout": args.layout,
-           "sol_us": 2 * summarize(routing.sol)["median"], "inputs_in_graph": args.inputs,
+           "sol_us": sol_us, "sol_bound": bound, "inputs_in_graph": args.inputs,
            "iters_per_graph": per_graph}
     g = summarize(graph_us(ctx, step, args.inputs, per_graph, args.replays))
     row.update(graph_us_median=g["median"], graph_us_p10=g["p10"], graph_us_p90=g["p90"])
@@ -145,9 +165,10 @@ def main():
                   f"{fmt(r['eager_dispatch_us_median'])}, combine {fmt(r['eager_combine_us_median'])}"
                   + (f"; graph pipeline {fmt(r['graph_pipeline_us_median'])}" if args.gemm else ""), flush=True)
     if ctx.rank == 0:
-        heads = ["shape", "graph d+c us", "p10", "p90", "SoL d+c", "x SoL", "eager dispatch", "eager combine"]
+        heads = ["shape", "graph d+c us", "p10", "p90", "SoL d+c", "bound", "x SoL", "eager dispatch",
+                 "eager combine"]
         common.print_table(heads, [[r["shape"], fmt(r["graph_us_median"]), fmt(r["graph_us_p10"]),
-                                    fmt(r["graph_us_p90"]), fmt(r["sol_us"]), fmt(r["graph_x_sol"], 2),
+                                    fmt(r["graph_us_p90"]), fmt(r["sol_us"]), r["sol_bound"], fmt(r["graph_x_sol"], 2),
                                     fmt(r["eager_dispatch_us_median"]), fmt(r["eager_combine_us_median"])]
                                    for r in rows])
         meta = dict(common.metadata(ctx), micro=micro, args=vars(args) | {"shape_list": None})

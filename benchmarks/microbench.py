@@ -17,8 +17,8 @@ import torch.distributed as dist
 from common import MiB, has_extension, import_moe_a2a, moe_submodule, summarize, time_device
 
 # Used only when a quantity cannot be measured here; always labelled "assumed" in the output.
-ASSUMED = {"B_GBps": 370.0, "flag_latency_us": 1.2,
-           "source": "BENCHMARKS.md, 2 x H200 NV18, 2026-11-22"}
+ASSUMED = {"B_GBps": 370.0, "flag_latency_us": 1.2, "B_local_GBps": 4160.0,
+           "source": "BENCHMARKS.md (B, flag latency, 2026-11-22) and B_local of the 2026-11-23 run, 2 x H200 NV18"}
 
 
 class _PeerBuffers:
@@ -183,6 +183,13 @@ def run(ctx, sizes_mib=(64, 256), iters=20, flag_iters=1000):
         out["flag_latency_us"] = ASSUMED["flag_latency_us"]
         out["flag_source"] = "assumed: " + ASSUMED["source"]
     out["L_us"] = out["flag_latency_us"] + out["launch"]["graph_us"]
+    # The local-memory term of the bound (moe_a2a.sol.phase_bound_us) counts bytes read +
+    # written; a device copy of n bytes moves 2n.
+    if "local_copy_ce" in big:
+        out["B_local_GBps"] = 2 * big["local_copy_ce"]["GBps"]
+        out["B_local_source"] = f"measured: 2 x local_copy_ce, {max(sizes_mib)} MiB"
+    else:
+        out["B_local_GBps"], out["B_local_source"] = ASSUMED["B_local_GBps"], "assumed: " + ASSUMED["source"]
     return out
 
 
@@ -199,7 +206,8 @@ def print_summary(m):
     print(f"  launch: eager {lc['eager_device_us']:.2f} us (host {lc['eager_host_us']:.2f}), "
           f"graph {lc['graph_us']:.2f} us")
     print(f"  flag latency {m['flag_latency_us']:.2f} us ({m['flag_source']})")
-    print(f"  => B = {m['B_GBps']:.0f} GB/s ({m['B_source']}); L = {m['L_us']:.2f} us")
+    print(f"  => B = {m['B_GBps']:.0f} GB/s ({m['B_source']}); L = {m['L_us']:.2f} us; "
+          f"B_local = {m['B_local_GBps']:.0f} GB/s read + written ({m['B_local_source']})")
 
 
 def main(argv=None):

@@ -51,7 +51,7 @@ if wants bench; then
   step bench_all2all 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_all2all.py --harness --out "$OUT"
 fi
 if wants graph; then
-  step bench_graph 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_graph.py --out "$OUT"
+  step bench_graph 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_graph.py --gemm --out "$OUT"
   grep -A 20 "^shape " "$OUT/bench_graph.log" | tee -a "$OUT/summary.txt"
 fi
 if wants sweep; then

@@ -24,6 +24,18 @@ and L the one-way signal latency plus one kernel launch, in us:
     T_phase = max over ranks r of max(bytes_out[r] / B_out, bytes_in[r] / B_in) + L
 
 and the speed of light of dispatch + combine is T_dispatch + T_combine.
+
+Local memory (local_bytes): whatever the transport, each rank's own memory must also move, per
+phase, one row per (token, k) pair whose expert it owns (dispatch writes them into expert_x;
+combine reads the experts' outputs) and one row per token of its own (dispatch reads x;
+combine writes the output). With B_local the device's copy bandwidth counted as bytes read +
+written, the bound of a phase is
+
+    T_phase = max over ranks r of max(bytes_out[r] / B_out, bytes_in[r] / B_in,
+                                      local[r] / B_local) + L        (phase_bound_us)
+
+which at world 2 and large batches is the local term: each received row goes to about
+topk / 2 experts.
 """
 
 from __future__ import annotations
@@ -44,7 +56,15 @@ __all__ = [
     "phase_bytes",
     "sol_time_us",
     "speed_of_light",
+    "LOCAL_FORMULA",
+    "local_bytes",
+    "phase_bound_us",
 ]
+
+LOCAL_FORMULA = (
+    "local[r] = H*elem_bytes*(#(token, k) pairs of every rank whose expert is on r + #tokens of r); "
+    "T_phase = max_r max(out[r]/B, in[r]/B, local[r]/B_local) + L"
+)
 
 FORMULA = (
     "T_phase = max_r max(bytes_out[r]/B_out, bytes_in[r]/B_in) + L; "
@@ -213,3 +233,43 @@ def speed_of_light(
         bw_in_GBps=float(bw_in),
         latency_us=float(latency_us),
     )
+
+
+def local_bytes(
+    all_topk_idx: Sequence,
+    num_experts: int,
+    world: int,
+    hidden: int,
+    elem_bytes: Union[int, torch.dtype],
+) -> list:
+    """Per rank, the bytes its own memory must move in one phase (see the module docstring):
+    (pairs whose expert it owns + its own tokens) rows of H * elem_bytes."""
+    epr = experts_per_rank(num_experts, world)
+    per_row = int(hidden) * _elem_bytes(elem_bytes)
+    rows = [0] * world
+    idx_list = _topk_list(all_topk_idx)
+    if len(idx_list) != world:
+        raise ValueError(f"got routing of {len(idx_list)} ranks for world {world}")
+    for s, idx in enumerate(idx_list):
+        owners = idx.long().cpu().reshape(-1) // epr
+        rows[s] += int(idx.shape[0])
+        for r, n in enumerate(torch.bincount(owners, minlength=world).tolist()[:world]):
+            rows[r] += n
+    return [n * per_row for n in rows]
+
+
+def phase_bound_us(
+    bytes_out_per_rank: Sequence,
+    bytes_in_per_rank: Sequence,
+    local_per_rank: Sequence,
+    bw_GBps: float,
+    local_GBps: float,
+    latency_us: float,
+) -> tuple:
+    """(us, bound) of one phase: max over ranks of the link time (out or in) and the local
+    memory time, plus L; bound is "link" or "local", whichever term is the larger."""
+    if local_GBps <= 0:
+        raise ValueError(f"local bandwidth must be positive, got {local_GBps}")
+    link = sol_time_us(bytes_out_per_rank, bytes_in_per_rank, bw_GBps, bw_GBps, 0.0)
+    local = max(float(b) for b in local_per_rank) / (local_GBps * 1e3)
+    return max(link, local) + float(latency_us), ("local" if local > link else "link")

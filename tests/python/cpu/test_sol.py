@@ -120,3 +120,21 @@ def test_rejects_bad_routing():
         sol.traffic_matrix([idx([[0, 4]])], 4, 1)  # expert 4 does not exist
     with pytest.raises(ValueError):
         sol.traffic_matrix([idx([[0, 1]])], 4, 2)  # routing of one rank for world 2
+
+
+def test_local_bytes_counts_owned_pairs_and_own_tokens():
+    # world 2, 4 experts (2 per rank), hidden 4, 2-byte elements: 8 bytes a row.
+    idx0 = torch.tensor([[0, 1], [0, 2]])      # rank 0's tokens: pairs on rank 0: 3, on rank 1: 1
+    idx1 = torch.tensor([[3, 2], [1, 3], [2, 0]])  # rank 1's tokens: pairs on rank 0: 2, on rank 1: 4
+    local = sol.local_bytes([idx0, idx1], 4, 2, 4, 2)
+    assert local == [(3 + 2 + 2) * 8, (1 + 4 + 3) * 8]
+
+
+def test_phase_bound_takes_the_larger_term():
+    # link: 1e6 bytes at 100 GB/s = 10 us; local: 8e6 bytes at 1000 GB/s = 8 us
+    us, bound = sol.phase_bound_us([1e6, 0], [0, 1e6], [8e6, 0], 100.0, 1000.0, 2.0)
+    assert bound == "link" and us == pytest.approx(12.0)
+    us, bound = sol.phase_bound_us([1e6, 0], [0, 1e6], [8e6, 3e7], 100.0, 1000.0, 2.0)
+    assert bound == "local" and us == pytest.approx(32.0)
+    with pytest.raises(ValueError):
+        sol.phase_bound_us([1], [1], [1], 100.0, 0.0, 0.0)
