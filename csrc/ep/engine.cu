@@ -123,7 +123,7 @@ void EpEngine::close() {
 void EpEngine::enable_profiler(uint32_t capacity_per_track, size_t mailbox_offset) {
   MOE_A2A_CHECK(!closed_, "enable_profiler called after close()");
   MOE_A2A_CHECK(profiler_ == nullptr, "the profiler of this all-to-all is already on");
-  MOE_A2A_CHECK(round_ < 0, "enable_profiler must be called between rounds");
+  MOE_A2A_CHECK(state_.round < 0, "enable_profiler must be called between rounds");
   profiler_ = std::make_unique<ProfilerSession>(ctx_.heap, heap_->device(), mailbox_offset, ctx_.cfg.num_blocks,
                                                 kWavesPerBlock, capacity_per_track, ctx_.timeout_ticks);
   ctx_.profiler = profiler_->view();
@@ -141,74 +141,72 @@ void EpEngine::reset_profile(hipStream_t stream) {
 }
 #endif
 
-void EpEngine::advance(std::initializer_list<int> steps) {
+EpEngine::RoundState EpEngine::expect(std::initializer_list<int> steps) {
   const int first = *steps.begin();
   // A call that starts a round first raises what the previous rounds reported.
-  if (round_ < 0) check_errors();
+  if (state_.round < 0) check_errors();
   MOE_A2A_CHECK(!closed_, kCallName[first], " called after close()");
   MOE_A2A_CHECK(failed_.empty(), "all-to-all is unusable after an earlier error: ", failed_);
+  RoundState next = state_;
   for (const int call : steps) {
-    int round = round_;
+    int round = next.round;
     if (round < 0) {
       for (int r = 0; r < kNumRounds && round < 0; ++r) round = kRounds[r].steps[0] == call ? r : -1;
     }
-    const bool expected = round >= 0 && kRounds[round].steps[round_ < 0 ? 0 : step_] == call;
-    MOE_A2A_CHECK(expected, kCallName[call], " called out of order: the next call must be ", next_calls(round_, step_),
+    const bool expected = round >= 0 && kRounds[round].steps[next.round < 0 ? 0 : next.step] == call;
+    MOE_A2A_CHECK(expected, kCallName[call], " called out of order: the next call must be ",
+                  next_calls(next.round, next.step),
                   " (each dispatch must be combined before the next dispatch, and each backward round finished "
                   "before the next round)");
-    round_ = round;
-    if (++step_ == kRounds[round_].num_steps) {
-      round_ = -1;
-      step_ = 0;
-    }
+    next.round = round;
+    if (++next.step == kRounds[round].num_steps) next = RoundState{};
   }
+  return next;
+}
+
+template <typename Launch>
+void EpEngine::take(std::initializer_list<int> steps, Launch&& launch) {
+  const RoundState next = expect(steps);
+  launch();
+  state_ = next;
 }
 
 void EpEngine::dispatch(const DispatchArgs& args, hipStream_t stream) {
-  advance({kDispatchSend, kDispatchRecv});
-  launch_dispatch(ctx_, args, Role::kBoth, stream);
+  take({kDispatchSend, kDispatchRecv}, [&] { launch_dispatch(ctx_, args, Role::kBoth, stream); });
 }
 void EpEngine::dispatch_send(const DispatchArgs& args, hipStream_t stream) {
-  advance({kDispatchSend});
-  launch_dispatch(ctx_, args, Role::kSend, stream);
+  take({kDispatchSend}, [&] { launch_dispatch(ctx_, args, Role::kSend, stream); });
 }
 void EpEngine::dispatch_recv(const DispatchArgs& args, hipStream_t stream) {
-  advance({kDispatchRecv});
-  launch_dispatch(ctx_, args, Role::kRecv, stream);
+  take({kDispatchRecv}, [&] { launch_dispatch(ctx_, args, Role::kRecv, stream); });
 }
 void EpEngine::combine(const CombineArgs& args, hipStream_t stream) {
-  advance({kCombineSend, kCombineRecv});
-  launch_combine(ctx_, args, Role::kBoth, stream);
+  take({kCombineSend, kCombineRecv}, [&] { launch_combine(ctx_, args, Role::kBoth, stream); });
 }
 void EpEngine::combine_send(const CombineArgs& args, hipStream_t stream) {
-  advance({kCombineSend});
-  launch_combine(ctx_, args, Role::kSend, stream);
+  take({kCombineSend}, [&] { launch_combine(ctx_, args, Role::kSend, stream); });
 }
 void EpEngine::combine_recv(const CombineArgs& args, hipStream_t stream) {
-  advance({kCombineRecv});
-  launch_combine(ctx_, args, Role::kRecv, stream);
+  take({kCombineRecv}, [&] { launch_combine(ctx_, args, Role::kRecv, stream); });
 }
 void EpEngine::dispatch_backward(const CombineArgs& args, hipStream_t stream) {
   MOE_A2A_CHECK(args.await_ready && args.expert_weights == nullptr,
                 "dispatch_backward is an unweighted combine after a ready barrier");
-  advance({kDispatchBackwardSend, kCombineRecv});
-  launch_combine(ctx_, args, Role::kBoth, stream);
+  take({kDispatchBackwardSend, kCombineRecv}, [&] { launch_combine(ctx_, args, Role::kBoth, stream); });
 }
 void EpEngine::output_grad_send(const OutputGradSendArgs& args, hipStream_t stream) {
-  advance({kOutputGradSend});
-  launch_output_grad_send(ctx_, args, stream);
+  take({kOutputGradSend}, [&] { launch_output_grad_send(ctx_, args, stream); });
 }
 void EpEngine::output_grad_recv(const OutputGradRecvArgs& args, hipStream_t stream) {
-  advance({kOutputGradRecv});
-  launch_output_grad_recv(ctx_, args, stream);
+  take({kOutputGradRecv}, [&] { launch_output_grad_recv(ctx_, args, stream); });
 }
 void EpEngine::weight_grad_recv(const WeightGradRecvArgs& args, hipStream_t stream) {
-  advance({kWeightGradRecv});
-  launch_weight_grad_recv(ctx_, args, stream);
+  take({kWeightGradRecv}, [&] { launch_weight_grad_recv(ctx_, args, stream); });
 }
 
 void EpEngine::set_rounds_for_test(uint64_t rounds) {
-  MOE_A2A_CHECK(!closed_ && failed_.empty() && round_ < 0, "set_rounds_for_test needs a usable engine between rounds");
+  MOE_A2A_CHECK(!closed_ && failed_.empty() && state_.round < 0,
+                "set_rounds_for_test needs a usable engine between rounds");
   MOE_A2A_GPU_CHECK(hipSetDevice(heap_->device()));
   MOE_A2A_GPU_CHECK(hipDeviceSynchronize());
   const std::vector<uint64_t> epochs(static_cast<size_t>(ctx_.cfg.num_blocks), rounds);

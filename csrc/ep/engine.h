@@ -66,10 +66,18 @@ class EpEngine {
   const SymmetricHeap& heap() const { return *heap_; }
 
  private:
-  // Raises unless the calls `steps` may come now, in this order, then takes them (see the
-  // round table in engine.cu). A call that starts a round first raises any error an earlier
-  // round reported.
-  void advance(std::initializer_list<int> steps);
+  // Where this rank is in the round table (engine.cu): a round, and the calls of it taken.
+  struct RoundState {
+    int round = -1;  // -1 between rounds
+    int step = 0;
+  };
+  // Raises unless the calls `steps` may come now, in this order, and returns the state after
+  // them; take() launches, then stores it (a launch that throws leaves the state as it was).
+  // A call that starts a round first raises any error an earlier round reported.
+  RoundState expect(std::initializer_list<int> steps);
+  // expect(steps), then launch(), then the new state.
+  template <typename Launch>
+  void take(std::initializer_list<int> steps, Launch&& launch);
   std::string describe(const ErrorRecord& e) const;
 
   EpContext ctx_{};
@@ -78,8 +86,7 @@ class EpEngine {
   std::unique_ptr<ProfilerSession> profiler_;
 #endif
   ErrorRecord* error_host_ = nullptr;
-  int round_ = -1;  // index into the round table, -1 between rounds
-  int step_ = 0;    // calls of the current round taken so far
+  RoundState state_;
   std::string failed_;  // non-empty once the engine cannot be used any more
   bool closed_ = false;
 };
