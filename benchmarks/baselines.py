@@ -4,20 +4,22 @@
     y     = system.fake_gemm(state)        # expert output = tokens * (1 + rank)
     out   = system.combine(y, state)       # [T, H]
     out   = system.run(inputs)             # the three in a row
+    out   = system.dispatch_combine(inputs)  # dispatch -> combine of the received rows, no GEMM
 
 ReferenceSystem  the pure-torch reference (all_gather everything, compute locally): scale.
 NcclSystem       sort + all_to_all_single + sort: what a user writes without custom kernels.
 SymmMemSystem    torch.distributed._symmetric_memory all_to_all_vdev_2d (+ _offset twin).
 MoeA2ASystem     this library (kept here so every system shares the interface).
 A constructor raises Unsupported(reason) when its system cannot run a shape; tables then
-show "unsupported: <reason>" instead of a number.
+show "unsupported: <reason>" instead of a number. graph_capturable says whether the benchmarks
+time the system in CUDA-graph steady state too; graph_note says why not otherwise.
 """
 import common  # noqa: F401  (first: pins multicast off before torch.distributed)
 import torch
 import torch.distributed as dist
 
 from common import as_inputs, gather_rows, has_extension, import_moe_a2a, reference
-from fake_gemm import scale_experts, scale_segments
+from fake_gemm import scale_experts, scale_packed, scale_segments
 
 RTOL, ATOL = 1e-2, 5e-3  # the challenge's check
 
@@ -29,6 +31,8 @@ class Unsupported(Exception):
 class System:
     name = "?"
     note = ""  # shown in the report (e.g. which fake-GEMM path ran)
+    graph_capturable = False
+    graph_note = "eager only (not captured in a CUDA graph here)"
 
     def __init__(self, ctx, shape):
         self.ctx, self.shape = ctx, shape
@@ -45,9 +49,17 @@ class System:
     def combine(self, expert_y, state):
         raise NotImplementedError
 
+    def passthrough(self, state):
+        """The received rows themselves as the expert output (no GEMM)."""
+        raise NotImplementedError
+
     def run(self, inputs):
         state = self.dispatch(inputs)
         return self.combine(self.fake_gemm(state), state)
+
+    def dispatch_combine(self, inputs):
+        state = self.dispatch(inputs)
+        return self.combine(self.passthrough(state), state)
 
     def synchronize(self):
         torch.cuda.synchronize()
@@ -85,8 +97,13 @@ class ReferenceSystem(System):
         parts = [gather_rows(self.ctx, t) for t in inputs]
         return [as_inputs(*p) for p in zip(*parts)]
 
+    graph_note = "eager only (all_gather of ragged inputs syncs the host)"
+
     def fake_gemm(self, state):
         return None  # the reference applies the fake GEMM itself
+
+    def passthrough(self, state):
+        return None  # the reference always runs its own fake GEMM: d+c = pipeline here
 
     def combine(self, expert_y, state):
         return reference().moe_reference(state, self.ctx.rank, self.shape.experts,
@@ -145,6 +162,7 @@ def reduce_pairs(rows, order, weights, dtype):
 
 class NcclSystem(System):
     name = "nccl"
+    graph_note = "eager only (split sizes need a host sync: no CUDA-graph capture)"
 
     def dispatch(self, inputs):
         x, idx, w = inputs
@@ -165,6 +183,9 @@ class NcclSystem(System):
     def fake_gemm(self, st):
         # Every received row is valid here (sizes known on the host), so a dense multiply.
         return st["expert_x"] * (1 + self.ctx.rank)
+
+    def passthrough(self, st):
+        return st["expert_x"]
 
     def combine(self, expert_y, st):
         back = nccl_ungroup(expert_y, st["order2"])
@@ -259,9 +280,11 @@ class SymmMemSystem(System):
     def fake_gemm(self, st):
         # segments (local expert, source rank): offsets in out_so[1], counts in out_so[0];
         # one expert receives at most max_tokens rows from one source (distinct experts)
-        scale_segments(self.out, self.out, self.out_so[1], self.out_so[0],
-                       self.shape.max_tokens, 1 + self.ctx.rank)
+        scale_segments(self.out, self.out, self.out_so[1], self.out_so[0], 1 + self.ctx.rank)
         return self.out
+
+    def passthrough(self, st):
+        return self.out  # combine reads the symmetric dispatch buffer in place
 
     def combine(self, expert_y, st):
         if expert_y.data_ptr() != self.out.data_ptr():
@@ -274,26 +297,35 @@ class SymmMemSystem(System):
 # ----------------------------------------------------------------------------- moe_a2a
 class MoeA2ASystem(System):
     name = "moe_a2a"
+    graph_capturable = True
+    graph_note = ""
 
-    def __init__(self, ctx, shape, profile=False):
+    def __init__(self, ctx, shape, profile=False, layout="padded"):
         super().__init__(ctx, shape)
         mod, why = import_moe_a2a()
         if not has_extension(mod):
             raise Unsupported(why or "moe_a2a extension not built")
         kw = {"profile": True} if profile else {}
         s = shape
-        self.ep = mod.AllToAll(ctx.group, s.experts, s.topk, s.hidden, s.max_tokens, s.dtype, **kw)
+        self.layout = layout
+        self.note = f"layout {layout}"
+        self.ep = mod.AllToAll(ctx.group, s.experts, s.topk, s.hidden, s.max_tokens, s.dtype, layout=layout, **kw)
         self.y = None
 
     def dispatch(self, inputs):
         return self.ep.dispatch(*inputs)
 
     def fake_gemm(self, d):
-        # A separate output, as a real GEMM writes; only the first expert_num_tokens rows of
-        # each expert are touched, on the device (no host sync).
+        # A separate output, as a real GEMM writes; only the valid rows of each expert are
+        # touched, on the device (no host sync; graph-capturable).
         if self.y is None or self.y.shape != d.expert_x.shape:
             self.y = torch.empty_like(d.expert_x)
+        if self.layout == "packed":
+            return scale_packed(d.expert_x, d.expert_offsets, d.expert_num_tokens, 1 + self.ctx.rank, out=self.y)
         return scale_experts(d.expert_x, d.expert_num_tokens, 1 + self.ctx.rank, out=self.y)
+
+    def passthrough(self, d):
+        return d.expert_x
 
     def combine(self, expert_y, d):
         return self.ep.combine(expert_y, d)

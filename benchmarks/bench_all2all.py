@@ -2,30 +2,31 @@
 
     torchrun --nproc-per-node=<N> benchmarks/bench_all2all.py [options]
 
-Per shape and system: device-event time of dispatch, combine and dispatch -> fake grouped
-GEMM -> combine (max over ranks per iteration; median / p10 / p90 over iterations; fresh
-inputs from a pool; L2 flushed), the bytes that must cross, GB/s, x speed of light (B and L
-measured in this run) and x the NCCL baseline. World size comes from torchrun (2..8).
+Per shape and system, eager: device-event time of dispatch, combine, dispatch -> combine
+(no GEMM) and dispatch -> fake grouped GEMM -> combine (max over ranks per iteration; median /
+p10 / p90 over iterations; fresh inputs from a pool; L2 flushed). CUDA-graph steady state
+(moe_a2a only; the NCCL path syncs the host for its split sizes and cannot be captured):
+dispatch -> combine and the pipeline, N iterations over >= 8 routings in one graph, per
+iteration = replay time / N, max over ranks, median / p10 / p90 over replays. Also the bytes
+that must cross, GB/s, x speed of light (moe_a2a.sol: link and local-memory terms, B, B_hbm
+and L measured in this run), the machine's floor for the shape's bytes (a bare exchange,
+one kernel per phase) and x the NCCL baseline. World size comes from torchrun (2..8).
 """
+import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
+import argparse
 import os
-import sys
 
-for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
-               ("NVSHMEM_DISABLE_NVLS", "1")):  # multicast off before torch.distributed loads
-    os.environ.setdefault(_k, _v)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch
+import torch.distributed as dist
 
-import argparse  # noqa: E402
-
-import common  # noqa: E402
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-from common import fmt, summarize  # noqa: E402
-import sol_local  # noqa: E402
+from common import fmt, summarize
 
 ALL_SYSTEMS = ["reference", "nccl", "symm_mem", "moe_a2a"]
-PHASES = ("dispatch", "combine", "pipeline")
+PHASES = ("dispatch", "combine", "dispatch+combine", "pipeline")
+GRAPH_PHASES = ("dispatch+combine", "pipeline")  # what a graph can hold: every dispatch combined
+TWO_PHASE = ("dispatch+combine", "pipeline")     # cross the links twice
 MIN_ITERS = 50  # BENCHMARKS.md: median over >= 50 iterations
+MIN_GRAPH_INPUTS = 8  # BENCHMARKS.md: >= 8 different routings in one graph
 
 
 def add_common_args(p, default_iters=MIN_ITERS):
@@ -43,7 +44,18 @@ def add_common_args(p, default_iters=MIN_ITERS):
                         "calls ahead: device time excludes host launch overhead (default\n"
                         "1000; 0 = off, the host's launch gaps then count)")
     p.add_argument("--no-microbench", action="store_true",
-                   help="skip measuring B and L; use BENCHMARKS.md's 2 x H200 values (labelled)")
+                   help="skip measuring B, B_hbm and L; use BENCHMARKS.md's 2 x H200 values (labelled)")
+    p.add_argument("--layout", default="padded", choices=["padded", "packed"],
+                   help="moe_a2a's dispatch layout (default padded)")
+    p.add_argument("--graph", action=argparse.BooleanOptionalAction, default=True,
+                   help="also time moe_a2a in CUDA-graph steady state (default on)")
+    p.add_argument("--graph-iters", type=int, default=0,
+                   help="iterations captured in one graph (default 0 = auto: 64 up to 256 tokens\n"
+                        "per rank, else 16); they cycle through the whole pool")
+    p.add_argument("--graph-replays", type=int, default=20, help="timed graph replays (default 20)")
+    p.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True,
+                   help="measure the machine's floor (bare exchange) for each shape's bytes and the\n"
+                        "floor table in the microbenchmarks (default on; needs the extension)")
 
 
 def parse_args(argv=None):
@@ -73,60 +85,128 @@ def parse_args(argv=None):
         p.error(f"unknown systems {bad}; choose from {ALL_SYSTEMS}")
     if args.iters < MIN_ITERS:
         p.error(f"--iters must be >= {MIN_ITERS} (BENCHMARKS.md)")
+    check_common_args(p, args)
+    return args
+
+
+def check_common_args(p, args):
     if args.pool < 1 or args.warmup < 0:
         p.error("--pool >= 1 and --warmup >= 0")
-    return args
+    if args.graph and args.pool < MIN_GRAPH_INPUTS:
+        p.error(f"--graph needs --pool >= {MIN_GRAPH_INPUTS} (the graph must not replay one routing)")
+    if args.graph_iters < 0 or args.graph_replays < 1:
+        p.error("--graph-iters >= 0 and --graph-replays >= 1")
+
+
+def graph_iters(args, tokens):
+    """Iterations captured per graph: --graph-iters, or 64 up to 256 tokens per rank, else 16."""
+    return args.graph_iters or (64 if tokens <= 256 else 16)
 
 
 # ----------------------------------------------------------------------------- measuring
 class Routing:
-    """Bytes that must cross and the speed of light (one phase) of each pool entry:
-    moe_a2a.sol when it imports, else sol_local.py (same formula)."""
+    """Per pool entry: the bytes that must cross (busiest GPU, one phase), the local-memory
+    bytes, and the speed of light of each phase from moe_a2a.sol.bounds (the larger of the link
+    and local terms, plus L) and which term bound it."""
 
     def __init__(self, ctx, shape, pool, micro):
+        sol = common.sol_model()
+        self.sol_model = "moe_a2a.sol.bounds"
         elem = torch.tensor([], dtype=shape.dtype).element_size()
         self.token_bytes = shape.hidden * elem
-        sol = common.moe_submodule("sol")
-        self.sol_model = "moe_a2a.sol" if sol is not None else "benchmarks/sol_local.py"
-        self.busiest, self.total, self.pairs, self.sol = [], [], [], []
-        B, L = micro["B_GBps"], micro["L_us"]
+        self.busiest, self.total, self.pairs = [], [], []
+        self.sol_d, self.sol_c, self.bound_d, self.bound_c = [], [], [], []
+        self.local_d, self.local_c = [], []
+        B, B_hbm, L = micro["B_GBps"], micro["B_hbm_GBps"], micro["L_us"]
         for j in range(len(pool)):
-            m, p = sol_local.traffic_matrix(pool.routing(j), ctx.world, shape.experts)
-            b = sol_local.busiest_rank_tokens(m) * self.token_bytes
-            if sol is not None:
-                d, _ = sol.phase_bytes(pool.routing(j), shape.experts, ctx.world, shape.hidden,
-                                       shape.dtype)
-                self.sol.append(sol.sol_time_us(d.bytes_out, d.bytes_in, B, B, L))
-            else:
-                self.sol.append(sol_local.sol_us(b, B, L))
-            self.busiest.append(b)
-            self.total.append(sol_local.total_tokens(m) * self.token_bytes)
-            self.pairs.append(sol_local.total_tokens(p) * self.token_bytes)
+            routing = pool.routing(j)
+            d, c = sol.bounds(routing, shape.experts, ctx.world, shape.hidden, shape.dtype, B, B_hbm, L)
+            self.busiest.append(d.link_bytes)  # combine is dispatch transposed: same busiest GPU
+            self.sol_d.append(d.us)
+            self.sol_c.append(c.us)
+            self.bound_d.append(d.bound)
+            self.bound_c.append(c.bound)
+            self.local_d.append(d.local_bytes)
+            self.local_c.append(c.local_bytes)
+            self.total.append(sol.traffic_matrix(routing, shape.experts, ctx.world).sum().item()
+                              * self.token_bytes)
+            self.pairs.append(sol.pairs_matrix(routing, shape.experts, ctx.world).sum().item()
+                              * self.token_bytes)
         self.tokens_per_rank = sum(float(it[0].shape[0]) for it in pool.items) / len(pool)
         # (every rank has its own T; this rank's mean stands in, gathered for the table)
         t = torch.tensor([self.tokens_per_rank], device=ctx.device)
         dist.all_reduce(t, group=ctx.group)
         self.tokens_per_rank = t.item() / ctx.world
 
+    def __len__(self):
+        return len(self.sol_d)
+
+    def sol(self, phase, j):
+        """Speed of light in us of `phase` on pool entry j (two-phase rows: the sum)."""
+        j %= len(self)
+        if phase == "dispatch":
+            return self.sol_d[j]
+        if phase == "combine":
+            return self.sol_c[j]
+        return self.sol_d[j] + self.sol_c[j]
+
+    def bound(self, phase):
+        """The term that bound the SoL on most entries: link or local (dispatch/combine when the
+        two phases of a two-phase row differ)."""
+        def most(words):
+            return max(dict.fromkeys(words), key=words.count)
+        if phase == "dispatch":
+            return most(self.bound_d)
+        if phase == "combine":
+            return most(self.bound_c)
+        bd, bc = most(self.bound_d), most(self.bound_c)
+        return bd if bd == bc else f"{bd}/{bc}"
+
+    def local_bytes(self, phase):
+        if phase == "dispatch":
+            return summarize(self.local_d)["median"]
+        if phase == "combine":
+            return summarize(self.local_c)["median"]
+        return summarize([a + b for a, b in zip(self.local_d, self.local_c)])["median"]
+
+    def phase_bytes(self):
+        """Busiest GPU's bytes of one phase, median over the pool: what the floor moves."""
+        return int(summarize(self.busiest)["median"])
+
 
 def phase_row(us, routing, warmup, phase):
-    """Statistics of one measurement; per-iteration ratios use that iteration's pool entry."""
-    n = len(routing.sol)
-    scale = 2 if phase == "pipeline" else 1  # the pipeline crosses twice (dispatch + combine)
+    """Statistics of one eager measurement; per-iteration ratios use that iteration's pool entry
+    (iteration j of the timed loop ran entry j + warmup)."""
+    scale = 2 if phase in TWO_PHASE else 1  # dispatch + combine cross twice
+    n = len(routing)
     entry = [(j + warmup) % n for j in range(len(us))]
     gbps = [scale * routing.busiest[e] / (t * 1e3) for t, e in zip(us, entry)]
-    xsol = [t / (scale * routing.sol[e]) for t, e in zip(us, entry)]
+    xsol = [t / routing.sol(phase, e) for t, e in zip(us, entry)]
     s = summarize(us)
     return {"us_median": s["median"], "us_p10": s["p10"], "us_p90": s["p90"],
             "GBps": summarize(gbps)["median"], "x_sol": summarize(xsol)["median"],
-            "sol_us": scale * summarize(routing.sol)["median"],
+            "sol_us": summarize([routing.sol(phase, j) for j in range(n)])["median"],
+            "sol_bound": routing.bound(phase), "local_bytes": routing.local_bytes(phase),
             "bytes": scale * summarize(routing.busiest)["median"],
             "bytes_total": scale * summarize(routing.total)["median"],
             "bytes_pairs": scale * summarize(routing.pairs)["median"]}
 
 
+def graph_fields(us, routing, iters, phase):
+    """Statistics of one graph measurement: a replay ran entries 0..iters-1 (mod the pool), so
+    its per-iteration time compares with the mean SoL and bytes over those entries."""
+    n = len(routing)
+    sol_mean = sum(routing.sol(phase, i) for i in range(iters)) / iters
+    bytes_mean = 2 * sum(routing.busiest[i % n] for i in range(iters)) / iters
+    s = summarize(us)
+    return {"graph_us_median": s["median"], "graph_us_p10": s["p10"], "graph_us_p90": s["p90"],
+            "graph_sol_us": sol_mean, "graph_x_sol": s["median"] / sol_mean,
+            "graph_GBps": bytes_mean / (s["median"] * 1e3), "graph_iters": iters,
+            "graph_replays": s["n"]}
+
+
 def measure(ctx, system, pool, args, flusher, phases=PHASES):
-    """{phase: per-iteration us} for one system."""
+    """{phase: per-iteration us} for one system, eager (device events per call)."""
     out = {}
 
     def finish(d):  # untimed: every dispatch is combined before the next one
@@ -141,6 +221,9 @@ def measure(ctx, system, pool, args, flusher, phases=PHASES):
             return system.fake_gemm(d), d
         out["combine"] = common.time_device(ctx, lambda a: system.combine(*a), args.iters,
                                             args.warmup, prepare=prep, flusher=flusher)
+    if "dispatch+combine" in phases:
+        out["dispatch+combine"] = common.time_device(ctx, system.dispatch_combine, args.iters, args.warmup,
+                                                     prepare=pool.get, flusher=flusher)
     if "pipeline" in phases:
         out["pipeline"] = common.time_device(ctx, system.run, args.iters, args.warmup,
                                              prepare=pool.get, flusher=flusher)
@@ -148,16 +231,49 @@ def measure(ctx, system, pool, args, flusher, phases=PHASES):
     return out
 
 
+def measure_graph(ctx, system, pool, args, tokens, phases=GRAPH_PHASES):
+    """{phase: per-iteration us per replay} in CUDA-graph steady state (common.time_graph),
+    for a system that can be captured; {} otherwise or with --no-graph."""
+    if not (args.graph and system.graph_capturable):
+        return {}
+    iters = graph_iters(args, tokens)
+    steps = {"dispatch+combine": lambda i: system.dispatch_combine(pool.get(i)),
+             "pipeline": lambda i: system.run(pool.get(i))}
+    out = {ph: common.time_graph(ctx, steps[ph], len(pool), iters, args.graph_replays)
+           for ph in phases if ph in steps}
+    system.synchronize()
+    return out
+
+
+def measure_graph_or_error(ctx, system, pool, args, tokens):
+    """measure_graph, or {"error": message} when capture or replay raised (the eager numbers of
+    the system are kept; the graph columns then show the error)."""
+    try:
+        return measure_graph(ctx, system, pool, args, tokens)
+    except Exception as e:
+        torch.cuda.synchronize()
+        return {"error": f"error: {type(e).__name__}: {str(e).splitlines()[0][:160]}"}
+
+
+def shape_floor(ctx, routing, args):
+    """The machine's floor for this shape's bytes (benchmarks/microbench.floor_for_bytes), or None."""
+    if not args.floor:
+        return None
+    import microbench
+    return microbench.floor_for_bytes(ctx, routing.phase_bytes())
+
+
 def get_micro(ctx, args):
+    """B, B_hbm and L for the speed of light (and the floor table unless --no-floor), measured
+    in this run by microbench.run, or BENCHMARKS.md's values with --no-microbench (labelled)."""
+    import microbench
     if args.no_microbench:
-        import microbench
         a = microbench.ASSUMED
-        return {"B_GBps": a["B_GBps"], "flag_latency_us": a["flag_latency_us"], "B_local_GBps": a["B_local_GBps"],
-                "B_local_source": "assumed: " + a["source"],
+        return {"B_GBps": a["B_GBps"], "flag_latency_us": a["flag_latency_us"], "B_hbm_GBps": a["B_hbm_GBps"],
+                "B_hbm_source": "assumed: " + a["source"],
                 "L_us": a["flag_latency_us"], "B_source": "assumed: " + a["source"],
                 "flag_source": "assumed (no launch cost added): " + a["source"]}
-    import microbench
-    m = microbench.run(ctx)
+    m = microbench.run(ctx, floor=getattr(args, "floor", True))
     if ctx.rank == 0:
         microbench.print_summary(m)
     return m
@@ -181,7 +297,7 @@ def write_trace(ctx, shape, pool, path, args, flusher):
     from baselines import MoeA2ASystem
     med = {}
     for profile in (False, True):
-        system = MoeA2ASystem(ctx, shape, profile=profile)
+        system = MoeA2ASystem(ctx, shape, profile=profile, layout=args.layout)
 
         def prep(i, system=system, profile=profile):
             if profile:  # untimed: keeps every timed iteration's records inside the buffers
@@ -210,8 +326,45 @@ def write_trace(ctx, shape, pool, path, args, flusher):
 
 
 # ----------------------------------------------------------------------------- one shape
-def bench_shape(ctx, shape, args, micro, flusher):
+def build_system(name, ctx, shape, args):
     from baselines import build
+    return build(name, ctx, shape, **({"layout": args.layout} if name == "moe_a2a" else {}))
+
+
+def system_rows(info, system, times, gtimes, routing, args, tokens, check, status):
+    """One row per phase: eager statistics, plus the graph statistics where measured."""
+    rows = []
+    for ph in PHASES:
+        if ph not in times:
+            continue
+        r = dict(info, phase=ph, status=status, check=check, note=system.note,
+                 **phase_row(times[ph], routing, args.warmup, ph))
+        if ph in gtimes:
+            r.update(graph_fields(gtimes[ph], routing, graph_iters(args, tokens), ph))
+        elif ph in GRAPH_PHASES:
+            r["graph_status"] = (gtimes.get("error") or system.graph_note if args.graph
+                                 else "not measured (--no-graph)")
+        rows.append(r)
+    return rows
+
+
+def add_floor(rows, floor):
+    """The machine's floor (2 phases) on the two-phase rows, and graph time / floor."""
+    if floor is None:
+        return
+    for r in rows:
+        if r.get("phase") not in TWO_PHASE:
+            continue
+        if "error" in floor:
+            r["floor_exchange_status"] = floor["error"]
+            continue
+        r.update(floor_exchange_us=floor["us"], floor_exchange_blocks=floor["blocks"],
+                 floor_exchange_bytes=floor["bytes"])
+        if "graph_us_median" in r:
+            r["graph_x_floor"] = r["graph_us_median"] / floor["us"]
+
+
+def bench_shape(ctx, shape, args, micro, flusher):
     pool = common.InputPool(ctx, shape, args.pool)
     routing = Routing(ctx, shape, pool, micro)
     base = {"shape": shape.label, "experts": shape.experts, "topk": shape.topk,
@@ -222,13 +375,13 @@ def bench_shape(ctx, shape, args, micro, flusher):
     if args.check:
         check_inputs = [common.make_inputs(shape, r, ctx.world, common.pool_seed(shape, -1),
                                            ctx.device) for r in range(ctx.world)]
-    floor = None
+    harness_floor = None
     if args.harness:  # a submission that does no communication at all
-        floor = summarize(common.time_harness(ctx, lambda inp: inp[0].clone(), pool.get,
-                                              args.iters, args.warmup))["median"]
+        harness_floor = summarize(common.time_harness(ctx, lambda inp: inp[0].clone(), pool.get,
+                                                      args.iters, args.warmup))["median"]
     rows = []
     for name in args.system_list:
-        system, why = build(name, ctx, shape)
+        system, why = build_system(name, ctx, shape, args)
         info = dict(base, system=name)
         if system is None:
             rows += [dict(info, phase=ph, status=why) for ph in PHASES]
@@ -240,6 +393,7 @@ def bench_shape(ctx, shape, args, micro, flusher):
                 check = f"pass ({err:.1e})" if ok else f"FAIL ({err:.1e})"
                 status = "ok" if ok else "wrong result"
             times = measure(ctx, system, pool, args, flusher)
+            gtimes = measure_graph_or_error(ctx, system, pool, args, shape.max_tokens)
             harness = None
             if args.harness:
                 harness = summarize(common.time_harness(ctx, system.run, pool.get,
@@ -248,14 +402,14 @@ def bench_shape(ctx, shape, args, micro, flusher):
             rows += [dict(info, phase=ph, status=f"error: {type(e).__name__}: {e}") for ph in PHASES]
             system.close()
             continue
-        for ph in PHASES:
-            r = dict(info, phase=ph, status=status, check=check, note=system.note,
-                     **phase_row(times[ph], routing, args.warmup, ph))
-            if harness is not None and ph == "pipeline":
-                r.update(harness_us=harness, floor_us=floor, above_floor_us=harness - floor)
-            rows.append(r)
+        new = system_rows(info, system, times, gtimes, routing, args, shape.max_tokens, check, status)
+        for r in new:
+            if harness is not None and r["phase"] == "pipeline":
+                r.update(harness_us=harness, floor_us=harness_floor, above_floor_us=harness - harness_floor)
+        rows += new
         system.close()
     add_vs_nccl(rows)
+    add_floor(rows, shape_floor(ctx, routing, args))
     if args.trace:
         write_trace(ctx, shape, pool, args.trace, args, flusher)
     del pool
@@ -264,7 +418,7 @@ def bench_shape(ctx, shape, args, micro, flusher):
 
 
 def add_vs_nccl(rows):
-    """vs_nccl = NCCL time / this time: > 1 means faster than the NCCL baseline."""
+    """vs_nccl = NCCL eager time / this eager time: > 1 means faster than the NCCL baseline."""
     nccl = {(r["shape"], r["phase"]): r["us_median"] for r in rows
             if r["system"] == "nccl" and "us_median" in r}
     for r in rows:
@@ -275,35 +429,92 @@ def add_vs_nccl(rows):
 
 # ----------------------------------------------------------------------------- report
 HEADERS = ["shape", "system", "phase", "tok/rank", "MB", "med us", "p10", "p90", "GB/s",
-           "xSoL", "SoL us", "vsNCCL", "check"]
+           "xSoL", "SoL us", "bound", "vsNCCL", "graph us", "g p10-p90", "g xSoL", "floor us",
+           "check"]
+PHASE_ABBREV = {"dispatch+combine": "d+c"}
+
+
+def graph_cells(r):
+    """[graph us, g p10-p90, g xSoL, floor us] of a row."""
+    floor = fmt(r.get("floor_exchange_us"))
+    if "graph_us_median" in r:
+        return [fmt(r["graph_us_median"]), f"{fmt(r['graph_us_p10'])}-{fmt(r['graph_us_p90'])}",
+                fmt(r["graph_x_sol"], 2), floor]
+    if r.get("phase") in GRAPH_PHASES and r.get("graph_status"):
+        st = r["graph_status"]
+        return ["eager only" if st.startswith("eager only") else ("error" if st.startswith("error") else "-"),
+                "", "", floor]
+    return ["", "", "", floor if r.get("phase") in TWO_PHASE else ""]
 
 
 def table_rows(rows, harness=False):
     out = []
     for r in rows:
+        phase = PHASE_ABBREV.get(r["phase"], r["phase"])
         if "us_median" not in r:
-            line = [r["shape"], r["system"], r["phase"], fmt(r.get("tokens_per_rank"))]
+            line = [r["shape"], r["system"], phase, fmt(r.get("tokens_per_rank"))]
             out.append(line + [""] * (len(HEADERS) - 5) + [r["status"]]
                        + ([""] * 3 if harness else []))
             continue
-        line = [r["shape"], r["system"], r["phase"], fmt(r["tokens_per_rank"]),
+        line = [r["shape"], r["system"], phase, fmt(r["tokens_per_rank"]),
                 fmt(r["bytes"] / 1e6, 2), fmt(r["us_median"]), fmt(r["us_p10"]),
                 fmt(r["us_p90"]), fmt(r["GBps"]), fmt(r["x_sol"], 2), fmt(r["sol_us"]),
-                fmt(r.get("vs_nccl"), 2), r["check"] if r["status"] == "ok" else r["status"]]
+                r.get("sol_bound", ""), fmt(r.get("vs_nccl"), 2)] + graph_cells(r) + [
+                r["check"] if r["status"] == "ok" else r["status"]]
         if harness:
             line += [fmt(r.get("harness_us")), fmt(r.get("floor_us")), fmt(r.get("above_floor_us"))]
         out.append(line)
     return out
 
 
+def floor_summary_rows(rows, system="moe_a2a"):
+    """Per shape: the machine's floor for the shape's bytes next to `system`'s graph times."""
+    out = []
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        dc = next((r for r in rows if r["shape"] == shape and r["system"] == system
+                   and r["phase"] == "dispatch+combine"), None)
+        pipe = next((r for r in rows if r["shape"] == shape and r["system"] == system
+                     and r["phase"] == "pipeline"), None)
+        if dc is None or ("graph_us_median" not in dc and "floor_exchange_us" not in dc):
+            continue
+        blocks = dc.get("floor_exchange_blocks")
+        out.append([shape, fmt(dc.get("bytes", 0) / 2e6, 2),
+                    fmt(dc.get("floor_exchange_us")) + (f" ({blocks})" if blocks else ""),
+                    fmt(dc.get("graph_us_median")), fmt(dc.get("graph_x_floor"), 2),
+                    fmt((pipe or {}).get("graph_us_median")), fmt(dc.get("graph_sol_us", dc.get("sol_us"))),
+                    fmt(dc.get("graph_x_sol"), 2), dc.get("sol_bound", ""),
+                    fmt(dc.get("us_median"))])
+    return out
+
+
+FLOOR_HEADERS = ["shape", "MB/phase", "floor us (blocks)", "graph d+c", "x floor", "graph pipe",
+                 "SoL d+c", "x SoL", "bound", "eager d+c"]
+
+
+def print_formulas(micro):
+    sol = common.sol_model()
+    print("bytes = busiest GPU's max(sent, received) over the links: " + sol.FORMULA)
+    print("SoL = " + sol.LOCAL_FORMULA)
+    print(f"B = {micro['B_GBps']:.0f} GB/s ({micro['B_source']}), B_hbm = {micro['B_hbm_GBps']:.0f} GB/s "
+          f"({micro['B_hbm_source']}), L = {micro['L_us']:.2f} us; xSoL = time / SoL (1 = physical limit), "
+          "bound = the larger SoL term (link or local; dispatch/combine when they differ); "
+          "vsNCCL = NCCL time / time (>1 = faster), eager")
+    print("graph = CUDA-graph steady state (per iteration, max over ranks, median and p10-p90 over "
+          "replays), moe_a2a only: the NCCL path needs a host sync for its split sizes and cannot be "
+          "captured ('eager only'); floor us = the machine's floor for these bytes, 2 phases "
+          "(bare exchange, microbench.floor_for_bytes)")
+
+
 def print_report(rows, micro, harness):
     print()
-    print("bytes = busiest GPU's max(sent, received): " + sol_local.FORMULA)
-    print(f"B = {micro['B_GBps']:.0f} GB/s ({micro['B_source']}), L = {micro['L_us']:.2f} us; "
-          "xSoL = time / SoL (1 = physical limit); vsNCCL = NCCL time / time (>1 = faster)")
-    heads = HEADERS + (["harness us", "floor us", "above floor"] if harness else [])
+    print_formulas(micro)
+    heads = HEADERS + (["harness us", "harness floor", "above floor"] if harness else [])
     common.print_table(heads, table_rows(rows, harness))
-    print("\ngeomean of the pipeline median (us) over the shapes both it and nccl ran:")
+    fl = floor_summary_rows(rows)
+    if fl:
+        print("\nmoe_a2a in CUDA-graph steady state against the machine's floor (us per dispatch + combine):")
+        common.print_table(FLOOR_HEADERS, fl)
+    print("\ngeomean of the eager pipeline median (us) over the shapes both it and nccl ran:")
     med = {(r["system"], r["shape"]): r["us_median"] for r in rows
            if r["phase"] == "pipeline" and "us_median" in r}
     for x in dict.fromkeys(r["system"] for r in rows):
@@ -319,32 +530,45 @@ def plot(rows, path):
     if plt is None:
         return
     shapes = list(dict.fromkeys(r["shape"] for r in rows))
-    systems = list(dict.fromkeys(r["system"] for r in rows))
-    fig, axes = plt.subplots(1, 3, figsize=(18, 5), sharey=True)
-    width = 0.8 / max(len(systems), 1)
+    # every system's eager bars, then "<system> graph" bars where a graph was timed
+    series = [(s, "us_median") for s in dict.fromkeys(r["system"] for r in rows)]
+    series += [(s, "graph_us_median") for s in dict.fromkeys(r["system"] for r in rows if "graph_us_median" in r)]
+    fig, axes = plt.subplots(1, len(PHASES), figsize=(6 * len(PHASES), 5), sharey=True)
+    width = 0.8 / max(len(series), 1)
     for ax, ph in zip(axes, PHASES):
-        for k, s in enumerate(systems):
+        for k, (s, key) in enumerate(series):
             xs, ys = [], []
             for i, sh in enumerate(shapes):
                 r = next((r for r in rows if r["shape"] == sh and r["system"] == s
-                          and r["phase"] == ph and "us_median" in r), None)
+                          and r["phase"] == ph and key in r), None)
                 if r:
                     xs.append(i - 0.4 + width * (k + 0.5))
-                    ys.append(r["us_median"])
-            ax.bar(xs, ys, width, label=s)
+                    ys.append(r[key])
+            ax.bar(xs, ys, width, label=s if key == "us_median" else f"{s} graph",
+                   hatch=None if key == "us_median" else "//")
         for i, sh in enumerate(shapes):  # speed of light: a black bar across the group
             sol = next((r["sol_us"] for r in rows if r["shape"] == sh and r["phase"] == ph
                         and "sol_us" in r), None)
             if sol:
                 ax.hlines(sol, i - 0.45, i + 0.45, colors="k", linewidth=2,
                           label="speed of light" if i == 0 else None)
+            fl = next((r["floor_exchange_us"] for r in rows if r["shape"] == sh and r["phase"] == ph
+                       and "floor_exchange_us" in r), None)
+            if fl:
+                ax.hlines(fl, i - 0.45, i + 0.45, colors="r", linewidth=1.5, linestyles="--",
+                          label="machine floor" if i == 0 else None)
         ax.set_yscale("log")
         ax.set_xticks(range(len(shapes)))
         ax.set_xticklabels(shapes, rotation=30, ha="right", fontsize=8)
         ax.set_title(ph)
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel("median latency (us), max over ranks")
-    handles, labels = axes[0].get_legend_handles_labels()
+    handles, labels = [], []
+    for ax in axes:  # the floor appears only on the two-phase axes
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
     fig.legend(handles, labels, loc="upper center", ncol=len(labels), fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.93))
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -356,10 +580,11 @@ def plot(rows, path):
 def write_outputs(ctx, args, name, rows, micro, extra=None):
     if ctx.rank != 0:
         return
+    sol = common.sol_model()
     os.makedirs(args.out, exist_ok=True)
     cfg = {k: v for k, v in vars(args).items() if k not in ("shape_list",)}
     doc = {"meta": common.metadata(ctx), "config": cfg, "microbench": micro,
-           "formula": sol_local.FORMULA, "rows": rows}
+           "formula": {"link": sol.FORMULA, "sol": sol.LOCAL_FORMULA}, "rows": rows}
     doc.update(extra or {})
     common.write_json(os.path.join(args.out, f"{name}.json"), doc)
     common.write_csv(os.path.join(args.out, f"{name}.csv"), rows)
@@ -376,7 +601,12 @@ def main(argv=None):
         if ctx.rank == 0:
             print(f"== {shape.label} {common.DTYPE_NAMES[shape.dtype]} seed {shape.seed}, "
                   f"world {ctx.world}", flush=True)
-        rows += bench_shape(ctx, shape, args, micro, flusher)
+        new = bench_shape(ctx, shape, args, micro, flusher)
+        if ctx.rank == 0:
+            for line in floor_summary_rows(new):
+                print(f"   moe_a2a graph d+c {line[3]} us, machine floor {line[2]} us for {line[1]} MB "
+                      f"per phase (x floor {line[4]}), graph pipeline {line[5]} us", flush=True)
+        rows += new
     if ctx.rank == 0:
         print_report(rows, micro, args.harness)
         plot(rows, os.path.join(args.out, "bench_all2all.png"))

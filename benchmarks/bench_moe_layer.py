@@ -20,20 +20,14 @@ Memory per rank: E/world experts x 3 matrices of H x F (11 GiB in bf16 at world 
 default shape), their gradients for fwd+bwd, and the packed buffers sized by max_recv_tokens,
 which is the worst case T x world x K rows capped by --recv-budget-mib.
 """
+import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
+import argparse
 import os
-import sys
 
-for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
-               ("NVSHMEM_DISABLE_NVLS", "1")):  # multicast off before torch.distributed loads
-    os.environ.setdefault(_k, _v)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch
+import torch.distributed as dist
 
-import argparse  # noqa: E402
-
-import common  # noqa: E402
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-from common import fmt, summarize  # noqa: E402
+from common import fmt, summarize
 
 PHASES = ("forward", "dispatch", "combine", "experts", "fwd+bwd", "dispatch-bwd", "combine-bwd")
 # Phases that build an autograd graph (the rest run under no_grad).

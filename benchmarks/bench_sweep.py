@@ -3,26 +3,25 @@
 
     torchrun --nproc-per-node=<N> benchmarks/bench_sweep.py [--tokens 1,2,4,...]
 
-Every rank sends exactly T tokens (no random T) so the x axis means one thing.
+Every rank sends exactly T tokens (no random T) so the x axis means one thing. Eager device
+time of dispatch, combine, dispatch -> combine and the pipeline with the fake grouped GEMM;
+moe_a2a also in CUDA-graph steady state (dispatch -> combine and the pipeline; the NCCL path
+cannot be captured: eager only), next to the machine's floor for each T's bytes. Same method
+and options as bench_all2all.py.
 """
+import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
+import argparse
 import os
-import sys
 
-for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
-               ("NVSHMEM_DISABLE_NVLS", "1")):  # multicast off before torch.distributed loads
-    os.environ.setdefault(_k, _v)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch
+import torch.distributed as dist
 
-import argparse  # noqa: E402
+from bench_all2all import (FLOOR_HEADERS, PHASE_ABBREV, PHASES, Routing, add_common_args, add_floor,
+                           add_vs_nccl, build_system, check_common_args, floor_summary_rows, get_micro,
+                           graph_cells, measure, measure_graph_or_error, print_formulas, shape_floor, system_rows,
+                           write_outputs)
+from common import fmt
 
-import common  # noqa: E402
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-from bench_all2all import (Routing, add_common_args, add_vs_nccl, get_micro, measure,  # noqa: E402
-                           phase_row, write_outputs)
-from common import fmt  # noqa: E402
-
-PHASES = ("dispatch", "combine")
 DEFAULT_TOKENS = ",".join(str(1 << i) for i in range(13))  # 1 .. 4096
 
 
@@ -40,6 +39,7 @@ def parse_args(argv=None):
                    help="verify each system against moe_a2a.reference per token count")
     add_common_args(p)
     args = p.parse_args(argv)
+    check_common_args(p, args)
     try:
         args.token_list = [int(t) for t in args.tokens.split(",") if t.strip()]
         e, k, h = (int(v) for v in args.shape.split(","))
@@ -56,7 +56,6 @@ def parse_args(argv=None):
 
 
 def bench_tokens(ctx, shape, args, micro, flusher):
-    from baselines import build
     t = shape.max_tokens
     pool = common.InputPool(ctx, shape, args.pool, num_tokens=t)
     routing = Routing(ctx, shape, pool, micro)
@@ -66,7 +65,7 @@ def bench_tokens(ctx, shape, args, micro, flusher):
                                            ctx.device, num_tokens=t) for r in range(ctx.world)]
     rows = []
     for name in args.system_list:
-        system, why = build(name, ctx, shape)
+        system, why = build_system(name, ctx, shape, args)
         info = {"shape": shape.label, "tokens": t, "world": ctx.world, "system": name,
                 "tokens_per_rank": t}
         if system is None:
@@ -77,33 +76,39 @@ def bench_tokens(ctx, shape, args, micro, flusher):
             if check_inputs is not None:
                 ok, err = system.check(check_inputs)
                 check = f"pass ({err:.1e})" if ok else f"FAIL ({err:.1e})"
-            times = measure(ctx, system, pool, args, flusher, phases=PHASES)
-            rows += [dict(info, phase=ph, status="ok", check=check,
-                          **phase_row(times[ph], routing, args.warmup, ph)) for ph in PHASES]
+            times = measure(ctx, system, pool, args, flusher)
+            gtimes = measure_graph_or_error(ctx, system, pool, args, t)
+            rows += system_rows(info, system, times, gtimes, routing, args, t, check, "ok")
         except Exception as e:
             rows += [dict(info, phase=ph, status=f"error: {type(e).__name__}: {e}") for ph in PHASES]
         system.close()
     add_vs_nccl(rows)
+    add_floor(rows, shape_floor(ctx, routing, args))
     del pool
     torch.cuda.empty_cache()
     return rows
 
 
 def print_report(rows, micro):
-    print(f"\nB = {micro['B_GBps']:.0f} GB/s, L = {micro['L_us']:.2f} us; bytes = busiest GPU, "
-          "distinct remote ranks per token; xSoL = time / SoL; vsNCCL = NCCL time / time")
-    heads = ["tokens", "system", "phase", "MB", "med us", "p10", "p90", "GB/s", "xSoL", "vsNCCL",
-             "check"]
+    print()
+    print_formulas(micro)
+    heads = ["tokens", "system", "phase", "MB", "med us", "p10", "p90", "GB/s", "xSoL", "bound", "vsNCCL",
+             "graph us", "g p10-p90", "g xSoL", "floor us", "check"]
     lines = []
     for r in rows:
+        phase = PHASE_ABBREV.get(r["phase"], r["phase"])
         if "us_median" not in r:
-            lines.append([r["tokens"], r["system"], r["phase"]] + [""] * 7 + [r["status"]])
+            lines.append([r["tokens"], r["system"], phase] + [""] * (len(heads) - 4) + [r["status"]])
         else:
-            lines.append([r["tokens"], r["system"], r["phase"], fmt(r["bytes"] / 1e6, 3),
+            lines.append([r["tokens"], r["system"], phase, fmt(r["bytes"] / 1e6, 3),
                           fmt(r["us_median"]), fmt(r["us_p10"]), fmt(r["us_p90"]),
-                          fmt(r["GBps"]), fmt(r["x_sol"], 2), fmt(r.get("vs_nccl"), 2),
-                          r["check"]])
+                          fmt(r["GBps"]), fmt(r["x_sol"], 2), r.get("sol_bound", ""), fmt(r.get("vs_nccl"), 2)]
+                         + graph_cells(r) + [r["check"]])
     common.print_table(heads, lines)
+    fl = floor_summary_rows(rows)
+    if fl:
+        print("\nmoe_a2a in CUDA-graph steady state against the machine's floor (us per dispatch + combine):")
+        common.print_table(FLOOR_HEADERS, fl)
 
 
 def plot(rows, micro, path):
@@ -119,9 +124,17 @@ def plot(rows, micro, path):
                 x, t, b = zip(*pts)
                 ax_t.plot(x, t, style, label=f"{s} {ph}", markersize=4)
                 ax_b.plot(x, b, style, label=f"{s} {ph}", markersize=4)
-    sol = sorted({(r["tokens"], r["sol_us"]) for r in rows if "sol_us" in r})
+    for s in dict.fromkeys(r["system"] for r in rows if "graph_us_median" in r):
+        pts = [(r["tokens"], r["graph_us_median"]) for r in rows
+               if r["system"] == s and r["phase"] == "dispatch+combine" and "graph_us_median" in r]
+        if pts:
+            ax_t.plot(*zip(*pts), "-^", label=f"{s} dispatch+combine (graph)", markersize=4)
+    sol = sorted({(r["tokens"], r["sol_us"]) for r in rows if "sol_us" in r and r["phase"] == "dispatch"})
     if sol:
-        ax_t.plot(*zip(*sol), "k:", label="speed of light (one phase)")
+        ax_t.plot(*zip(*sol), "k:", label="speed of light (dispatch)")
+    fl = sorted({(r["tokens"], r["floor_exchange_us"]) for r in rows if "floor_exchange_us" in r})
+    if fl:
+        ax_t.plot(*zip(*fl), "r--", label="machine floor (2 phases)")
     ax_b.axhline(micro["B_GBps"], color="k", linestyle=":", label="B (peer store)")
     for ax, yl in ((ax_t, "median latency (us)"), (ax_b, "GB/s (busiest GPU)")):
         ax.set_xscale("log", base=2)

@@ -18,6 +18,7 @@ import datetime  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import platform  # noqa: E402
+import shlex  # noqa: E402
 import socket  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -91,20 +92,22 @@ def moe_submodule(name):
         return None
 
 
-_REF = None
-
-
 def reference():
-    """moe_a2a.reference, or the local stand-in (fallback_ref.py) while it does not exist."""
-    global _REF
-    if _REF is None:
-        _REF = moe_submodule("reference")
-        if _REF is None:
-            import fallback_ref
-            print("NOTE: moe_a2a.reference unavailable; using benchmarks/fallback_ref.py",
-                  file=sys.stderr)
-            _REF = fallback_ref
-    return _REF
+    """moe_a2a.reference (pure python: importable from python/ without the extension)."""
+    ref = moe_submodule("reference")
+    if ref is None:
+        _, why = import_moe_a2a()
+        raise ImportError(f"moe_a2a.reference did not import ({why or 'see the traceback of import moe_a2a'})")
+    return ref
+
+
+def sol_model():
+    """moe_a2a.sol, the one speed-of-light model (pure python, no extension needed)."""
+    sol = moe_submodule("sol")
+    if sol is None:
+        _, why = import_moe_a2a()
+        raise ImportError(f"moe_a2a.sol did not import ({why or 'see the traceback of import moe_a2a'})")
+    return sol
 
 
 # ----------------------------------------------------------------------------- distributed
@@ -215,6 +218,49 @@ def time_device(ctx, fn, iters, warmup, prepare=None, flusher=None, after=None):
             after(res)
     torch.cuda.synchronize()
     local = [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
+    return max_over_ranks(ctx, local)
+
+
+def time_graph(ctx, step, n_inputs, iters_per_graph, replays, warmup_replays=2):
+    """CUDA-graph steady state: per-iteration device time in us of `step`, one value per replay,
+    each the max over ranks (reduced after the loop, outside the timed region).
+
+    step(i) runs one iteration on pre-generated input i (0 <= i < n_inputs, n_inputs >= 8
+    different routings and tokens, allocated before capture: a graph reads static tensors).
+    Warm-up: step(0..n_inputs-1) once on a side stream (as torch requires before capture; it
+    also compiles and allocates whatever the step needs). Then iters_per_graph calls
+    step(i % n_inputs) are captured in one torch.cuda.CUDAGraph (every rank captures the same
+    sequence), and the graph is replayed warmup_replays + replays times, each replay after
+    Ctx.align() and between two events; per-iteration time = replay time / iters_per_graph.
+    A step must leave nothing pending between iterations (moe_a2a: combine every dispatch)."""
+    if n_inputs < 8:
+        raise ValueError(f"time_graph needs >= 8 different inputs, got {n_inputs}")
+    if iters_per_graph < 1 or replays < 1:
+        raise ValueError("iters_per_graph and replays must be >= 1")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for i in range(n_inputs):
+            step(i)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(iters_per_graph):
+            step(i % n_inputs)
+    torch.cuda.synchronize()
+    events = []
+    for r in range(warmup_replays + replays):
+        ctx.align()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        if r >= warmup_replays:
+            events.append((start, end))
+    torch.cuda.synchronize()
+    local = [s.elapsed_time(e) * 1e3 / iters_per_graph for s, e in events]
+    del graph
     return max_over_ranks(ctx, local)
 
 
@@ -355,23 +401,92 @@ def _run(cmd):
         return ""
 
 
+SMI_FIELDS = ("index", "pci.bus_id", "name", "driver_version", "clocks.sm", "clocks.max.sm")
+
+
+def nvidia_smi_gpus():
+    """One dict per GPU nvidia-smi lists (SMI_FIELDS; clocks in MHz), or [] without nvidia-smi."""
+    out = _run(["nvidia-smi", f"--query-gpu={','.join(SMI_FIELDS)}", "--format=csv,noheader,nounits"])
+    gpus = []
+    for line in out.splitlines():
+        vals = [v.strip() for v in line.split(",")]
+        if len(vals) != len(SMI_FIELDS):
+            continue
+        g = dict(zip(SMI_FIELDS, vals))
+        for k in ("clocks.sm", "clocks.max.sm"):
+            try:
+                g[k] = int(g[k])
+            except ValueError:  # "[N/A]" on some boards
+                g[k] = None
+        gpus.append(g)
+    return gpus
+
+
+def _this_gpu(gpus, device):
+    """The nvidia-smi row of `device`: matched by PCI bus id when torch reports it, else by the
+    visible index (CUDA_VISIBLE_DEVICES can renumber, hence the bus id first)."""
+    try:
+        p = torch.cuda.get_device_properties(device)
+        bus = f"{p.pci_domain_id:08X}:{p.pci_bus_id:02X}:{p.pci_device_id:02X}.0"
+        for g in gpus:
+            if g["pci.bus_id"].upper().endswith(bus[-12:]):
+                return g
+    except Exception:
+        pass
+    idx = device.index if isinstance(device, torch.device) and device.index is not None else 0
+    if "CUDA_VISIBLE_DEVICES" not in os.environ and idx < len(gpus):
+        return gpus[idx]
+    return None
+
+
+def _cuda_driver_version():
+    """The CUDA version the driver supports ("CUDA Version: 13.0" in nvidia-smi's header)."""
+    import re
+    m = re.search(r"CUDA Version:\s*([0-9.]+)", _run(["nvidia-smi"]))
+    return m.group(1) if m else None
+
+
+def _git():
+    commit = _run(["git", "rev-parse", "HEAD"]) or "unknown"
+    changed = _run(["git", "diff", "--name-only", "HEAD"]).splitlines()  # tracked, staged or not
+    return {"git_commit": commit, "git_dirty": bool(changed), "git_dirty_files": changed[:50]}
+
+
 def metadata(ctx=None):
-    smi = _run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
+    """Where and how a result was taken: date, host, git commit (+ dirty flag and the modified
+    tracked files, untracked ones left out), python / torch / CUDA or ROCm versions, driver,
+    GPU model, SM clocks (current and max, MHz, from nvidia-smi when it reports them), the exact
+    command line, world size and the multicast environment."""
+    gpus = nvidia_smi_gpus()
+    device = ctx.device if ctx else (torch.device("cuda", 0) if torch.cuda.is_available() else None)
+    mine = _this_gpu(gpus, device) if (gpus and device is not None) else None
+    driver = gpus[0]["driver_version"] if gpus else "unknown"
+    if torch.version.hip and driver == "unknown":
+        try:
+            with open("/sys/module/amdgpu/version") as f:
+                driver = "amdgpu " + f.read().strip()
+        except OSError:
+            pass
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "hostname": socket.gethostname(),
+        "command": " ".join(shlex.quote(a) for a in [sys.executable] + sys.argv),
+        "argv": list(sys.argv),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "hip": getattr(torch.version, "hip", None),
-        "driver": smi.splitlines()[0].split(",")[-1].strip() if smi else "unknown",
-        "git_commit": _run(["git", "rev-parse", "HEAD"]) or "unknown",
-        "git_dirty": bool(_run(["git", "status", "--porcelain"])),
+        "cuda_driver_version": _cuda_driver_version(),
+        "driver": driver,
+        **_git(),
         "world_size": ctx.world if ctx else None,
         "env": {k: os.environ.get(k) for k in _NO_MULTICAST},
+        "sm_clock_mhz": mine["clocks.sm"] if mine else None,
+        "sm_clock_max_mhz": mine["clocks.max.sm"] if mine else None,
+        "gpus_smi": gpus,
     }
     if torch.cuda.is_available():
-        meta["gpu_name"] = torch.cuda.get_device_name(ctx.device if ctx else 0)
+        meta["gpu_name"] = torch.cuda.get_device_name(device)
         meta["gpu_count_visible"] = torch.cuda.device_count()
     return meta
 

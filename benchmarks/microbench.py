@@ -1,9 +1,14 @@
-"""Microbenchmarks behind the speed of light: peer store bandwidth B, flag latency, launch cost.
+"""Microbenchmarks behind the speed of light and the machine's floor: peer store bandwidth B,
+local copy bandwidth B_hbm, flag latency, launch cost, and the bare-exchange floor.
 
-    torchrun --nproc-per-node=2 benchmarks/microbench.py [--out DIR]
+    torchrun --nproc-per-node=2 benchmarks/microbench.py [--out DIR] [--no-floor]
 
-Importable: run(ctx) -> dict, collective. B and L are measured in the same process as the
-benchmark that uses them: ratios hold across noisy machines, absolute times do not.
+Importable: run(ctx) -> dict, collective. B, B_hbm and L are measured in the same process as
+the benchmark that uses them: ratios hold across noisy machines, absolute times do not.
+The floor (moe_a2a.microbench.floor_us, csrc/heap/floor_exchange.h): one bare exchange kernel
+per phase, two phases per iteration, CUDA-graph steady state, us per 2 phases (median over
+replays of the max over ranks); each rank sends `bytes` to the next rank (at world 2: both
+GPUs send `bytes` each way) with `blocks` blocks, one signal per block.
 """
 import common  # noqa: F401  (first: pins multicast off before torch.distributed)
 import argparse
@@ -17,8 +22,16 @@ import torch.distributed as dist
 from common import MiB, has_extension, import_moe_a2a, moe_submodule, summarize, time_device
 
 # Used only when a quantity cannot be measured here; always labelled "assumed" in the output.
-ASSUMED = {"B_GBps": 370.0, "flag_latency_us": 1.2, "B_local_GBps": 4160.0,
-           "source": "BENCHMARKS.md (B, flag latency, 2026-11-22) and B_local of the 2026-11-23 run, 2 x H200 NV18"}
+ASSUMED = {"B_GBps": 370.0, "flag_latency_us": 1.2, "B_hbm_GBps": 4137.0,
+           "source": "BENCHMARKS.md (B, flag latency, 2026-11-22) and the local copy of the 2026-11-23 run, "
+                     "2 x H200 NV18"}
+
+# The floor table of the summary: bytes each way per phase (the challenge's E8-K2-H6144-T16 and
+# DeepSeek-V3 at 128 / 256 / 1024 tokens, world 2), and the block counts for 0 bytes.
+FLOOR_SIZES = (("0", 0), ("196 KB", 196_608), ("1.8 MB", 1_835_008), ("3.7 MB", 3_670_016),
+               ("14.7 MB", 14_680_064))
+FLOOR_ZERO_BLOCKS = (8, 32, 132)
+FLOOR_BLOCKS = (32, 132)  # tried for a size > 0 (capped at the SM count); the floor is the best
 
 
 class _PeerBuffers:
@@ -154,7 +167,83 @@ def launch_cost(ctx, n=1000, repeats=5):
             "graph_us": summarize(graph)["median"]}
 
 
-def run(ctx, sizes_mib=(64, 256), iters=20, flag_iters=1000):
+def hbm_copy(ctx, mib=256, iters=20, warmup=3):
+    """Device-to-device copy bandwidth of one GPU: dst.copy_(src) of `mib` MiB between two plain
+    torch tensors, timed with events on every GPU at once (max over ranks per iteration).
+    GBps counts bytes read + written (2 x the size), as moe_a2a.sol's local term does."""
+    n = mib * MiB
+    src = torch.empty(n // 4, dtype=torch.int32, device=ctx.device).random_()
+    dst = torch.empty_like(src)
+    us = time_device(ctx, lambda i: dst.copy_(src), iters, warmup)
+    r = _gbps(2 * n, us)
+    r["mib"] = mib
+    return r
+
+
+def sm_count(ctx):
+    return torch.cuda.get_device_properties(ctx.device).multi_processor_count
+
+
+def _floor_heap(ctx, max_bytes, max_blocks):
+    """(moe_a2a module, microbench module, heap or None, why). Collective."""
+    mod, why = import_moe_a2a()
+    mb = moe_submodule("microbench")
+    if not has_extension(mod) or not hasattr(mb, "floor_us"):
+        return mod, mb, None, why or "moe_a2a extension not built"
+    heap = mod.SymmetricHeap(ctx.group, mb.floor_bytes_needed(max_bytes, max_blocks) + MiB)
+    mb.floor_reserve(heap, max_bytes, max_blocks)
+    return mod, mb, heap, ""
+
+
+def _floor_point(ctx, mb, heap, nbytes, blocks, iters_per_graph, replays):
+    s = summarize(mb.floor_times_us(heap, nbytes, blocks, iters_per_graph, replays))
+    return {"bytes": nbytes, "blocks": blocks, "us_median": s["median"], "us_p10": s["p10"], "us_p90": s["p90"]}
+
+
+def floor_table(ctx, sizes=FLOOR_SIZES, zero_blocks=FLOOR_ZERO_BLOCKS, blocks=FLOOR_BLOCKS, iters_per_graph=100,
+                replays=20):
+    """Collective. The floor for each (label, bytes) of `sizes`: 0 bytes at every count of
+    zero_blocks, other sizes at every count of `blocks` (counts capped at the SM count).
+    Returns {"points": [{label, bytes, blocks, us_median, us_p10, us_p90}], "error": ...}."""
+    n_sm = sm_count(ctx)
+    cap = lambda bs: sorted({min(b, n_sm) for b in bs})  # noqa: E731
+    max_bytes = max(b for _, b in sizes)
+    _, mb, heap, why = _floor_heap(ctx, max_bytes, n_sm)
+    if heap is None:
+        return {"points": [], "error": why}
+    points = []
+    try:
+        for label, nbytes in sizes:
+            for b in cap(zero_blocks if nbytes == 0 else blocks):
+                points.append(dict(_floor_point(ctx, mb, heap, nbytes, b, iters_per_graph, replays), label=label))
+    except Exception as e:  # the same on every rank: checks and timeouts are agreed collectively
+        return {"points": points, "error": f"{type(e).__name__}: {e}"}
+    finally:
+        heap.close()
+    return {"points": points}
+
+
+def floor_for_bytes(ctx, nbytes, blocks=FLOOR_BLOCKS, iters_per_graph=100, replays=20):
+    """Collective. The machine's floor for dispatch + combine moving `nbytes` each way per phase:
+    the best (lowest median) over the block counts tried, with every count's numbers.
+    Returns {"bytes", "us" (median), "us_p10", "us_p90", "blocks", "by_blocks"} or {"error": ...}."""
+    n_sm = sm_count(ctx)
+    counts = sorted({min(b, n_sm) for b in blocks})
+    _, mb, heap, why = _floor_heap(ctx, nbytes, max(counts))
+    if heap is None:
+        return {"bytes": nbytes, "error": why}
+    try:
+        pts = [_floor_point(ctx, mb, heap, nbytes, b, iters_per_graph, replays) for b in counts]
+    except Exception as e:
+        return {"bytes": nbytes, "error": f"{type(e).__name__}: {e}"}
+    finally:
+        heap.close()
+    best = min(pts, key=lambda p: p["us_median"])
+    return {"bytes": nbytes, "us": best["us_median"], "us_p10": best["us_p10"], "us_p90": best["us_p90"],
+            "blocks": best["blocks"], "by_blocks": {p["blocks"]: p["us_median"] for p in pts}}
+
+
+def run(ctx, sizes_mib=(64, 256), iters=20, flag_iters=1000, floor=True, hbm_mib=256):
     """Collective. Returns the measurements plus B_GBps and L_us for the speed of light:
     B = SM-driven peer store bandwidth with every GPU storing at once (largest size);
     L = one-way flag latency + one kernel launch inside a graph (a lower bound on launch)."""
@@ -183,13 +272,20 @@ def run(ctx, sizes_mib=(64, 256), iters=20, flag_iters=1000):
         out["flag_latency_us"] = ASSUMED["flag_latency_us"]
         out["flag_source"] = "assumed: " + ASSUMED["source"]
     out["L_us"] = out["flag_latency_us"] + out["launch"]["graph_us"]
-    # The local-memory term of the bound (moe_a2a.sol.phase_bound_us) counts bytes read +
-    # written; a device copy of n bytes moves 2n.
-    if "local_copy_ce" in big:
-        out["B_local_GBps"] = 2 * big["local_copy_ce"]["GBps"]
-        out["B_local_source"] = f"measured: 2 x local_copy_ce, {max(sizes_mib)} MiB"
-    else:
-        out["B_local_GBps"], out["B_local_source"] = ASSUMED["B_local_GBps"], "assumed: " + ASSUMED["source"]
+    # The local-memory term of the bound (moe_a2a.sol.phase_bound_us): bytes read + written.
+    try:
+        out["hbm_copy"] = hbm_copy(ctx, hbm_mib, iters)
+        torch.cuda.empty_cache()  # its two buffers are free now
+        out["B_hbm_GBps"] = out["hbm_copy"]["GBps"]
+        out["B_hbm_source"] = f"measured: torch copy_ of {hbm_mib} MiB, read + written"
+    except Exception as e:
+        out["hbm_error"] = f"{type(e).__name__}: {e}"
+        out["B_hbm_GBps"], out["B_hbm_source"] = ASSUMED["B_hbm_GBps"], "assumed: " + ASSUMED["source"]
+    if floor:
+        try:
+            out["floor"] = floor_table(ctx)
+        except Exception as e:
+            out["floor"] = {"points": [], "error": f"{type(e).__name__}: {e}"}
     return out
 
 
@@ -206,8 +302,21 @@ def print_summary(m):
     print(f"  launch: eager {lc['eager_device_us']:.2f} us (host {lc['eager_host_us']:.2f}), "
           f"graph {lc['graph_us']:.2f} us")
     print(f"  flag latency {m['flag_latency_us']:.2f} us ({m['flag_source']})")
+    if "hbm_error" in m:
+        print(f"  note: local copy not measured: {m['hbm_error']}")
     print(f"  => B = {m['B_GBps']:.0f} GB/s ({m['B_source']}); L = {m['L_us']:.2f} us; "
-          f"B_local = {m['B_local_GBps']:.0f} GB/s read + written ({m['B_local_source']})")
+          f"B_hbm = {m['B_hbm_GBps']:.0f} GB/s read + written ({m['B_hbm_source']})")
+    fl = m.get("floor")
+    if fl is not None:
+        print("  floor (bare exchange, one kernel per phase, graph steady state; us per 2 phases, "
+              "median over replays of the max over ranks):")
+        for p in fl.get("points", []):
+            gbps = 2 * p["bytes"] / (p["us_median"] * 1e3) if p["bytes"] else None
+            print(f"    {p['label']:>8s} each way, {p['blocks']:4d} blocks: {p['us_median']:8.1f} us "
+                  f"(p10 {p['us_p10']:.1f}, p90 {p['us_p90']:.1f})"
+                  + (f"  {gbps:.0f} GB/s per direction" if gbps else ""))
+        if fl.get("error"):
+            print(f"    floor not measured: {fl['error']}")
 
 
 def main(argv=None):
@@ -215,11 +324,13 @@ def main(argv=None):
     p.add_argument("--sizes-mib", default="64,256", help="peer copy sizes in MiB (default 64,256)")
     p.add_argument("--iters", type=int, default=20, help="timed copies per size (default 20)")
     p.add_argument("--flag-iters", type=int, default=1000)
+    p.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True,
+                   help="measure the bare-exchange floor table (default on; needs the extension)")
     p.add_argument("--out", default=os.path.join(common.BENCH_DIR, "results"),
                    help="folder for microbench.json (default benchmarks/results)")
     args = p.parse_args(argv)
     ctx = common.init_distributed()
-    m = run(ctx, tuple(int(v) for v in args.sizes_mib.split(",")), args.iters, args.flag_iters)
+    m = run(ctx, tuple(int(v) for v in args.sizes_mib.split(",")), args.iters, args.flag_iters, args.floor)
     if ctx.rank == 0:
         print_summary(m)
         path = os.path.join(args.out, "microbench.json")

@@ -1,6 +1,8 @@
 """CPU checks of the parts of the benchmarks that need no GPU and no second process:
-statistics, shape parsing, the byte model, the fake GEMM, and the NCCL / symm_mem baselines'
-sort-and-unsort logic with the all-to-all simulated in one process.
+statistics, shape parsing, the speed-of-light rows, the fake GEMM (torch fallback and the
+Triton kernel under the interpreter), the report, the metadata, the multicast-off import order,
+and the NCCL / symm_mem baselines' sort-and-unsort logic with the all-to-all simulated in one
+process.
 
     python -m pytest benchmarks/test_bench_pure.py      (or: python benchmarks/test_bench_pure.py)
 """
@@ -10,6 +12,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The in-tree package (pure-python parts), ahead of any installed moe_a2a: these tests check
+# this checkout's sol / reference, as tests/python/cpu/conftest.py does.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
 
 import common  # noqa: E402
 import numpy as np  # noqa: E402
@@ -17,8 +22,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import baselines as bl  # noqa: E402
-import sol_local  # noqa: E402
-from fake_gemm import scale_experts, scale_segments  # noqa: E402
+from fake_gemm import scale_experts, scale_packed, scale_segments  # noqa: E402
 
 
 def test_quantiles_match_numpy():
@@ -59,29 +63,69 @@ def test_cli_parses():
     assert [s.max_tokens for s in b.shape_list] == [1, 8] and b.shape_list[0].experts == 256
 
 
-def test_traffic_matrix():
-    # world 2, 4 experts (2 per rank). rank 0: token0 -> experts {0, 2}, token1 -> {2, 3}
-    # rank 1: token0 -> {0, 1}
-    idx = [torch.tensor([[0, 2], [2, 3]]), torch.tensor([[0, 1]])]
-    m, p = sol_local.traffic_matrix(idx, 2, 4)
-    assert m == [[0, 2], [1, 0]]        # token1 of rank 0 goes to rank 1 once, not twice
-    assert p == [[0, 3], [2, 0]]
-    assert sol_local.busiest_rank_tokens(m) == 2
-    assert sol_local.sol_us(370e3, 370.0, 1.0) == pytest.approx(2.0)
+class _Pool:
+    """InputPool stand-in: every rank's routing of each entry, no process group."""
+
+    def __init__(self, entries):
+        self.entries = entries  # entries[j][r] = rank r's topk_idx
+        self.items = [(torch.zeros(len(e[0]), 4), e[0], None) for e in entries]
+
+    def __len__(self):
+        return len(self.entries)
+
+    def routing(self, j):
+        return self.entries[j % len(self.entries)]
 
 
-def test_sol_local_agrees_with_moe_a2a_sol():
-    sol = common.moe_submodule("sol")
-    if sol is None:
-        pytest.skip("moe_a2a.sol not importable")
-    inputs = _all_inputs(3, 12, 4, 16, 20, seed=5)
-    idx = [r[1] for r in inputs]
-    m, _ = sol_local.traffic_matrix(idx, 3, 12)
-    assert m == sol.traffic_matrix(idx, 12, 3).tolist()
-    d, _ = sol.phase_bytes(idx, 12, 3, 16, torch.bfloat16)
-    b = sol_local.busiest_rank_tokens(m) * 16 * 2
-    assert sol_local.sol_us(b, 300.0, 2.0) == pytest.approx(
-        sol.sol_time_us(d.bytes_out, d.bytes_in, 300.0, 300.0, 2.0))
+class _Ctx:
+    world, rank, device, group = 2, 0, torch.device("cpu"), None
+
+
+def _routing(monkeypatch, entries, micro):
+    import bench_all2all as ba
+    monkeypatch.setattr(ba.dist, "all_reduce", lambda t, group=None: t.mul_(2))  # 2 ranks, same T
+    return ba.Routing(_Ctx(), common.Shape(4, 2, 1000, 4, torch.float16), _Pool(entries), micro)
+
+
+def test_routing_rows_use_moe_a2a_sol(monkeypatch):
+    """Routing / phase_row / graph_fields on the closed-form case of tests/python/cpu/test_sol.py:
+    hidden 1000 fp16 (2000 bytes a row), link 4000 bytes busiest, local 18000 (dispatch) and
+    34000 (combine) bytes; B = 2 GB/s, B_hbm = 10 GB/s, L = 1 us."""
+    import bench_all2all as ba
+    entry = [torch.tensor([[0, 1], [0, 2]]), torch.tensor([[3, 2], [1, 3], [2, 0]])]
+    micro = {"B_GBps": 2.0, "B_hbm_GBps": 10.0, "L_us": 1.0}
+    r = _routing(monkeypatch, [entry] * 8, micro)
+    assert r.sol("dispatch", 0) == pytest.approx(3.0) and r.sol("combine", 3) == pytest.approx(4.4)
+    assert r.sol("pipeline", 5) == pytest.approx(7.4) == r.sol("dispatch+combine", 1)
+    assert r.bound("dispatch") == "link" and r.bound("combine") == "local"
+    assert r.bound("dispatch+combine") == "link/local"
+    assert r.busiest[0] == 4000 and r.pairs[0] == 3 * 2000 and r.total[0] == 3 * 2000
+    assert r.tokens_per_rank == pytest.approx(2.0)
+    row = ba.phase_row([7.4 * 2] * 50, r, 10, "pipeline")
+    assert row["x_sol"] == pytest.approx(2.0) and row["bytes"] == 8000 and row["sol_bound"] == "link/local"
+    assert row["GBps"] == pytest.approx(8000 / 14.8e3)
+    assert ba.phase_row([6.0] * 50, r, 10, "dispatch")["x_sol"] == pytest.approx(2.0)
+    g = ba.graph_fields([14.8] * 20, r, 64, "dispatch+combine")
+    assert g["graph_x_sol"] == pytest.approx(2.0) and g["graph_us_median"] == 14.8 and g["graph_replays"] == 20
+    assert r.phase_bytes() == 4000
+
+
+def test_graph_iters_and_cli():
+    import bench_all2all as ba
+    a = ba.parse_args([])
+    assert a.graph and a.floor and a.layout == "padded" and a.graph_replays == 20
+    assert ba.graph_iters(a, 256) == 64 and ba.graph_iters(a, 257) == 16
+    a = ba.parse_args(["--graph-iters", "24", "--no-floor", "--layout", "packed"])
+    assert ba.graph_iters(a, 4096) == 24 and not a.floor and a.layout == "packed"
+    assert ba.parse_args(["--no-graph", "--pool", "4"]).pool == 4
+    for bad in (["--pool", "4"], ["--graph-replays", "0"], ["--graph-iters", "-1"]):
+        with pytest.raises(SystemExit):
+            ba.parse_args(bad)
+
+
+def test_time_graph_rejects_too_few_inputs():
+    with pytest.raises(ValueError):
+        common.time_graph(None, lambda i: None, 7, 64, 20)
 
 
 def _all_inputs(world, e, k, h, t, seed=1):
@@ -119,8 +163,7 @@ def test_nccl_logic_simulated(world, e, k):
         out = bl.reduce_pairs(torch.cat(rets[s]), order, w, x.dtype)
         ref = common.reference().moe_reference(inputs, s, e, world)
         torch.testing.assert_close(out.float(), ref.float(), rtol=bl.RTOL, atol=bl.ATOL)
-        if common.moe_submodule("reference") is not None:  # not the stand-in
-            assert torch.equal(out, ref)   # same fp32 order k = 0..K-1 as the reference
+        assert torch.equal(out, ref)   # same fp32 order k = 0..K-1 as the reference
 
 
 def _vdev_2d_model(inps, in_splits, world, ne):
@@ -157,7 +200,7 @@ def test_symm_mem_logic_simulated():
     outs, sos = _vdev_2d_model(inps, splits, world, ne)
     for d in range(world):  # the fake GEMM on segments, as SymmMemSystem.fake_gemm runs it
         sp, off = sos[d]
-        scale_segments(outs[d], outs[d], off, sp, 7, 1 + d)
+        scale_segments(outs[d], outs[d], off, sp, 1 + d)
     for s, ((x, idx, w), o) in enumerate(zip(inputs, orders)):
         # _offset twin: chunk (le, s) of owner d returns to s in global-expert order
         ret = torch.cat([outs[d][sos[d][1][le * world + s]:][: sos[d][0][le * world + s]]
@@ -181,23 +224,57 @@ def test_scale_experts_torch_fallback():
         torch.testing.assert_close(y[e, n[e]:], x[e, n[e]:], rtol=0, atol=0)
 
 
+def test_scale_segments_torch_fallback_packed():
+    """The torch fallback on a packed buffer: segments back to back, an empty one, a gap of
+    padding rows between two, rows after the last; in place and into another tensor."""
+    x = torch.randn(12, 8).to(torch.bfloat16)
+    start = torch.tensor([0, 3, 3, 7], dtype=torch.int32)
+    count = torch.tensor([3, 0, 2, 4], dtype=torch.int32)
+    valid = [0, 1, 2, 3, 4, 7, 8, 9, 10]
+    y = scale_segments(x, torch.empty_like(x), start, count, 5)
+    assert torch.equal(y[valid], x[valid] * 5)
+    assert torch.equal(y[[5, 6, 11]], x[[5, 6, 11]])      # padding keeps its value
+    z = x.clone()
+    scale_segments(z, z, start, count, 5)
+    assert torch.equal(z, y)
+    # packed helper: offsets with E + 1 entries
+    offsets = torch.tensor([0, 3, 3, 5], dtype=torch.int32)
+    n = torch.tensor([3, 0, 2], dtype=torch.int32)
+    p = scale_packed(x, offsets, n, 2, out=torch.empty_like(x))
+    assert torch.equal(p[:5], x[:5] * 2) and torch.equal(p[5:], x[5:])
+    assert scale_segments(x, y, start[:0], count[:0], 3) is y  # no segments: nothing to do
+
+
 def test_scale_segments_triton_interpreter():
-    """The Triton kernel under TRITON_INTERPRET=1 (CPU), in a child so the flag is set
-    before triton loads."""
+    """The persistent Triton kernel under TRITON_INTERPRET=1 (CPU), in a child so the flag is
+    set before triton loads: fewer programs than work items, empty segments, padding between
+    segments, a segment longer than one row block, the padded and the packed helpers."""
     pytest.importorskip("triton")
     code = r"""
 import sys, torch
 sys.path.insert(0, %r)
 import fake_gemm
 fake_gemm.backend = lambda device: "triton"
-x = torch.randn(9, 1500).to(torch.bfloat16)
+x = torch.randn(23, 1500).to(torch.bfloat16)
 y = torch.full_like(x, 7.0)
-start = torch.tensor([0, 2, 2, 6], dtype=torch.int64)
-count = torch.tensor([2, 0, 3, 3], dtype=torch.int32)
-fake_gemm.scale_segments(x, y, start, count, 3, 4)
-rows = [0, 1, 2, 3, 4, 6, 7, 8]
+start = torch.tensor([0, 2, 2, 6, 13], dtype=torch.int64)
+count = torch.tensor([2, 0, 3, 6, 9], dtype=torch.int32)
+fake_gemm.scale_segments(x, y, start, count, 4)
+rows = [0, 1, 2, 3, 4] + list(range(6, 12)) + list(range(13, 22))
 assert torch.equal(y[rows], x[rows] * 4), "scaled rows"
-assert torch.equal(y[5], torch.full_like(y[5], 7.0)), "row outside every segment untouched"
+for r in (5, 12, 22):
+    assert torch.equal(y[r], torch.full_like(y[r], 7.0)), "row outside every segment untouched"
+assert fake_gemm._programs(x.device, 23) == 6  # 23 rows / 4: min(4 per SM x 2 SMs, 6 blocks)
+e = torch.randn(3, 10, 64).to(torch.float16)
+n = torch.tensor([10, 0, 5], dtype=torch.int32)
+out = fake_gemm.scale_experts(e, n, 3, out=torch.zeros_like(e))
+assert torch.equal(out[0], e[0] * 3) and torch.equal(out[2, :5], e[2, :5] * 3)
+assert not out[1].any() and not out[2, 5:].any()
+p = torch.randn(16, 64).to(torch.bfloat16)
+off = torch.tensor([0, 5, 5, 11], dtype=torch.int32)
+cnt = torch.tensor([5, 0, 6], dtype=torch.int32)
+q = fake_gemm.scale_packed(p, off, cnt, 2, out=torch.zeros_like(p))
+assert torch.equal(q[:11], p[:11] * 2) and not q[11:].any()
 print("ok")
 """ % os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, TRITON_INTERPRET="1")
@@ -206,36 +283,93 @@ print("ok")
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
 
 
-def test_fallback_reference_matches_loop():
-    import fallback_ref
-    inputs = [fallback_ref.generate_rank_inputs(r, 2, 8, 2, 16, 5, torch.float16, 4)
-              for r in range(2)]
-    x, idx, w = inputs[1]
-    assert idx.dtype == torch.int32 and w.dtype == torch.float32
-    assert all(len(set(row.tolist())) == 2 for row in idx)          # distinct experts
-    out = fallback_ref.moe_reference(inputs, 1, 8, 2)
-    for t in range(x.shape[0]):
-        acc = sum(w[t, k] * (x[t] * (1 + idx[t, k].item() // 4)).float() for k in range(2))
-        torch.testing.assert_close(out[t].float(), acc.to(x.dtype).float())
+def test_benchmarks_import_common_first():
+    """Multicast stays off through ONE place: every script (a __main__ block) and every module
+    that uses torch.distributed imports common (which sets the environment) before torch or
+    anything that loads it, and no file sets the variables itself."""
+    import ast
+    bench = os.path.dirname(os.path.abspath(__file__))
+    loaders = {"torch", "baselines", "bench_all2all", "fake_gemm", "microbench", "moe_a2a", "triton"}
+    checked = []
+    for name in sorted(os.listdir(bench)):
+        if not name.endswith(".py") or name in ("common.py", "test_bench_pure.py"):
+            continue
+        src = open(os.path.join(bench, name)).read()
+        assert "NCCL_NVLS_ENABLE" not in src, f"{name} sets the multicast environment itself"
+        if "__main__" not in src and "torch.distributed" not in src:
+            continue  # a helper that never starts a process group (fake_gemm)
+        first = None
+        for node in ast.parse(src).body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+                roots = {m.split(".")[0] for m in mods if m}
+                if "common" in roots:
+                    first = "common"
+                    break
+                if roots & loaders:
+                    first = sorted(roots & loaders)[0]
+                    break
+        assert first == "common", f"{name} imports {first} before common"
+        checked.append(name)
+    assert {"bench_all2all.py", "bench_sweep.py", "bench_graph.py", "microbench.py", "baselines.py",
+            "bench_moe_layer.py"} <= set(checked)
+
+
+def test_metadata_fields():
+    m = common.metadata()
+    for k in ("git_commit", "git_dirty", "torch", "cuda", "hip", "driver", "command", "argv",
+              "sm_clock_mhz", "sm_clock_max_mhz", "gpus_smi", "env"):
+        assert k in m, k
+    assert m["argv"] == sys.argv and m["env"]["NCCL_NVLS_ENABLE"] == "0"
+    assert isinstance(m["git_dirty"], bool)
+
+
+def test_smi_parsing(monkeypatch):
+    out = ("0, 00000000:18:00.0, NVIDIA H200, 570.1, 1980, 1980\n"
+           "1, 00000000:2A:00.0, NVIDIA H200, 570.1, [N/A], 1980\n")
+    monkeypatch.setattr(common, "_run", lambda cmd: out)
+    g = common.nvidia_smi_gpus()
+    assert [x["clocks.sm"] for x in g] == [1980, None] and g[1]["pci.bus_id"] == "00000000:2A:00.0"
+    assert g[0]["name"] == "NVIDIA H200" and g[0]["clocks.max.sm"] == 1980
 
 
 def test_report_and_outputs():
     import bench_all2all as ba
+    import bench_sweep as bs
     rows = []
     for s in ("E8-K2-H64-T4", "E16-K2-H64-T4"):
         for sysname, t in (("nccl", 500.0), ("moe_a2a", 50.0)):
             for ph in ba.PHASES:
-                rows.append({"shape": s, "system": sysname, "phase": ph, "tokens_per_rank": 3.0,
-                             "status": "ok", "check": "pass", "us_median": t, "us_p10": t * .9,
-                             "us_p90": t * 1.1, "GBps": 10.0, "x_sol": t / 10, "sol_us": 10.0,
-                             "bytes": 1e5})
-        rows += [{"shape": s, "system": "symm_mem", "phase": ph, "tokens_per_rank": 3.0,
+                r = {"shape": s, "system": sysname, "phase": ph, "tokens_per_rank": 3.0, "tokens": 4,
+                     "status": "ok", "check": "pass", "us_median": t, "us_p10": t * .9,
+                     "us_p90": t * 1.1, "GBps": 10.0, "x_sol": t / 10, "sol_us": 10.0,
+                     "sol_bound": "link", "bytes": 1e5}
+                if ph in ba.GRAPH_PHASES and sysname == "moe_a2a":
+                    r.update(graph_us_median=t / 2, graph_us_p10=t / 2.2, graph_us_p90=t / 1.8,
+                             graph_x_sol=t / 20, graph_sol_us=10.0)
+                elif ph in ba.GRAPH_PHASES:
+                    r["graph_status"] = bl.NcclSystem.graph_note
+                rows.append(r)
+        rows += [{"shape": s, "system": "symm_mem", "phase": ph, "tokens_per_rank": 3.0, "tokens": 4,
                   "status": "unsupported: 32 experts/rank > 16"} for ph in ba.PHASES]
     ba.add_vs_nccl(rows)
-    assert rows[3]["vs_nccl"] == pytest.approx(10.0)
-    ba.print_report(rows, {"B_GBps": 370.0, "B_source": "test", "L_us": 2.0}, harness=True)
+    ba.add_floor(rows, {"bytes": 50000, "us": 5.0, "blocks": 32})
+    moe = {(r["shape"], r["phase"]): r for r in rows if r["system"] == "moe_a2a"}
+    assert moe[("E8-K2-H64-T4", "pipeline")]["vs_nccl"] == pytest.approx(10.0)
+    assert moe[("E8-K2-H64-T4", "dispatch+combine")]["graph_x_floor"] == pytest.approx(5.0)
+    assert "floor_exchange_us" not in moe[("E8-K2-H64-T4", "dispatch")]
+    table = ba.table_rows(rows, harness=True)
+    nccl_dc = next(line for line, r in zip(table, rows) if r["system"] == "nccl" and r["phase"] == "dispatch+combine")
+    assert "eager only" in nccl_dc and "d+c" in nccl_dc
+    assert len({len(line) for line in table}) == 1  # every line as wide as the headers
+    assert ba.floor_summary_rows(rows)[0][:5] == ["E8-K2-H64-T4", "0.05", "5.0 (32)", "25.0", "5.00"]
+    micro = {"B_GBps": 370.0, "B_source": "test", "L_us": 2.0, "B_hbm_GBps": 4000.0, "B_hbm_source": "test"}
+    ba.print_report(rows, micro, harness=True)
+    bs.print_report(rows, micro)
+    ba.add_floor(rows, {"bytes": 1, "error": "no extension"})  # reported, not raised
     with tempfile.TemporaryDirectory() as d:
         ba.plot(rows, os.path.join(d, "a.png"))
+        bs.plot(rows, micro, os.path.join(d, "s.png"))
         common.write_csv(os.path.join(d, "a.csv"), rows)
         common.write_json(os.path.join(d, "a.json"), {"rows": rows, "meta": common.metadata()})
         if common.pyplot() is not None:

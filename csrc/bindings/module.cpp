@@ -4,6 +4,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <torch/extension.h>
 
+#include "heap/floor_exchange.h"
 #include "heap/heap_selftest.h"
 #include "moe_a2a/platform/device.h"
 #include "moe_a2a/profiler_events.h"
@@ -259,4 +260,26 @@ PYBIND11_MODULE(_C, m) {
     return py::make_tuple(v[0], v[1], seconds);
   });
   m.attr("NUM_SYNC_MODES") = moe_a2a::kNumSyncModes;
+
+  // ==== BEGIN floor_exchange (benchmarks: the machine's floor; csrc/heap/floor_exchange.h) ====
+  // floor_exchange(heap, region_offset, bytes, blocks, flags_offset, workspace_offset, timeout_s):
+  // one phase of the bare exchange on the current stream, asynchronous and graph-capturable.
+  // All three offsets are in the symmetric heap (allocated collectively): region = `bytes`
+  // bytes each rank receives, flags = floor_flags_bytes(blocks), workspace =
+  // floor_workspace_bytes(blocks) (per-block epochs, then a count of timed-out waits; read it
+  // after the run). flags and workspace must be zero on every rank before a sequence starts.
+  m.def("floor_flags_bytes", &moe_a2a::floor_flags_bytes, py::arg("blocks"));
+  m.def("floor_workspace_bytes", &moe_a2a::floor_workspace_bytes, py::arg("blocks"));
+  m.def(
+      "floor_exchange",
+      [](const SymmetricHeap& h, size_t region_offset, size_t bytes, int blocks, size_t flags_offset,
+         size_t workspace_offset, double timeout_s) {
+        MOE_A2A_TORCH_CHECK(!h.is_closed() && h.is_open(), "moe_a2a: floor_exchange needs an open SymmetricHeap");
+        const c10::cuda::CUDAGuard guard(h.device());
+        moe_a2a::launch_floor_exchange(h.view(), region_offset, bytes, blocks, flags_offset, workspace_offset,
+                                       ticks(h, timeout_s), at::cuda::getCurrentCUDAStream(h.device()).stream());
+      },
+      py::arg("heap"), py::arg("region_offset"), py::arg("bytes"), py::arg("blocks"), py::arg("flags_offset"),
+      py::arg("workspace_offset"), py::arg("timeout_s"));
+  // ==== END floor_exchange ====
 }

@@ -25,17 +25,25 @@ and L the one-way signal latency plus one kernel launch, in us:
 
 and the speed of light of dispatch + combine is T_dispatch + T_combine.
 
-Local memory (local_bytes): whatever the transport, each rank's own memory must also move, per
-phase, one row per (token, k) pair whose expert it owns (dispatch writes them into expert_x;
-combine reads the experts' outputs) and one row per token of its own (dispatch reads x;
-combine writes the output). With B_local the device's copy bandwidth counted as bytes read +
-written, the bound of a phase is
+Local memory (local_bytes): whatever the transport, the rows must also move through each
+rank's own memory (HBM), once the link has delivered them. Per rank r, in rows of H * elem_bytes:
 
-    T_phase = max over ranks r of max(bytes_out[r] / B_out, bytes_in[r] / B_in,
-                                      local[r] / B_local) + L        (phase_bound_us)
+    dispatch:  read  one received row per (token, distinct destination rank r), over every
+                     source INCLUDING r itself (its own tokens land in the same place), and
+               write one row per (token, k) pair whose expert is on r
+    combine:   expert side: read  one expert-output row per (token, k) pair whose expert is on r,
+                            write one partial per (token, rank r) it holds
+               token side:  read  one partial per (own token, distinct destination rank),
+                            write one output row per own token
 
-which at world 2 and large batches is the local term: each received row goes to about
-topk / 2 experts.
+With B_hbm the device's copy bandwidth counted as bytes read + written (a copy of n bytes
+moves 2n), the bound of a phase is
+
+    T_phase = max over ranks r of max(bytes_out[r] / B, bytes_in[r] / B,
+                                      local[r] / B_hbm) + L        (phase_bound_us)
+
+and "bound" names the larger of the two terms (link or local). At world 2 and large batches the
+local term can be the larger one: each received row goes to about topk / 2 experts.
 """
 
 from __future__ import annotations
@@ -57,13 +65,18 @@ __all__ = [
     "sol_time_us",
     "speed_of_light",
     "LOCAL_FORMULA",
+    "LocalBytes",
     "local_bytes",
+    "pairs_matrix",
     "phase_bound_us",
+    "PhaseBound",
+    "bounds",
 ]
 
 LOCAL_FORMULA = (
-    "local[r] = H*elem_bytes*(#(token, k) pairs of every rank whose expert is on r + #tokens of r); "
-    "T_phase = max_r max(out[r]/B, in[r]/B, local[r]/B_local) + L"
+    "local dispatch[r] = H*elem_bytes*(#(token, distinct dest rank r) incl. r's own + #(token, k) on r); "
+    "local combine[r] = H*elem_bytes*(#(token, k) on r + #(token, rank r) + #(own token, dest rank) + #own tokens); "
+    "T_phase = max_r max(out[r]/B, in[r]/B, local[r]/B_hbm) + L"
 )
 
 FORMULA = (
@@ -235,27 +248,70 @@ def speed_of_light(
     )
 
 
+def _rows_per_rank(all_topk_idx: Sequence, num_experts: int, world: int):
+    """Per rank r: (own tokens, (token, distinct rank) rows it receives incl. its own, (own
+    token, distinct destination rank) rows it sends incl. to itself, (token, k) pairs on r)."""
+    epr = experts_per_rank(num_experts, world)
+    idx_list = _topk_list(all_topk_idx)
+    if len(idx_list) != world:
+        raise ValueError(f"got routing of {len(idx_list)} ranks for world {world}")
+    tokens, rows_in, rows_out, pairs = [0] * world, [0] * world, [0] * world, [0] * world
+    for s, idx in enumerate(idx_list):
+        owners = idx.long().cpu() // epr  # [T, K]
+        if owners.numel() and (int(owners.min()) < 0 or int(owners.max()) >= world):
+            raise ValueError(f"rank {s}: expert id outside [0, {num_experts})")
+        tokens[s] = int(owners.shape[0])
+        present = torch.zeros(owners.shape[0], world, dtype=torch.bool)
+        present.scatter_(1, owners, True)
+        per_dest = present.sum(dim=0).tolist()
+        rows_out[s] = sum(per_dest)
+        for r in range(world):
+            rows_in[r] += per_dest[r]
+        for r, n in enumerate(torch.bincount(owners.reshape(-1), minlength=world).tolist()):
+            pairs[r] += n
+    return tokens, rows_in, rows_out, pairs
+
+
+@dataclasses.dataclass
+class LocalBytes:
+    """Bytes through each rank's own memory per phase (module docstring), per rank."""
+
+    dispatch: list
+    combine: list
+
+
 def local_bytes(
     all_topk_idx: Sequence,
     num_experts: int,
     world: int,
     hidden: int,
     elem_bytes: Union[int, torch.dtype],
-) -> list:
-    """Per rank, the bytes its own memory must move in one phase (see the module docstring):
-    (pairs whose expert it owns + its own tokens) rows of H * elem_bytes."""
-    epr = experts_per_rank(num_experts, world)
+) -> LocalBytes:
+    """Per phase and rank, the bytes its own memory must read + write (module docstring):
+    dispatch[r] = rows received by r (one per (token, distinct rank r), its own tokens too)
+    + pairs on r; combine[r] = pairs on r + rows received by r + rows r sent + tokens of r;
+    all in rows of H * elem_bytes."""
     per_row = int(hidden) * _elem_bytes(elem_bytes)
-    rows = [0] * world
+    tokens, rows_in, rows_out, pairs = _rows_per_rank(all_topk_idx, num_experts, world)
+    return LocalBytes(
+        dispatch=[(rows_in[r] + pairs[r]) * per_row for r in range(world)],
+        combine=[(pairs[r] + rows_in[r] + rows_out[r] + tokens[r]) * per_row for r in range(world)],
+    )
+
+
+def pairs_matrix(all_topk_idx: Sequence, num_experts: int, world: int) -> torch.Tensor:
+    """[world, world] int64 CPU tensor: (token, k) pairs of rank s whose expert is on rank d != s
+    (zero diagonal): what a path that sends one row per pair moves, without de-duplication."""
+    epr = experts_per_rank(num_experts, world)
     idx_list = _topk_list(all_topk_idx)
     if len(idx_list) != world:
         raise ValueError(f"got routing of {len(idx_list)} ranks for world {world}")
+    out = torch.zeros(world, world, dtype=torch.int64)
     for s, idx in enumerate(idx_list):
         owners = idx.long().cpu().reshape(-1) // epr
-        rows[s] += int(idx.shape[0])
-        for r, n in enumerate(torch.bincount(owners, minlength=world).tolist()[:world]):
-            rows[r] += n
-    return [n * per_row for n in rows]
+        out[s] = torch.bincount(owners, minlength=world)[:world]
+        out[s, s] = 0
+    return out
 
 
 def phase_bound_us(
@@ -263,13 +319,54 @@ def phase_bound_us(
     bytes_in_per_rank: Sequence,
     local_per_rank: Sequence,
     bw_GBps: float,
-    local_GBps: float,
+    hbm_GBps: float,
     latency_us: float,
 ) -> tuple:
     """(us, bound) of one phase: max over ranks of the link time (out or in) and the local
-    memory time, plus L; bound is "link" or "local", whichever term is the larger."""
-    if local_GBps <= 0:
-        raise ValueError(f"local bandwidth must be positive, got {local_GBps}")
+    memory time, plus L. bound is "link" or "local", whichever term is the larger ("latency"
+    when nothing moves at all)."""
+    if hbm_GBps <= 0:
+        raise ValueError(f"local (HBM) bandwidth must be positive, got {hbm_GBps}")
     link = sol_time_us(bytes_out_per_rank, bytes_in_per_rank, bw_GBps, bw_GBps, 0.0)
-    local = max(float(b) for b in local_per_rank) / (local_GBps * 1e3)
-    return max(link, local) + float(latency_us), ("local" if local > link else "link")
+    local = max((float(b) for b in local_per_rank), default=0.0) / (hbm_GBps * 1e3)
+    bound = "latency" if max(link, local) == 0 else ("local" if local > link else "link")
+    return max(link, local) + float(latency_us), bound
+
+
+@dataclasses.dataclass
+class PhaseBound:
+    """One phase of bounds(): the time, the term that bound it, and both terms in us."""
+
+    us: float
+    bound: str
+    link_us: float
+    local_us: float
+    link_bytes: int   # busiest rank's max(bytes out, bytes in)
+    local_bytes: int  # busiest rank's local bytes
+
+
+def bounds(
+    all_topk_idx: Sequence,
+    num_experts: int,
+    world: int,
+    hidden: int,
+    elem_bytes: Union[int, torch.dtype],
+    bw_GBps: float,
+    hbm_GBps: float,
+    latency_us: float,
+) -> tuple:
+    """(dispatch, combine) PhaseBound of one routing: the speed of light with both the link
+    and the local-memory terms (phase_bound_us)."""
+    phases = phase_bytes(all_topk_idx, num_experts, world, hidden, elem_bytes)
+    local = local_bytes(all_topk_idx, num_experts, world, hidden, elem_bytes)
+    out = []
+    for p, loc in zip(phases, (local.dispatch, local.combine)):
+        us, bound = phase_bound_us(p.bytes_out, p.bytes_in, loc, bw_GBps, hbm_GBps, latency_us)
+        out.append(PhaseBound(
+            us=us, bound=bound,
+            link_us=sol_time_us(p.bytes_out, p.bytes_in, bw_GBps, bw_GBps, 0.0),
+            local_us=max(loc, default=0) / (hbm_GBps * 1e3),
+            link_bytes=max(max(o, i) for o, i in zip(p.bytes_out, p.bytes_in)),
+            local_bytes=max(loc, default=0),
+        ))
+    return tuple(out)

@@ -122,12 +122,32 @@ def test_rejects_bad_routing():
         sol.traffic_matrix([idx([[0, 1]])], 4, 2)  # routing of one rank for world 2
 
 
-def test_local_bytes_counts_owned_pairs_and_own_tokens():
-    # world 2, 4 experts (2 per rank), hidden 4, 2-byte elements: 8 bytes a row.
-    idx0 = torch.tensor([[0, 1], [0, 2]])      # rank 0's tokens: pairs on rank 0: 3, on rank 1: 1
-    idx1 = torch.tensor([[3, 2], [1, 3], [2, 0]])  # rank 1's tokens: pairs on rank 0: 2, on rank 1: 4
-    local = sol.local_bytes([idx0, idx1], 4, 2, 4, 2)
-    assert local == [(3 + 2 + 2) * 8, (1 + 4 + 3) * 8]
+# world 2, 4 experts (2 per rank). rank 0: [0, 1] stays home; [0, 2] goes to both ranks.
+# rank 1: [3, 2] stays home; [1, 3] and [2, 0] go to both ranks.
+LOCAL_ROUTING = [torch.tensor([[0, 1], [0, 2]]), torch.tensor([[3, 2], [1, 3], [2, 0]])]
+
+
+def test_local_bytes_closed_form():
+    # hidden 4, 2-byte elements: 8 bytes a row.
+    # rows received (token, distinct rank, own tokens included): r0: 2 + 2 = 4, r1: 1 + 3 = 4
+    # rows sent (own token, distinct destination, itself included): r0: 3, r1: 5
+    # (token, k) pairs on the rank: r0: 3 + 2 = 5, r1: 1 + 4 = 5; own tokens: 2 and 3
+    local = sol.local_bytes(LOCAL_ROUTING, 4, 2, 4, 2)
+    assert local.dispatch == [(4 + 5) * 8, (4 + 5) * 8]               # read received + write pairs
+    assert local.combine == [(5 + 4 + 3 + 2) * 8, (5 + 4 + 5 + 3) * 8]  # pairs + partials out/in + outputs
+    assert sol.pairs_matrix(LOCAL_ROUTING, 4, 2).tolist() == [[0, 1], [2, 0]]
+
+
+def test_local_bytes_single_rank_and_empty_rank():
+    # world 1: every pair is local; dispatch reads each token once and writes K rows.
+    idx = torch.tensor([[0, 1], [1, 2], [3, 0]])
+    local = sol.local_bytes([idx], 4, 1, hidden=1, elem_bytes=1)
+    assert local.dispatch == [3 + 6] and local.combine == [6 + 3 + 3 + 3]
+    # world 3, one expert per rank, rank 2 has no tokens but receives one row
+    routing = [torch.tensor([[0, 2]]), torch.tensor([[1, 1]]), torch.zeros(0, 2, dtype=torch.int64)]
+    local = sol.local_bytes(routing, 3, 3, hidden=1, elem_bytes=1)
+    assert local.dispatch == [1 + 1, 1 + 2, 1 + 1]
+    assert local.combine == [1 + 1 + 2 + 1, 2 + 1 + 1 + 1, 1 + 1 + 0 + 0]
 
 
 def test_phase_bound_takes_the_larger_term():
@@ -136,5 +156,21 @@ def test_phase_bound_takes_the_larger_term():
     assert bound == "link" and us == pytest.approx(12.0)
     us, bound = sol.phase_bound_us([1e6, 0], [0, 1e6], [8e6, 3e7], 100.0, 1000.0, 2.0)
     assert bound == "local" and us == pytest.approx(32.0)
+    us, bound = sol.phase_bound_us([0, 0], [0, 0], [0, 0], 100.0, 1000.0, 2.0)
+    assert bound == "latency" and us == pytest.approx(2.0)
     with pytest.raises(ValueError):
         sol.phase_bound_us([1], [1], [1], 100.0, 0.0, 0.0)
+
+
+def test_bounds_per_phase():
+    # hidden 1000 fp16: 2000 bytes a row. Link: dispatch out [2000, 4000], in [4000, 2000] and
+    # combine the reverse: 4000 bytes at 2 GB/s = 2 us either phase.
+    # Local: dispatch 9 rows on each rank = 18000 bytes; combine max 17 rows = 34000 bytes.
+    d, c = sol.bounds(LOCAL_ROUTING, 4, 2, 1000, torch.float16, bw_GBps=2.0, hbm_GBps=10.0, latency_us=1.0)
+    assert (d.link_bytes, d.local_bytes, c.link_bytes, c.local_bytes) == (4000, 18000, 4000, 34000)
+    assert d.link_us == pytest.approx(2.0) and d.local_us == pytest.approx(1.8)
+    assert d.bound == "link" and d.us == pytest.approx(3.0)
+    assert c.bound == "local" and c.local_us == pytest.approx(3.4) and c.us == pytest.approx(4.4)
+    d, c = sol.bounds(LOCAL_ROUTING, 4, 2, 1000, 2, bw_GBps=2.0, hbm_GBps=5.0, latency_us=0.0)
+    assert d.bound == "local" and d.us == pytest.approx(3.6)
+    assert c.bound == "local" and c.us == pytest.approx(6.8)
