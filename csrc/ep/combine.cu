@@ -21,8 +21,8 @@ namespace {
 struct CombineShared {
   int src_tokens[kMaxWorld];
   int pos[kRowBatch][kMaxTopk];
-  float weight[kRowBatch][kMaxTopk];
   int token[kRowBatch];
+  uint32_t mask[kEpBlock];  // receive half: the ranks each token of the group went to
   uint32_t payload[kMaxWorld];
   SourceRows batch;  // the token groups being answered
 };
@@ -81,32 +81,32 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
       if (!used) p = -1;
       if (static_cast<size_t>(p) >= cfg.output_rows()) p = -1;  // also p < 0
       sh.pos[r][k] = p;
-      sh.weight[r][k] = a.expert_weights == nullptr || p < 0 ? 1.0f : a.expert_weights[p];
       if (k == 0) sh.token[r] = used ? token : -1;
     }
     __syncthreads();
     // Tasks (row, chunk): sum the row's local experts' outputs for this chunk, k ascending.
+    // Lane k holds (row, k)'s position and weight; the experts the row has here are taken in
+    // order of k, kSumInFlight loads at a time.
     for (int task = wave_id(); task < n * chunks; task += kWavesPerBlock) {
       const int r = task / chunks, chunk = task % chunks;
       if (sh.token[r] < 0) continue;
       int i, slot;
       in.locate(batch + r, i, slot);
       MOE_A2A_PROFILE_SPAN(send_span, prof, kCombineSendRow, in.src[i]);
+      const int p = lane_id() < cfg.topk ? sh.pos[r][lane_id()] : -1;
+      const float w = a.expert_weights == nullptr || p < 0 ? 1.0f : a.expert_weights[p];
+      const LaneMask here = wave_ballot(p >= 0);
+      const auto kth = [&](int j) { return nth_set_bit(here, j); };
       float acc[kUnroll][8] = {};
-      for (int k = 0; k < cfg.topk; ++k) {
-        const int p = sh.pos[r][k];
-        if (p < 0) continue;
-        Vec16 v[kUnroll];
-        load_chunk(y + static_cast<size_t>(p) * vecs, chunk, vecs, v);
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) fma_vec<kType>(acc[u], sh.weight[r][k], v[u]);
-      }
+      sum_row_chunks<kType>(
+          acc, popcount(here), [&](int j) { return y + static_cast<size_t>(wave_shfl(p, kth(j))) * vecs; },
+          [&](int j) { return wave_shfl(w, kth(j)); }, chunk, vecs);
       Vec16 packed[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) packed[u] = pack_vec<kType>(acc[u]);
       store_chunk(b.comb_x(in.src[i], me, sh.token[r]), chunk, vecs, packed);
     }
-    __syncthreads();  // pos/weight/token are rewritten by the next batch; stores before the signals
+    __syncthreads();  // pos/token are rewritten by the next batch; stores before the signals
   }
   if (threadIdx.x < in.count) publish(b.partial_signal(in.src[threadIdx.x], me, g), epoch, round_error_bit(b, epoch));
   __syncthreads();  // sh.batch is rewritten by the next call
@@ -119,34 +119,39 @@ MOE_A2A_DEVICE bool receive_group(const EpBuffers& b, const CombineArgs& a, Comb
                                   uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
+  const TokenRange group = cfg.token_group(a.route.num_tokens, g);
+  const uint32_t ranks = all_ranks(cfg.world);
+  // The group's destination masks are this rank's own (from its dispatch): loaded while the
+  // partial sums are on their way. At most kEpBlock tokens a group (validate()).
+  if (threadIdx.x < group.end - group.begin) {
+    sh.mask[threadIdx.x] = static_cast<uint32_t>(a.route.dest_mask[group.begin + threadIdx.x]) & ranks;
+  }
   MOE_A2A_PROFILE(const uint64_t wait_start = prof.now());
   // Every rank signals every group, also those it has no row of, and the wait covers all of
   // them: a rank may start the next round only when every peer is done reading what it sent.
+  // (await_ranks synchronises the block, so the masks are in shared memory after it.)
   const auto signal = [&](int r) { return b.partial_signal(me, r, g); };
-  if (!await_ranks(b.c, signal, all_ranks(cfg.world), epoch, WaitSite::kCombinePartials, g, sh.payload)) return false;
+  if (!await_ranks(b.c, signal, ranks, epoch, WaitSite::kCombinePartials, g, sh.payload)) return false;
   MOE_A2A_PROFILE(prof.record_wait(ProfilerEvent::kCombineWait, wait_start, cfg.world));
-  const TokenRange group = cfg.token_group(a.route.num_tokens, g);
   const int vecs = b.vecs_per_row();
   const int chunks = chunks_per_row(vecs);
-  const uint32_t ranks = all_ranks(cfg.world);
   Vec16* out = static_cast<Vec16*>(a.out);
   for (int task = wave_id(); task < (group.end - group.begin) * chunks; task += kWavesPerBlock) {
-    const int t = group.begin + task / chunks, chunk = task % chunks;
-    const uint32_t mask = static_cast<uint32_t>(a.route.dest_mask[t]) & ranks;
+    const int i = task / chunks, chunk = task % chunks;
+    const int t = group.begin + i;
+    const uint32_t mask = sh.mask[i];
     MOE_A2A_PROFILE_SPAN(reduce_span, prof, kCombineReduce, t);
+    // The ranks' partial sums in ascending rank order, all loads in flight together.
     float acc[kUnroll][8] = {};
-    for (int r = 0; r < cfg.world; ++r) {
-      if (!((mask >> r) & 1u)) continue;
-      Vec16 v[kUnroll];
-      load_chunk(b.comb_x(me, r, t), chunk, vecs, v);
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) fma_vec<kType>(acc[u], 1.0f, v[u]);
-    }
+    sum_row_chunks<kType>(
+        acc, __popc(mask), [&](int j) { return b.comb_x(me, nth_set_bit(mask, j), t); }, [](int) { return 1.0f; },
+        chunk, vecs);
     Vec16 packed[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) packed[u] = pack_vec<kType>(acc[u]);
     store_chunk(out + static_cast<size_t>(t) * vecs, chunk, vecs, packed);
   }
+  __syncthreads();  // sh.mask is rewritten by the next group
   return true;
 }
 

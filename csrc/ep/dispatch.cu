@@ -91,6 +91,16 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   const TokenRange group = cfg.token_group(a.route.num_tokens, g);
   const int n = group.end - group.begin;  // <= kEpBlock (validate() checks max_group_tokens)
   MOE_A2A_PROFILE(const uint64_t route_start = prof.now());
+  // Rows move as tasks (token, chunk) over the block's waves. Which chunk a wave takes first
+  // does not depend on the routing, so it is loaded now and is in registers when step 4 needs it.
+  const int vecs = b.vecs_per_row();
+  const int chunks = chunks_per_row(vecs);
+  const auto x_row = [&](int i) {
+    return reinterpret_cast<const Vec16*>(static_cast<const uint8_t*>(a.x) +
+                                          static_cast<size_t>(group.begin + i) * cfg.row_bytes());
+  };
+  Vec16 first_chunk[kUnroll];
+  if (wave_id() < n * chunks) load_chunk(x_row(wave_id() / chunks), wave_id() % chunks, vecs, first_chunk);
 
   // 1. Routing: which ranks each token goes to. A bad id is reported and its (token, k) pair
   //    dropped, never sent anywhere.
@@ -159,19 +169,19 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
     if (k == 0) *b.recv_token(r, me, s) = t;
   }
 
-  // 4. Rows: tasks (token, chunk) over the block's waves; each chunk is loaded once and stored
-  //    to every destination rank of the token.
-  const int vecs = b.vecs_per_row();
-  const int chunks = chunks_per_row(vecs);
+  // 4. Rows: each chunk is loaded once and stored to every destination rank of the token.
   for (int task = wave_id(); task < n * chunks; task += kWavesPerBlock) {
     const int i = task / chunks, chunk = task % chunks;
     const uint32_t mask = sh.mask[i];
     if (mask == 0) continue;
     MOE_A2A_PROFILE_SPAN(row_span, prof, kDispatchSendRow, group.begin + i);
     Vec16 v[kUnroll];
-    load_chunk(reinterpret_cast<const Vec16*>(static_cast<const uint8_t*>(a.x) +
-                                              static_cast<size_t>(group.begin + i) * cfg.row_bytes()),
-               chunk, vecs, v);
+    if (task == wave_id()) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) v[u] = first_chunk[u];
+    } else {
+      load_chunk(x_row(i), chunk, vecs, v);
+    }
     for (int r = 0; r < world; ++r) {
       if ((mask >> r) & 1u) store_chunk(b.recv_x(r, me, sh.slot[i][r]), chunk, vecs, v);
     }
@@ -197,7 +207,10 @@ MOE_A2A_DEVICE void expert_segments(const EpBuffers& b, DispatchShared& sh) {
   const int e = threadIdx.x;
   int n = 0;
   if (e < cfg.experts_per_rank()) {
-    for (int src = 0; src < cfg.world; ++src) n += b.recv_count(cfg.rank, src)[e];
+#pragma unroll
+    for (int src = 0; src < kMaxWorld; ++src) {  // unrolled: every source's count in flight at once
+      if (src < cfg.world) n += b.recv_count(cfg.rank, src)[e];
+    }
   }
   int before = 0, all = 0;
   Scan::exclusive_sum(scan_tmp, n, before, all);
@@ -252,8 +265,18 @@ MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, Dispat
   const SourceRows& in = sh.batch;
   const int rows = in.first[in.count];
   Vec16* out = static_cast<Vec16*>(a.expert_x);
+  // Row r of the batch, from slot `slot` of source in.src[i].
+  const auto recv_row = [&](int r) {
+    int i, slot;
+    in.locate(r, i, slot);
+    return b.recv_x(me, in.src[i], slot);
+  };
   for (int batch = 0; batch < rows; batch += kRowBatch) {
     const int n = min(kRowBatch, rows - batch);
+    // The payload moves as tasks (row, chunk) over the waves. A wave's first chunk does not
+    // depend on the positions: loaded now, while they are computed.
+    Vec16 first_chunk[kUnroll];
+    if (wave_id() < n * chunks) load_chunk(recv_row(batch + wave_id() / chunks), wave_id() % chunks, vecs, first_chunk);
     MOE_A2A_PROFILE(const uint64_t place_start = prof.now());
     // Positions: one thread per (row, k) that names a local expert.
     for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
@@ -289,11 +312,14 @@ MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, Dispat
     // every local expert of the row.
     for (int task = wave_id(); task < n * chunks; task += kWavesPerBlock) {
       const int r = task / chunks, chunk = task % chunks;
-      int i, slot;
-      in.locate(batch + r, i, slot);
-      MOE_A2A_PROFILE_SPAN(copy_span, prof, kDispatchCopy, in.src[i]);
+      MOE_A2A_PROFILE_SPAN(copy_span, prof, kDispatchCopy, batch + r);
       Vec16 v[kUnroll];
-      load_chunk(b.recv_x(me, in.src[i], slot), chunk, vecs, v);
+      if (task == wave_id()) {
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) v[u] = first_chunk[u];
+      } else {
+        load_chunk(recv_row(batch + r), chunk, vecs, v);
+      }
       for (int k = 0; k < cfg.topk; ++k) {
         const int d = sh.dest[r][k];
         if (d >= 0) store_chunk(out + static_cast<size_t>(d) * vecs, chunk, vecs, v);

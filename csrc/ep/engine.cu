@@ -217,7 +217,7 @@ void EpEngine::set_rounds_for_test(uint64_t rounds) {
                               hipMemcpyHostToDevice));
   const size_t first = ctx_.heap_layout.count_signal;
   const size_t count = (ctx_.heap_layout.total - first) / sizeof(Signal);
-  const std::vector<Signal> signals(count, Signal{rounds, 0u, 0u});
+  const std::vector<Signal> signals(count, Signal{signal_word(rounds, 0u)});
   MOE_A2A_GPU_CHECK(hipMemcpy(heap_->view().at(ctx_.cfg.rank, ctx_.ep_offset + first), signals.data(),
                               count * sizeof(Signal), hipMemcpyHostToDevice));
   MOE_A2A_GPU_CHECK(hipDeviceSynchronize());

@@ -149,12 +149,11 @@ MOE_A2A_DEVICE inline uint32_t round_error_bit(const EpBuffers& b, uint64_t epoc
   return ld_relaxed_sys(b.round_error()) == epoch ? kFlagErrorBit : 0u;
 }
 
-// Publishes `s` for round `epoch`: the payload first, then the epoch with release semantics,
-// so a reader that acquired the epoch sees the payload and everything this thread (and, after
-// a block barrier, its block) wrote before.
+// Publishes `s` for round `epoch` with one release store of epoch and payload, so a reader
+// that acquired it sees everything this thread (and, after a block barrier, its block) wrote
+// before.
 MOE_A2A_DEVICE inline void publish(Signal* s, uint64_t epoch, uint32_t payload) {
-  st_relaxed_sys(&s->payload, payload);
-  st_release_sys(&s->epoch, epoch);
+  st_release_sys(&s->word, signal_word(epoch, payload));
 }
 
 // One thread waits for `s` to reach `epoch` (bounded). On success returns true with the
@@ -163,12 +162,13 @@ MOE_A2A_DEVICE inline void publish(Signal* s, uint64_t epoch, uint32_t payload) 
 MOE_A2A_DEVICE inline bool await_signal(const EpContext& c, const Signal* s, uint64_t epoch, int peer, WaitSite site,
                                         int group, uint32_t* payload) {
   uint64_t seen = 0;
-  if (!wait_until_at_least_sys(&s->epoch, epoch, c.timeout_ticks, &seen)) {
-    report_error(c, ErrorCode::kTimeout, peer, static_cast<int>(site), group, epoch, seen);
+  if (!wait_until_at_least_sys(&s->word, signal_word(epoch, 0), c.timeout_ticks, &seen)) {
+    report_error(c, ErrorCode::kTimeout, peer, static_cast<int>(site), group, signal_epoch(signal_word(epoch, 0)),
+                 signal_epoch(seen));
     *payload = 0;
     return false;
   }
-  *payload = ld_relaxed_sys(&s->payload);
+  *payload = signal_payload(seen);
   // This rank's own error is reported where it was found, with its details.
   if ((*payload & kFlagErrorBit) && peer != c.cfg.rank) report_error(c, ErrorCode::kPeerError, peer, -1, -1, 0, 0);
   return true;
@@ -214,12 +214,13 @@ MOE_A2A_DEVICE inline uint32_t await_some_ranks(const EpContext& c, SignalOf sig
     bool ready = false;
     LaneMask arrived = 0;
     for (;;) {
-      ready = mine && reached(ld_relaxed_sys(&signal(r)->epoch), epoch);
+      ready = mine && reached(ld_relaxed_sys(&signal(r)->word), signal_word(epoch, 0));
       arrived = wave_ballot(ready);
       if (arrived != 0 || wall_clock() - start > c.timeout_ticks) break;
     }
     if (arrived == 0 && r == __ffs(static_cast<int>(ranks)) - 1) {  // timed out: the lowest missing rank
-      report_error(c, ErrorCode::kTimeout, r, static_cast<int>(site), group, epoch, ld_relaxed_sys(&signal(r)->epoch));
+      report_error(c, ErrorCode::kTimeout, r, static_cast<int>(site), group, signal_epoch(signal_word(epoch, 0)),
+                   signal_epoch(ld_relaxed_sys(&signal(r)->word)));
     }
     if (ready) await_signal(c, signal(r), epoch, r, site, group, payload + r);  // arrived: one acquire load
     if (r == 0) arrived_ranks = static_cast<uint32_t>(arrived);
@@ -364,6 +365,41 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void fma_vec(float (&acc)[8], float w, const Vec16
   unpack_vec<kType>(v, f);
 #pragma unroll
   for (int i = 0; i < kVecElems<kType>; ++i) acc[i] = fmaf(w, f[i], acc[i]);
+}
+
+// Rows whose chunks a lane keeps in flight at once when it sums several rows.
+inline constexpr int kSumInFlight = 4;
+
+// acc += weight(i) * (chunk `chunk` of row(i)) for i = 0 .. n - 1, element-wise, fp32 fused
+// multiply-add in ascending i (a fixed order, so the sum is bitwise reproducible). The rows
+// are independent, so the loads (and weights) of kSumInFlight of them are issued before the
+// first is added: one memory latency per kSumInFlight rows, not one per row. n, row and
+// weight must be the same on every lane of the wave (they may shuffle).
+template <TokenType kType, typename RowOf, typename WeightOf>
+MOE_A2A_DEVICE MOE_A2A_INLINE void sum_row_chunks(float (&acc)[kUnroll][8], int n, RowOf row, WeightOf weight,
+                                                  int chunk, int vecs) {
+  for (int first = 0; first < n; first += kSumInFlight) {
+    Vec16 v[kSumInFlight][kUnroll];
+    float w[kSumInFlight];
+#pragma unroll
+    for (int q = 0; q < kSumInFlight; ++q) {
+      if (first + q >= n) break;
+      load_chunk(row(first + q), chunk, vecs, v[q]);  // first: a weight may wait for a load of its own
+      w[q] = weight(first + q);
+    }
+#pragma unroll
+    for (int q = 0; q < kSumInFlight; ++q) {
+      if (first + q >= n) break;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) fma_vec<kType>(acc[u], w[q], v[q][u]);
+    }
+  }
+}
+
+// The index of the i-th set bit of m (i counted from 0; m has more than i bits set).
+MOE_A2A_DEVICE MOE_A2A_INLINE int nth_set_bit(uint64_t m, int i) {
+  for (int j = 0; j < i; ++j) m &= m - 1;
+  return __ffsll(static_cast<long long>(m)) - 1;
 }
 
 // Sum of a[i] * b[i] over the vector's elements, in fp32.

@@ -18,7 +18,7 @@
   X(kDispatchWaitCounts, "dispatch.wait_counts", "peer")  /* until the last count arrived */     \
   X(kDispatchWaitRows, "dispatch.wait_rows", "peer")      /* until a group's rows arrived */     \
   X(kDispatchPlace, "dispatch.place", "sources")          /* expert positions of a batch */      \
-  X(kDispatchCopy, "dispatch.copy", "peer")               /* one (row, chunk) to its experts */  \
+  X(kDispatchCopy, "dispatch.copy", "row")                /* one (row, chunk) to its experts */  \
   X(kCombine, "combine", "")                                                                     \
   X(kCombineSendRow, "combine.send", "peer")              /* one (row, chunk) back to its rank */ \
   X(kCombineWait, "combine.wait", "peer")                 /* until a group's partials arrived */ \

@@ -140,10 +140,10 @@ TEST(EpConfig, RecvXSizeIsExact) {
   EXPECT_EQ(l.comb_x - l.recv_count, 8u * 16 * 4);  // 128 experts' counts: 512 bytes
   EXPECT_EQ(l.comb_w - l.comb_x, 8u * 256 * 4096 * 2);
   EXPECT_EQ(l.count_signal - l.comb_w, 256u * 8 * 4);
-  EXPECT_EQ(l.group_signal - l.count_signal, kBufferAlign);  // 8 signals of 16 bytes, padded
+  EXPECT_EQ(l.group_signal - l.count_signal, kBufferAlign);  // 8 signals of 8 bytes, padded
   EXPECT_EQ(c.max_groups(), 132);                             // min(max_tokens, 132 blocks x 1 group)
-  EXPECT_EQ(l.partial_signal - l.group_signal, 8u * 132 * 16);
-  EXPECT_EQ(l.ready_signal - l.partial_signal, 8u * 132 * 16);
+  EXPECT_EQ(l.partial_signal - l.group_signal, 8u * 132 * 8);
+  EXPECT_EQ(l.ready_signal - l.partial_signal, 8u * 132 * 8);
   EXPECT_EQ(l.total - l.ready_signal, 3 * kBufferAlign);
 }
 
@@ -193,7 +193,7 @@ TEST(EpConfig, NoInt32OverflowAtTheLargestConfig) {
   EXPECT_EQ(l.comb_w, l.comb_x + token_buf);
   EXPECT_EQ(l.count_signal, l.comb_w + weight_grads);
   EXPECT_GT(l.total, static_cast<size_t>(std::numeric_limits<int32_t>::max()));
-  const size_t group_signals = 8u * 132 * 16;  // 132 blocks x 1 group, 8 sources
+  const size_t group_signals = 8u * 132 * 8;  // 132 blocks x 1 group, 8 sources, 8 bytes each
   EXPECT_EQ(l.total, 2 * token_buf + rows * 4 + rows * 16 * 4 * 2 + counts + weight_grads + 2 * group_signals +
                          4 * kBufferAlign);
 
@@ -389,18 +389,28 @@ TEST(EpConfig, ValidateNeedsEnoughBlocksForTheGroups) {
   EXPECT_NE(moe_a2a::validate(c), "");
 }
 
-TEST(EpConfig, EpochsCompareInSerialOrderAcrossTheWrap) {
-  // The signals' epochs are compared with reached(): the current round's value has reached
-  // what a waiter wants; the previous round's (one less) has not, also across 2^32 and 2^64.
-  const uint64_t starts[] = {0u, 1u, 0xfffffffeull, 0xffffffffull, 0x100000000ull, ~uint64_t{0} - 1, ~uint64_t{0}};
+TEST(EpConfig, SignalWordsCompareInSerialOrderAcrossEveryWrap) {
+  // A waiter for round e wants reached(word, signal_word(e, 0)): the word of round e or e + 1
+  // has reached it whatever its payload; the word of round e - 1 has not, even with the
+  // largest payload. Also across 2^32, across the wrap of the 40 epoch bits a word holds
+  // (2^40), and across 2^64.
+  using moe_a2a::reached;
+  using moe_a2a::signal_word;
+  const uint32_t full = moe_a2a::kFlagErrorBit | moe_a2a::kFlagCountMask;
+  const uint64_t starts[] = {0u, 1u, 0xfffffffeull, 0xffffffffull, 0x100000000ull,
+                             (uint64_t{1} << 40) - 1, uint64_t{1} << 40, ~uint64_t{0} - 1, ~uint64_t{0}};
   for (uint64_t e : starts) {
-    EXPECT_TRUE(moe_a2a::reached(e, e));
-    EXPECT_TRUE(moe_a2a::reached(e + 1, e));
-    EXPECT_FALSE(moe_a2a::reached(e, e + 1));
-    EXPECT_FALSE(moe_a2a::reached(e - 1, e));
+    const uint64_t want = signal_word(e, 0);
+    for (uint32_t payload : {0u, 1u, full}) {
+      EXPECT_TRUE(reached(signal_word(e, payload), want)) << e;
+      EXPECT_TRUE(reached(signal_word(e + 1, payload), want)) << e;
+      EXPECT_FALSE(reached(signal_word(e - 1, payload), want)) << e;
+      EXPECT_EQ(moe_a2a::signal_payload(signal_word(e, payload)), payload);
+    }
+    EXPECT_EQ(moe_a2a::signal_epoch(signal_word(e, full)), e & ((uint64_t{1} << 40) - 1));
   }
   EXPECT_EQ(moe_a2a::kFlagErrorBit & moe_a2a::kFlagCountMask, 0u);
-  EXPECT_EQ(moe_a2a::kFlagErrorBit | moe_a2a::kFlagCountMask, 0xffffffffu);
+  EXPECT_EQ(moe_a2a::kFlagErrorBit | moe_a2a::kFlagCountMask, (1u << moe_a2a::kSignalPayloadBits) - 1u);
 }
 
 // The helpers are constexpr: usable in static_asserts and from device code alike.

@@ -79,24 +79,37 @@ inline constexpr int kNumDoneCounters = static_cast<int>(DoneCounter::kCount);
 //            is the total over all local experts. Ready for grouped GEMMs with offsets.
 enum class Layout : int32_t { kPadded = 0, kPacked = 1 };
 
-// A signal: a writer announces that what it wrote before is in place, for round `epoch`, with
-// a 31-bit payload and an error bit. The writer stores the payload, then the epoch with
-// release semantics; the reader acquires the epoch, then reads the payload. Epochs are 64-bit
-// and compared in serial-number order ((int64_t)(seen - wanted) >= 0), so they never wrap in
-// practice and stay correct if they do. A signal is never rewritten before its reader has
-// consumed it (docs/design/protocol.md says why), so "at least" and "equal" coincide.
+// A signal: a writer announces that what it wrote before is in place, for round `epoch`,
+// with a payload (a 23-bit count and an error bit). It is one 64-bit word, written with one
+// release store: a payload stored separately before the epoch would put one more acknowledged
+// store over the link between the writer's fence and its announcement. The word is
+// signal_word(epoch, payload) = epoch << 24 | payload, so it holds the epoch's low 40 bits.
+// The reader waits until reached(word, signal_word(epoch, 0)): serial-number order on the
+// word is serial order on those 40 bits (a payload is less than one epoch step), correct
+// across every wrap while writer and reader are fewer than 2^39 rounds apart (they are at
+// most one apart). A signal is never rewritten before its reader has consumed it
+// (docs/design/protocol.md says why), so "at least" and "equal" coincide.
 struct Signal {
-  uint64_t epoch;
-  uint32_t payload;
-  uint32_t unused;
+  uint64_t word;
 };
-static_assert(sizeof(Signal) == 16, "Signal is two words on every backend");
+static_assert(sizeof(Signal) == 8, "a Signal is one word on every backend");
 
-// Payload bit 31 says the writer hit an error in this round (bad input, capacity overflow),
+inline constexpr int kSignalPayloadBits = 24;
+// Payload bit 23 says the writer hit an error in this round (bad input, capacity overflow),
 // so the reader reports it too and every rank raises, instead of one rank raising and the
-// rest waiting. The low 31 bits carry a count.
-inline constexpr uint32_t kFlagErrorBit = 0x80000000u;
-inline constexpr uint32_t kFlagCountMask = 0x7fffffffu;
+// rest waiting. The low 23 bits carry a count.
+inline constexpr uint32_t kFlagErrorBit = 1u << (kSignalPayloadBits - 1);
+inline constexpr uint32_t kFlagCountMask = kFlagErrorBit - 1u;
+static_assert(kMaxTokensPerRank <= static_cast<int>(kFlagCountMask), "a token count fits a signal's payload");
+
+MOE_A2A_HD inline constexpr uint64_t signal_word(uint64_t epoch, uint32_t payload) {
+  return (epoch << kSignalPayloadBits) | (payload & ((1u << kSignalPayloadBits) - 1u));
+}
+MOE_A2A_HD inline constexpr uint32_t signal_payload(uint64_t word) {
+  return static_cast<uint32_t>(word) & ((1u << kSignalPayloadBits) - 1u);
+}
+// The epoch bits of a word (the low 40 bits of the writer's epoch), for error messages.
+MOE_A2A_HD inline constexpr uint64_t signal_epoch(uint64_t word) { return word >> kSignalPayloadBits; }
 
 MOE_A2A_HD inline constexpr size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 

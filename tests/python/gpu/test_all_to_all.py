@@ -272,10 +272,11 @@ def test_too_few_blocks_for_max_tokens_raises(world):
         moe_a2a.AllToAll(dist.group.WORLD, 8 * world, 2, 256, 4096, torch.bfloat16, num_sms=1)
 
 
-@pytest.mark.parametrize("start", [2**32 - 3, 2**64 - 3], ids=["epoch32", "epoch64"])
+@pytest.mark.parametrize("start", [2**32 - 3, 2**40 - 3, 2**64 - 3], ids=["epoch32", "epoch40", "epoch64"])
 def test_rounds_across_epoch_wrap(start, world, rank):
     """Every kind of round, run across the point where a 32-bit epoch wrapped (the old protocol
-    passed every wait there) and across the wrap of the 64-bit epoch: data checked each round."""
+    passed every wait there), across the wrap of the 40 epoch bits a signal word holds, and
+    across the wrap of the 64-bit round counter: data checked each round."""
     E, K, H, T = 8 * world, 4, 1024, 32
     with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float32, layout="packed") as ep:
         ep._set_rounds_for_test(start)

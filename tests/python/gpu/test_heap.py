@@ -109,3 +109,34 @@ def test_create_close_cycles_do_not_leak():
 def test_flag_latency_is_measured(heap):
     us = microbench.flag_latency_us(heap, iters=200)
     assert 0 < us < 1000
+
+
+@pytest.mark.parametrize("nbytes,blocks", [(196_608, 32), (1 << 20, 7), (16, 1)])
+def test_floor_exchange_delivers_every_byte(heap, world, rank, nbytes, blocks):
+    """The floor benchmark's bare exchange really moves the bytes: after the timed graph, every
+    16-byte vector of this rank's region was written by the previous rank, by the block whose
+    contiguous share holds it, in the last round."""
+    us = microbench.floor_times_us(heap, nbytes, blocks, iters_per_graph=10, replays=3)
+    assert len(us) == 3 and all(0 < u < 10_000 for u in us)
+    torch.cuda.synchronize()
+    dist.barrier()  # the peer's last phase is over before its bytes are read
+    region, _, workspace = microbench.floor_reserve(heap, nbytes, blocks)
+    words = heap._heap.tensor(rank, region, nbytes).view(torch.int32).view(-1, 4).cpu()
+    n16 = nbytes // 16
+    per_block = (n16 + blocks - 1) // blocks
+    want_block = torch.arange(n16) // per_block
+    epochs = heap._heap.tensor(rank, workspace, 8 * blocks).view(torch.int64).cpu()
+    assert torch.all(words[:, 3] == (rank - 1) % world), "a vector not from the previous rank"
+    assert torch.equal(words[:, 1], want_block.to(torch.int32)), "a vector outside its block's share"
+    assert torch.all(words[:, 0] == int(epochs[0])), "a vector from an older round"
+
+
+def test_floor_exchange_rejects_bad_arguments(heap):
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    region, flags, workspace = microbench.floor_reserve(heap, 4096, 8)
+    with pytest.raises(RuntimeError, match="blocks must be in"):
+        ext().floor_exchange(heap._heap, region, 4096, sms + 1, flags, workspace, 1.0)
+    with pytest.raises(RuntimeError, match="multiples of 16"):
+        ext().floor_exchange(heap._heap, region, 4095, 8, flags, workspace, 1.0)
+    with pytest.raises(RuntimeError, match="outside the heap"):
+        ext().floor_exchange(heap._heap, heap._heap.bytes, 4096, 8, flags, workspace, 1.0)
