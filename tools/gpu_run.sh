@@ -24,6 +24,19 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 NGPU=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 echo "== $(date -u +%FT%TZ) $(hostname) GPUs: $NGPU, commit $(git rev-parse --short HEAD 2>/dev/null || echo none)" | tee "$OUT/summary.txt"
+NPROC=$NGPU
+if [ "$NGPU" = 1 ]; then
+  # One GPU: the tests run as a correctness smoke run, 2 ranks sharing it (tests/python/gpu/conftest.py);
+  # benchmarks need a GPU per rank.
+  export MOE_A2A_TEST_ONE_GPU=1
+  NPROC=2
+  echo "-- one GPU: the tests run 2 ranks on it (correctness only); the benchmark steps are skipped" | tee -a "$OUT/summary.txt"
+  for s in bench graph sweep layer; do
+    [[ ",$WHAT," == *",$s,"* || "$WHAT" = all ]] && echo "-- $s: skipped (one GPU)" | tee -a "$OUT/summary.txt"
+  done
+  WHAT=$(echo ",$WHAT," | sed -e 's/,bench,/,/; s/,graph,/,/; s/,sweep,/,/; s/,layer,/,/; s/^,//; s/,$//')
+  [ "$WHAT" = all ] && WHAT=build,tests,profile
+fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | tee -a "$OUT/summary.txt"
 status=0
 
@@ -45,7 +58,7 @@ if wants build || { [ "$WHAT" != profile ] && [ ! -e python/moe_a2a/_C*.so ]; };
     || { tail -40 "$OUT/build.log"; exit 1; }
 fi
 if wants tests; then
-  step gpu_tests 500 torchrun --nproc-per-node="$NGPU" -m pytest tests/python/gpu -q -rfE -p no:cacheprovider "$@"
+  step gpu_tests 500 torchrun --nproc-per-node="$NPROC" -m pytest tests/python/gpu -q -rfE -p no:cacheprovider "$@"
 fi
 if wants bench; then
   step bench_all2all 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_all2all.py --harness --out "$OUT"
@@ -63,22 +76,24 @@ if wants layer; then
 fi
 if wants profile; then
   if step build_profiler 900 env MOE_A2A_PROFILE=1 MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace --force; then
-    step profiler_tests 300 torchrun --nproc-per-node="$NGPU" -m pytest tests/python/gpu/test_profiler.py -q -rfE \
+    step profiler_tests 300 torchrun --nproc-per-node="$NPROC" -m pytest tests/python/gpu/test_profiler.py -q -rfE \
       -p no:cacheprovider "$@"
-    step bench_trace 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_all2all.py --shapes 256,8,7168,256 \
-      --systems moe_a2a --no-microbench --trace "$OUT/trace.json" --out "$OUT/bench_trace"
-    grep -E "^trace" "$OUT/bench_trace.log" | tee -a "$OUT/summary.txt"
-    traced=$(ls "$OUT"/trace-*.json 2>/dev/null | head -n 1)
-    if [ -n "$traced" ]; then
-      step trace_check 120 python3 -m moe_a2a.trace check "$traced"
-      step trace_summary 300 python3 -m moe_a2a.trace summary "$traced" --png "$OUT/trace.png"
-      sed -n '1,200p' "$OUT/trace_summary.log" >>"$OUT/summary.txt"
-    else
-      echo "-- trace: no trace file written (see bench_trace.log)" | tee -a "$OUT/summary.txt"
-      status=1
+    if [ "$NGPU" -gt 1 ]; then  # the traced benchmark needs a GPU per rank
+      step bench_trace 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_all2all.py --shapes 256,8,7168,256 \
+        --systems moe_a2a --no-microbench --trace "$OUT/trace.json" --out "$OUT/bench_trace"
+      grep -E "^trace" "$OUT/bench_trace.log" | tee -a "$OUT/summary.txt"
+      traced=$(ls "$OUT"/trace-*.json 2>/dev/null | head -n 1)
+      if [ -n "$traced" ]; then
+        step trace_check 120 python3 -m moe_a2a.trace check "$traced"
+        step trace_summary 300 python3 -m moe_a2a.trace summary "$traced" --png "$OUT/trace.png"
+        sed -n '1,200p' "$OUT/trace_summary.log" >>"$OUT/summary.txt"
+      else
+        echo "-- trace: no trace file written (see bench_trace.log)" | tee -a "$OUT/summary.txt"
+        status=1
+      fi
+      # bench_trace/ holds the traced run's own tables; archived below with the logs.
+      (cd "$OUT" && tar czf bench_trace.tar.gz bench_trace && rm -rf bench_trace) || true
     fi
-    # bench_trace/ holds the traced run's own tables; archived below with the logs.
-    (cd "$OUT" && tar czf bench_trace.tar.gz bench_trace && rm -rf bench_trace) || true
   else
     tail -40 "$OUT/build_profiler.log"
   fi

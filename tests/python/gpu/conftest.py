@@ -6,6 +6,11 @@ Every rank runs every test. After each test the ranks agree on the outcome over 
 (CPU) group, so a rank that fails makes every rank fail that test instead of leaving the
 others waiting in a collective; a rank that cannot reach that agreement within
 AGREE_TIMEOUT fails too, never hangs.
+
+MOE_A2A_TEST_ONE_GPU=1 runs every rank on GPU 0 (a correctness smoke run where only one GPU
+is at hand: the ranks' kernels share the GPU, by time slices or under MPS, so every timing is
+meaningless; the process group is gloo, since NCCL refuses two ranks on one GPU, and the few
+tests that need NCCL collectives on GPU tensors fail there).
 """
 
 import datetime
@@ -23,6 +28,7 @@ import torch.distributed as dist  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "python"))
 
 AGREE_TIMEOUT = datetime.timedelta(seconds=180)
+ONE_GPU = os.environ.get("MOE_A2A_TEST_ONE_GPU") == "1"
 _cpu_group = None
 
 
@@ -32,15 +38,25 @@ def _init():
         return
     if "RANK" not in os.environ:
         pytest.exit("GPU tests must run under torchrun: torchrun --nproc-per-node=<GPUs> -m pytest tests/python/gpu", 2)
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    torch.cuda.set_device(local)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local),
-                            timeout=datetime.timedelta(seconds=300))
+    timeout = datetime.timedelta(seconds=300)
+    if ONE_GPU:
+        torch.cuda.set_device(0)
+        dist.init_process_group("gloo", timeout=timeout)
+    else:
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local), timeout=timeout)
     _cpu_group = dist.new_group(backend="gloo", timeout=AGREE_TIMEOUT)
 
 
 def pytest_configure(config):
     _init()
+
+
+@pytest.fixture(scope="session")
+def one_gpu():
+    """True in the one-GPU smoke run (see the module docstring): latencies are time slices."""
+    return ONE_GPU
 
 
 @pytest.fixture(scope="session")
