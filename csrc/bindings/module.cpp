@@ -130,7 +130,8 @@ PYBIND11_MODULE(_C, m) {
       .def("open_peers", &SymmetricHeap::open_peers)
       .def("allocate", &SymmetricHeap::allocate, py::arg("bytes"), py::arg("align"))
       .def("fingerprint", &SymmetricHeap::fingerprint)
-      .def("close", &SymmetricHeap::close)
+      .def("close", &SymmetricHeap::close, py::arg("timeout_s"),
+           py::call_guard<py::gil_scoped_release>())  // waits for peers: other threads run meanwhile
       .def_property_readonly("used", &SymmetricHeap::used)
       .def_property_readonly("bytes", &SymmetricHeap::bytes)
       .def_property_readonly("rank", &SymmetricHeap::rank)

@@ -4,13 +4,18 @@
 #include <cstdio>
 #include <cstring>
 
+#include "moe_a2a/platform/device.h"
 #include "moe_a2a/platform/runtime.h"
+#include "moe_a2a/platform/sync.h"
 
 namespace moe_a2a {
 namespace {
 
 std::atomic<int> g_live_heaps{0};
 std::atomic<int> g_open_mappings{0};
+
+// How long a heap destroyed without close() waits for its peers to close theirs.
+constexpr double kDestructorCloseTimeoutS = 10.0;
 
 constexpr uint32_t kHandleMagic = 0x6d6f6548;  // "Heom"
 constexpr uint32_t kHandleVersion = 1;
@@ -39,7 +44,26 @@ void* allocate_peer_visible(size_t bytes) {
   return p;
 }
 
+// closed[src] in `owner`'s control area (past its heap): rank src no longer touches owner's
+// memory. Zero from the allocation's memset until src closes; heaps are closed once.
+MOE_A2A_DEVICE uint64_t* closed_word(const HeapView& v, int owner, int src) {
+  return reinterpret_cast<uint64_t*>(v.bases[owner] + v.bytes) + src;
+}
+
+// One thread per peer: says "closed" on the peer, then waits (bounded) for the peer's word here.
+__global__ void close_handshake_kernel(HeapView v, uint64_t timeout_ticks, uint32_t* missing) {
+  const int peer = static_cast<int>(threadIdx.x);
+  if (peer >= v.world || peer == v.rank) return;
+  st_release_sys(closed_word(v, peer, v.rank), uint64_t{1});
+  uint64_t seen = 0;
+  if (!wait_until_at_least_sys(closed_word(v, v.rank, peer), uint64_t{1}, timeout_ticks, &seen)) {
+    atomicOr(missing, 1u << peer);
+  }
+}
+
 }  // namespace
+
+static_assert(kMaxWorld * sizeof(uint64_t) <= 256, "closed[] fits the control area");
 
 SymmetricHeap::SymmetricHeap(int rank, int world, size_t bytes, int device)
     : device_(device), allocator_(bytes) {
@@ -47,10 +71,10 @@ SymmetricHeap::SymmetricHeap(int rank, int world, size_t bytes, int device)
   MOE_A2A_CHECK(rank >= 0 && rank < world, "rank ", rank, " outside world of ", world);
   MOE_A2A_CHECK(bytes > 0, "symmetric heap size must be positive");
   MOE_A2A_GPU_CHECK(hipSetDevice(device));
-  local_alloc_ = allocate_peer_visible(bytes);
+  local_alloc_ = allocate_peer_visible(bytes + kControlBytes);
   // Zero before anyone can see it: flags start below every epoch, and the exchange that
   // follows (a collective) orders this memset before any peer's first write.
-  MOE_A2A_GPU_CHECK(hipMemset(local_alloc_, 0, bytes));
+  MOE_A2A_GPU_CHECK(hipMemset(local_alloc_, 0, bytes + kControlBytes));
   MOE_A2A_GPU_CHECK(hipDeviceSynchronize());
   view_.rank = rank;
   view_.world = world;
@@ -65,7 +89,7 @@ SymmetricHeap::~SymmetricHeap() {
   if (!closed_) {
     std::fprintf(stderr, "moe_a2a: SymmetricHeap of rank %d destroyed without close(); closing now\n", view_.rank);
     try {
-      close();
+      close(kDestructorCloseTimeoutS);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "moe_a2a: closing SymmetricHeap failed: %s\n", e.what());
     }
@@ -120,11 +144,28 @@ void SymmetricHeap::open_peers(const std::vector<std::string>& handles) {
   peers_open_ = true;
 }
 
-void SymmetricHeap::close() {
-  if (closed_) return;
+uint32_t SymmetricHeap::close(double timeout_s) {
+  if (closed_) return 0;
   MOE_A2A_GPU_CHECK(hipSetDevice(device_));
-  // Kernels may still be using the mappings: finish them before unmapping.
+  // This rank's kernels may still be using the mappings (and peers' kernels ours): finish
+  // ours, then agree with the peers before anything is unmapped or freed.
   MOE_A2A_GPU_CHECK(hipDeviceSynchronize());
+  uint32_t missing = 0;
+  if (peers_open_ && view_.world > 1) {
+    uint32_t* flag = nullptr;
+    MOE_A2A_GPU_CHECK(hipMalloc(reinterpret_cast<void**>(&flag), sizeof(uint32_t)));
+    MOE_A2A_GPU_CHECK(hipMemset(flag, 0, sizeof(uint32_t)));
+    const double seconds = timeout_s > 0 ? timeout_s : 0.0;
+    const auto ticks = static_cast<uint64_t>(seconds * wall_clock_rate_hz(device_));
+    close_handshake_kernel<<<1, kMaxWorld * 32>>>(view_, ticks, flag);  // a lane per peer, whole waves
+    const hipError_t launched = hipGetLastError();
+    if (launched == hipSuccess) {
+      MOE_A2A_GPU_CHECK(hipMemcpy(&missing, flag, sizeof(missing), hipMemcpyDeviceToHost));
+    } else {
+      missing = ((1u << view_.world) - 1u) & ~(1u << view_.rank);  // no handshake: nobody answered
+    }
+    MOE_A2A_GPU_CHECK(hipFree(flag));
+  }
   for (int r = 0; r < static_cast<int>(peer_allocs_.size()); ++r) {
     if (peer_allocs_[r] == nullptr) continue;
     MOE_A2A_GPU_CHECK(hipIpcCloseMemHandle(peer_allocs_[r]));
@@ -139,6 +180,7 @@ void SymmetricHeap::close() {
   closed_ = true;
   peers_open_ = false;
   g_live_heaps--;
+  return missing;
 }
 
 int SymmetricHeap::live_heaps() { return g_live_heaps.load(); }

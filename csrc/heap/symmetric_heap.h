@@ -4,8 +4,13 @@
 //   std::string mine = h.export_handle();          // bytes to all-gather
 //   h.open_peers(all_handles);                     // map every peer's heap
 //   ... h.view() / h.allocate() ...
-//   h.close();                                     // unmap peers, free; the destructor does it too
-// The torch-free core: the Python wrapper does the exchange through torch.distributed.
+//   h.close(timeout_s);                            // handshake, unmap peers, free
+// The torch-free core: the Python wrapper does the exchange through torch.distributed; after
+// open_peers nothing here needs a process group. close() agrees with the peers over the heap
+// itself: past every rank's heap lies a small control area (kControlBytes, outside what
+// allocate() hands out) where rank s sets closed[s] once none of its work touches that rank's
+// memory any more, and a rank frees its memory only after every peer has set its word (or the
+// wait timed out: a peer that exited or never closes).
 #pragma once
 
 #include <cstddef>
@@ -30,7 +35,12 @@ class SymmetricHeap {
   std::string export_handle() const;
   // handles[r] is rank r's export_handle(); the local entry is checked, not opened.
   void open_peers(const std::vector<std::string>& handles);
-  void close();
+  // Waits for this device's work, tells every peer that this rank no longer touches its
+  // memory, waits up to timeout_s until every peer has said the same (the waits run on the
+  // device, bounded), then unmaps the peers and frees the heap. Needs no process group.
+  // Returns the ranks that did not answer in time (bit r for rank r; 0 when all did); the
+  // memory is freed either way. Idempotent: returns 0 once closed.
+  uint32_t close(double timeout_s);
 
   // Offset of a new object; every rank must make the same calls in the same order.
   size_t allocate(size_t bytes, size_t align) { return allocator_.allocate(bytes, align); }
@@ -53,6 +63,9 @@ class SymmetricHeap {
 
  private:
   void check_usable(const char* what) const;
+
+  // Bytes of the control area past the heap: closed[kMaxWorld] words, padded.
+  static constexpr size_t kControlBytes = 256;
 
   HeapView view_{};
   int device_ = 0;

@@ -1,8 +1,27 @@
 """Small host-side collectives used at setup time (never on the hot path)."""
 
+import weakref
 from typing import Any, List
 
 import torch.distributed as dist
+
+
+class GroupRef:
+    """A weak reference to a process group. moe_a2a objects use their group only to set
+    themselves up (and for later collective setup calls such as SymmetricHeap.alloc); holding
+    it strongly would keep the group, its store and its port alive after the user's
+    destroy_process_group(), so that the next init_process_group on that port fails."""
+
+    def __init__(self, group, owner: str):
+        self._ref = weakref.ref(group if group is not None else dist.group.WORLD)
+        self._owner = owner
+
+    def get(self):
+        group = self._ref()
+        if group is None:
+            raise RuntimeError(f"moe_a2a: the process group this {self._owner} was created with has been destroyed "
+                               "(destroy_process_group); collective setup calls need it (close() does not)")
+        return group
 
 
 def all_gather(obj: Any, group) -> List[Any]:

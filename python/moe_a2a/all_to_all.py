@@ -24,15 +24,16 @@ moe_a2a.trace.save(path) writes what was recorded as one Perfetto trace for all 
 """
 
 import os
+import weakref
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional
 
 import torch
 import torch.distributed as dist
 
-from ._collective import require_same
+from ._collective import GroupRef, require_same
 from ._ext import ext
-from .heap import SymmetricHeap
+from .heap import DEFAULT_CLOSE_TIMEOUT_S, SymmetricHeap
 
 _DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
 LAYOUTS = ("padded", "packed")
@@ -69,6 +70,11 @@ class Dispatched:
                        expert_offsets[1:] are the group ends of torch._grouped_mm
     expert_meta:       [..rows.., 3] int32: source rank, source token, k
     expert_weights:    [..rows..] float32: the router weight of that (token, k)
+
+    Aliasing: every tensor here is a fresh tensor of the caller's (torch's allocator, the
+    current stream), not a view of an internal buffer: it stays valid and unchanged for as
+    long as it is kept, whatever later dispatches do. Only combining is tied to the round:
+    combine() with a Dispatched from an older dispatch raises.
     """
 
     expert_x: torch.Tensor
@@ -157,6 +163,13 @@ class _CombineFunction(torch.autograd.Function):
         return None, None, grad_y, grad_w, None, None, None, None, None, None, None
 
 
+def _close_engine(engine: int, heap: SymmetricHeap, timeout_s: float) -> None:
+    """Closes an AllToAll's engine, then its heap; a finalizer, so it holds no reference to the
+    AllToAll."""
+    ext().engine_close(engine)  # waits for the device, frees the engine's local buffers
+    heap.close(timeout_s)
+
+
 def _needs_grad(*tensors) -> bool:
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
@@ -196,9 +209,10 @@ class AllToAll:
         profile=True turns the in-kernel profiler on (needs a build with MOE_A2A_PROFILE=1);
         profile_capacity is the number of records each wave of each block keeps, later ones
         are counted as dropped."""
-        self.group = group if group is not None else dist.group.WORLD
-        self.rank = dist.get_rank(self.group)
-        self.world = dist.get_world_size(self.group)
+        group = group if group is not None else dist.group.WORLD
+        self._group = GroupRef(group, "AllToAll")
+        self.rank = dist.get_rank(group)
+        self.world = dist.get_world_size(group)
         if dtype not in _DTYPES:
             raise TypeError(f"moe_a2a: dtype must be torch.bfloat16, torch.float16 or torch.float32, got {dtype}")
         if layout not in LAYOUTS:
@@ -243,7 +257,7 @@ class AllToAll:
         config = (self.world, self.num_experts, self.experts_per_token, self.hidden_dim, self.max_num_tokens,
                   self.capacity, name, layout, float(timeout_s), self.profile, *grid)
         require_same("the AllToAll config (world, experts, topk, hidden, max tokens, capacity, dtype, layout, "
-                     "timeout, profile, num_sms, groups_per_block)", config, self.group)
+                     "timeout, profile, num_sms, groups_per_block)", config, group)
         problem = C.validate_config(self.world, self.rank, self.num_experts, self.experts_per_token, self.hidden_dim,
                                     self.max_num_tokens, self.capacity, name, layout, *grid)
         if problem:
@@ -253,13 +267,15 @@ class AllToAll:
         region = C.ep_region_bytes(self.world, self.num_experts, self.experts_per_token, self.hidden_dim,
                                    self.max_num_tokens, self.capacity, name, layout, *grid)
         mailbox = C.profiler_mailbox_bytes() if self.profile else 0  # clock-sync ping-pong
-        self.heap = SymmetricHeap(self.group, region + mailbox, device)
+        self.heap = SymmetricHeap(group, region + mailbox, device)
         self.device = self.heap.device
         offset = self.heap.alloc_bytes(region, 256)
         self.heap_bytes = region
         self._engine = C.create_engine(self.heap._heap, self.num_experts, self.experts_per_token, self.hidden_dim,
                                        self.max_num_tokens, self.capacity, name, layout, *grid, offset,
                                        float(timeout_s))
+        # Closes at garbage collection or interpreter exit unless close() ran first.
+        self._finalizer = weakref.finalize(self, _close_engine, self._engine, self.heap, DEFAULT_CLOSE_TIMEOUT_S)
         if self.profile:
             C.engine_enable_profiler(self._engine, int(profile_capacity), self.heap.alloc_bytes(mailbox, 256))
             # Imported here, not at the top: `python -m moe_a2a.trace` must find it unimported.
@@ -358,14 +374,21 @@ class AllToAll:
         torch.cuda.current_stream(self.device).synchronize()
         ext().engine_check(self._engine)
 
-    def close(self) -> None:
-        """Collective."""
+    @property
+    def group(self):
+        """The process group (raises once it has been destroyed: AllToAll holds it weakly)."""
+        return self._group.get()
+
+    def close(self, timeout_s: float = DEFAULT_CLOSE_TIMEOUT_S) -> None:
+        """Frees this rank's buffers. Every rank must close, but close() needs no process
+        group (it works after destroy_process_group, and runs by itself when the AllToAll is
+        garbage collected or at interpreter exit): see SymmetricHeap.close for the handshake
+        over the heap, the bounded wait and the warning when a peer is gone. Idempotent."""
         if self._closed:
             return
         self._closed = True
-        torch.cuda.synchronize(self.device)
-        ext().engine_close(self._engine)
-        self.heap.close()
+        self._finalizer.detach()
+        _close_engine(self._engine, self.heap, float(timeout_s))
 
     def _set_rounds_for_test(self, rounds: int) -> None:
         """Test hook, collective: continue as if `rounds` rounds had run (every block's epoch

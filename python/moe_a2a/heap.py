@@ -1,31 +1,61 @@
 """Symmetric heap from Python: one allocation per rank, the same size everywhere, opened by
 every peer. Allocations are collective: every rank must make the same calls in the same
-order, which is checked (a fingerprint of the call sequence is compared across ranks)."""
+order, which is checked (a fingerprint of the call sequence is compared across ranks).
 
+Lifetime: the process group is used to set the heap up (handle exchange, allocations) and is
+held only weakly. close() needs no process group: the ranks agree over the heap itself that
+nobody touches a rank's memory any more (a word per peer past the heap, bounded wait), so it
+works after destroy_process_group(), from a finalizer and at interpreter exit. A heap that is
+never closed is closed when it is garbage collected, or at exit."""
+
+import warnings
+import weakref
 from typing import Optional, Sequence
 
 import torch
 import torch.distributed as dist
 
-from ._collective import all_gather, require_same
+from ._collective import GroupRef, all_gather, require_same
 from ._ext import ext
+
+# How long close() waits for the peers to close their side before it frees this rank's
+# memory anyway (with a warning naming them).
+DEFAULT_CLOSE_TIMEOUT_S = 10.0
+
+
+def _close_heap(heap, rank: int, timeout_s: float) -> None:
+    """Closes the compiled heap; a finalizer, so it holds no reference to the Python object."""
+    missing = heap.close(timeout_s)
+    if missing:
+        peers = [r for r in range(32) if (missing >> r) & 1]
+        warnings.warn(f"moe_a2a: rank {rank} closed its symmetric heap without hearing from rank(s) {peers} within "
+                      f"{timeout_s:g} s (they exited, never close, or are far behind); freed this rank's memory "
+                      "anyway", RuntimeWarning, stacklevel=3)
 
 
 class SymmetricHeap:
     def __init__(self, group, nbytes: int, device: Optional[torch.device] = None):
-        self.group = group if group is not None else dist.group.WORLD
-        self.rank = dist.get_rank(self.group)
-        self.world = dist.get_world_size(self.group)
+        group = group if group is not None else dist.group.WORLD
+        self._group = GroupRef(group, "SymmetricHeap")
+        self.rank = dist.get_rank(group)
+        self.world = dist.get_world_size(group)
         if device is None:
             device = torch.device("cuda", torch.cuda.current_device())
         self.device = torch.device(device)
-        require_same("the symmetric heap size", int(nbytes), self.group)
+        require_same("the symmetric heap size", int(nbytes), group)
         self._heap = ext().SymmetricHeap(self.rank, self.world, int(nbytes), self.device.index)
-        handles = all_gather(self._heap.export_handle(), self.group)
+        # Closes at garbage collection or interpreter exit unless close() ran first.
+        self._finalizer = weakref.finalize(self, _close_heap, self._heap, self.rank, DEFAULT_CLOSE_TIMEOUT_S)
+        handles = all_gather(self._heap.export_handle(), group)
         self._heap.open_peers(handles)
         # Nobody may write into a peer's heap before that peer has mapped ours too.
-        dist.barrier(group=self.group)
+        dist.barrier(group=group)
         self._offsets = {}  # data_ptr of a tensor alloc() returned -> (offset, nbytes)
+
+    @property
+    def group(self):
+        """The process group (raises once it has been destroyed: the heap holds it weakly)."""
+        return self._group.get()
 
     @property
     def nbytes(self) -> int:
@@ -83,13 +113,20 @@ class SymmetricHeap:
         nbytes = t.numel() * t.element_size()
         return self._heap.tensor(rank, offset, nbytes).view(t.dtype).view(t.shape)
 
-    def close(self) -> None:
-        """Collective: waits until no rank can still touch our memory, then unmaps and frees."""
-        if self._heap.is_closed:
-            return
-        torch.cuda.synchronize(self.device)
-        dist.barrier(group=self.group)
-        self._heap.close()
+    @property
+    def is_closed(self) -> bool:
+        return self._heap.is_closed
+
+    def close(self, timeout_s: float = DEFAULT_CLOSE_TIMEOUT_S) -> None:
+        """Every rank must close its heap, but close() is no collective call of a process
+        group: it waits for this device's work, tells every peer over the heap that this rank
+        no longer touches its memory, waits up to timeout_s until every peer has said the same,
+        then unmaps the peers and frees. A peer that did not answer in time (it exited, never
+        closes, or is far behind) is named in a RuntimeWarning and this rank's memory is freed
+        anyway. Idempotent."""
+        if self._finalizer.alive:
+            self._finalizer.detach()
+            _close_heap(self._heap, self.rank, float(timeout_s))
 
     def __enter__(self):
         return self

@@ -31,6 +31,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ._collective import GroupRef
 from .dense_moe import check_expert_weights, route
 
 __all__ = [
@@ -324,9 +325,10 @@ class ExpertParallelMoE(nn.Module):
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError("ExpertParallelMoE needs torch.distributed initialised "
                                "(launch with torchrun and call dist.init_process_group first)")
-        self.group = group if group is not None else dist.group.WORLD
-        self.rank = dist.get_rank(self.group)
-        self.world = dist.get_world_size(self.group)
+        group = group if group is not None else dist.group.WORLD
+        self._group = GroupRef(group, "ExpertParallelMoE")  # held weakly, like AllToAll's
+        self.rank = dist.get_rank(group)
+        self.world = dist.get_world_size(group)
         if num_experts % self.world != 0:
             raise ValueError(f"ExpertParallelMoE: num_experts ({num_experts}) must be divisible by the "
                              f"group's world size ({self.world})")
@@ -346,7 +348,7 @@ class ExpertParallelMoE(nn.Module):
             extra["max_recv_tokens_per_expert"] = int(max_recv_tokens_per_expert)
         if device is not None:
             extra["device"] = _with_index(torch.device(device))
-        self.ep = AllToAll(self.group, num_experts, experts_per_token, hidden_dim, max_num_tokens, dtype,
+        self.ep = AllToAll(group, num_experts, experts_per_token, hidden_dim, max_num_tokens, dtype,
                            layout=layout, timeout_s=timeout_s, **extra)
         self.device = _with_index(torch.device(self.ep.device))
 
@@ -429,8 +431,14 @@ class ExpertParallelMoE(nn.Module):
         return self.ep.combine(y, d)
 
     # ---- lifetime ----
+    @property
+    def group(self):
+        """The process group (raises once it has been destroyed: the layer holds it weakly)."""
+        return self._group.get()
+
     def close(self) -> None:
-        """Collective: frees the AllToAll's buffers; the layer is unusable afterwards."""
+        """Frees the AllToAll's buffers (every rank must, but no process group is needed: see
+        AllToAll.close); the layer is unusable afterwards."""
         self.ep.close()
 
     def __enter__(self):
