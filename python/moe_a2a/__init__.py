@@ -7,8 +7,11 @@ AllToAll and SymmetricHeap load it on first use.
 import os as _os
 
 # NVLink multicast can take a shared host's GPUs out of service; never let a library we call
-# turn it on in this process or its children.
-for _var, _val in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
+# turn it on in this process or its children. The one place that says so: scripts and tests
+# import moe_a2a before torch (a value the launcher set is kept; benchmarks/common.py warns if
+# it turns multicast back on).
+NO_MULTICAST_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+for _var, _val in NO_MULTICAST_ENV.items():
     _os.environ.setdefault(_var, _val)
 
 from . import layers  # noqa: E402,F401  (pure Python; loads the extension only when a layer is built)

@@ -19,13 +19,10 @@ import sys
 
 import pytest
 
-for _var, _val in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
-    os.environ.setdefault(_var, _val)
-
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "python"))
+import moe_a2a  # noqa: E402,F401  (first: sets the no-multicast environment before torch loads)
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "python"))
 
 AGREE_TIMEOUT = datetime.timedelta(seconds=180)
 ONE_GPU = os.environ.get("MOE_A2A_TEST_ONE_GPU") == "1"

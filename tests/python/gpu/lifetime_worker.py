@@ -22,14 +22,10 @@ import sys
 import time
 import warnings
 
-for _var, _val in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
-    os.environ.setdefault(_var, _val)
-
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "python"))
+import moe_a2a  # noqa: E402  (first: sets the no-multicast environment before torch loads)
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "python"))
-import moe_a2a  # noqa: E402
 from moe_a2a._ext import ext  # noqa: E402
 
 E_PER_RANK, K, H, T = 4, 2, 1024, 256  # a heap of several MiB: a leak per cycle shows

@@ -1,0 +1,287 @@
+"""Hugging Face transformers models, expert-parallel on moe_a2a: data-parallel attention (every
+rank runs its own sequences through a replicated model) and expert-parallel MoE layers (each
+rank keeps 1/world of every layer's experts; tokens travel by dispatch and combine).
+
+    import moe_a2a.integrations.transformers as moe_tf
+    model = AutoModelForCausalLM.from_config(config)          # or from_pretrained, same on every rank
+    moe_tf.expert_parallel(model, max_num_tokens=2048)         # collective: shards, sets the backend
+    out = moe_tf.generate(model, input_ids=ids, max_new_tokens=32)   # ranks may stop at different steps
+    moe_tf.close(model)
+
+How it plugs in: transformers 5 routes every `@use_experts_implementation` experts module through
+`ALL_EXPERTS_FUNCTIONS[config._experts_implementation](self, hidden_states, top_k_index,
+top_k_weights)`. This module registers "moe_a2a" there (on import). expert_parallel() keeps only
+this rank's contiguous block of experts of every experts module (global expert e lives on rank
+e // (E / world), as in AllToAll), frees the others, and sets the backend. The forward is
+dispatch (the router's global ids and weights) -> the local experts' grouped GEMMs with the
+model's own activation, gate and bias -> combine. Routers, shared experts and everything else
+stay replicated and untouched.
+
+MoE calls are collective: every rank must run the same number of forward passes. generate()
+steps until all of a rank's sequences are done, which differs between ranks; generate() below
+passes synced_gpus=True, transformers' own mechanism for this (a rank that is done keeps taking
+part in the forward passes, with its finished sequences, until every rank is done). A rank that
+stops calling anyway makes its peers' next MoE call time out after timeout_s, with an error that
+says so, instead of hanging.
+
+Tested with transformers >= 5.17, < 6 (SUPPORTED); other versions raise at import.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+
+from .._collective import GroupRef, all_gather
+
+SUPPORTED = (5, 17), (6, 0)  # [lowest, highest) transformers version this integration is tested with
+BACKEND = "moe_a2a"
+DEFAULT_MAX_NUM_TOKENS = 4096
+
+
+def _check_version() -> None:
+    import transformers
+
+    found = tuple(int(p) for p in re.findall(r"\d+", transformers.__version__)[:2])
+    low, high = SUPPORTED
+    if not low <= found < high:
+        raise ImportError(f"moe_a2a.integrations.transformers needs transformers >= {low[0]}.{low[1]}, < "
+                          f"{high[0]}.{high[1]} (the experts backend interface it plugs into); found "
+                          f"{transformers.__version__}")
+
+
+_check_version()
+
+from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS  # noqa: E402
+
+
+# --------------------------------------------------------------------------- sharding arithmetic
+
+
+def local_expert_range(num_experts: int, world: int, rank: int) -> range:
+    """The global experts rank `rank` keeps: the contiguous block AllToAll assigns to it."""
+    if world < 1 or not 0 <= rank < world:
+        raise ValueError(f"moe_a2a: rank {rank} outside a world of {world}")
+    if num_experts < world or num_experts % world != 0:
+        raise ValueError(f"moe_a2a: {num_experts} experts cannot be split evenly over {world} ranks")
+    per_rank = num_experts // world
+    return range(rank * per_rank, (rank + 1) * per_rank)
+
+
+def experts_modules(model: torch.nn.Module) -> list:
+    """(name, module) of every experts module transformers dispatches through the experts
+    interface (those built with @use_experts_implementation: 3-D gate_up_proj or up_proj, and
+    down_proj, one slice per expert)."""
+    found = []
+    for name, m in model.named_modules():
+        if not (hasattr(type(m), "_apply_gate") and hasattr(m, "has_gate") and hasattr(m, "down_proj")):
+            continue
+        up = m.gate_up_proj if m.has_gate else getattr(m, "up_proj", None)
+        if isinstance(up, torch.Tensor) and up.dim() == 3 and m.down_proj.dim() == 3:
+            found.append((name, m))
+    return found
+
+
+_EXPERT_PARAMS = ("gate_up_proj", "up_proj", "down_proj", "gate_up_proj_bias", "up_proj_bias", "down_proj_bias")
+
+
+def shard_experts_(module: torch.nn.Module, world: int, rank: int) -> range:
+    """Keeps only this rank's experts of one experts module, in place: every per-expert
+    parameter (dim 0 = experts) becomes its slice for local_expert_range(...), and the full
+    tensor is freed. Returns the range. Raises if the module was sharded already."""
+    if getattr(module, "_moe_a2a_experts", None) is not None:
+        raise RuntimeError("moe_a2a: this experts module is expert-parallel already")
+    num_experts = int(module.down_proj.shape[0])
+    local = local_expert_range(num_experts, world, rank)
+    for pname in _EXPERT_PARAMS:
+        p = getattr(module, pname, None)
+        if not isinstance(p, torch.Tensor):
+            continue
+        if p.shape[0] != num_experts:
+            raise ValueError(f"moe_a2a: {pname} has {p.shape[0]} experts, down_proj {num_experts}")
+        kept = p.detach()[local.start:local.stop].clone()  # a copy: the full tensor's memory goes
+        setattr(module, pname, torch.nn.Parameter(kept, requires_grad=p.requires_grad))
+    module._moe_a2a_experts = (num_experts, local)
+    return local
+
+
+# --------------------------------------------------------------------------- the shared AllToAll
+
+
+class _Shared:
+    """What a model's experts modules share: one AllToAll per (experts, top-k, hidden, dtype,
+    device), created on the first forward that needs it (a collective moment: every rank runs
+    the same layers in the same order), and the settings to create it with."""
+
+    def __init__(self, group, max_num_tokens: int, layout: str, timeout_s: float, num_sms: Optional[int]):
+        self.group = GroupRef(group, "expert-parallel transformers model")
+        self.max_num_tokens, self.layout, self.timeout_s, self.num_sms = max_num_tokens, layout, timeout_s, num_sms
+        self.all_to_all = {}
+
+    def get(self, num_experts: int, topk: int, hidden: int, dtype: torch.dtype, device: torch.device):
+        key = (num_experts, topk, hidden, dtype, str(device))
+        ep = self.all_to_all.get(key)
+        if ep is None:
+            from ..all_to_all import AllToAll
+
+            ep = AllToAll(self.group.get(), num_experts, topk, hidden, self.max_num_tokens, dtype, layout=self.layout,
+                          timeout_s=self.timeout_s, device=device, num_sms=self.num_sms)
+            self.all_to_all[key] = ep
+        return ep
+
+    def close(self) -> None:
+        for ep in self.all_to_all.values():
+            ep.close()
+        self.all_to_all.clear()
+
+
+# --------------------------------------------------------------------------- the experts backend
+
+
+def grouped_linear(x: torch.Tensor, weight: torch.Tensor, offsets: torch.Tensor, counts: torch.Tensor,
+                   transposed: bool) -> torch.Tensor:
+    """Per local expert e, the rows [offsets[e], offsets[e] + counts[e]) of x [rows, in] times
+    expert e's weight: [E, out, in] (transformers' default, like nn.Linear) or, transposed,
+    [E, in, out]. torch._grouped_mm for bf16 on compute capability >= 9.0 (rows of no expert
+    undefined); otherwise one matmul per expert after one host sync (rows of no expert zero)."""
+    from ..layers import _grouped_mm_expected
+
+    w = weight if transposed else weight.transpose(-1, -2)  # [E, in, out]
+    if _grouped_mm_expected(x) and w.dtype == x.dtype:
+        return torch._grouped_mm(x, w, offs=offsets[1:].to(torch.int32))
+    E = w.shape[0]
+    meta = torch.cat([offsets[:E].long(), counts.long()]).tolist()
+    ys, rows = [], []
+    for e in range(E):
+        s, n = meta[e], meta[E + e]
+        if n > 0:
+            ys.append(x[s:s + n] @ w[e])
+            rows.append(torch.arange(s, s + n, device=x.device))
+    out = x.new_zeros(x.shape[0], w.shape[-1])
+    return out.index_copy(0, torch.cat(rows), torch.cat(ys)) if ys else out  # differentiable in every slice
+
+
+def _row_bias(bias: torch.Tensor, offsets: torch.Tensor, rows: int) -> torch.Tensor:
+    """bias [E, out] -> [rows, out]: each row gets its expert's bias (rows past the last expert
+    the last expert's; they are never combined). No host sync."""
+    row = torch.arange(rows, device=offsets.device)
+    e = torch.searchsorted(offsets[1:].long().contiguous(), row, right=True).clamp(max=bias.shape[0] - 1)
+    return bias[e]
+
+
+def experts_forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
+                    top_k_weights: torch.Tensor) -> torch.Tensor:
+    """The "moe_a2a" experts implementation: dispatch -> local experts -> combine."""
+    shared = getattr(self, "_moe_a2a_shared", None)
+    if shared is None:
+        raise RuntimeError("moe_a2a: this experts module is not expert-parallel; call "
+                           "moe_a2a.integrations.transformers.expert_parallel(model) first")
+    num_experts, _ = self._moe_a2a_experts
+    ep = shared.get(num_experts, int(top_k_index.shape[-1]), int(hidden_states.shape[-1]), hidden_states.dtype,
+                    hidden_states.device)
+    if hidden_states.shape[0] > ep.max_num_tokens:
+        raise ValueError(f"moe_a2a: {hidden_states.shape[0]} tokens reach this MoE layer in one call, more than "
+                         f"max_num_tokens={ep.max_num_tokens}; pass a larger max_num_tokens to expert_parallel() "
+                         "(at most 4096), or feed fewer tokens per forward (smaller prefill batches)")
+    try:
+        d = ep.dispatch(hidden_states, top_k_index, top_k_weights.float())
+    except RuntimeError as e:
+        if "timed out" in str(e):
+            raise RuntimeError(f"{e}. In a transformers model this usually means the ranks ran different numbers "
+                               "of forward passes: generate with moe_a2a.integrations.transformers.generate() "
+                               "(synced_gpus=True), and run every forward on every rank") from e
+        raise
+    x = d.expert_x if ep.layout == "packed" else d.expert_x.reshape(-1, d.expert_x.shape[-1])
+    offsets, counts = d.expert_offsets, d.expert_num_tokens
+    up_w = self.gate_up_proj if self.has_gate else self.up_proj
+    h = grouped_linear(x, up_w, offsets, counts, self.is_transposed)
+    if self.has_bias:
+        h = h + _row_bias(self.gate_up_proj_bias if self.has_gate else self.up_proj_bias, offsets, x.shape[0])
+    h = self._apply_gate(h) if self.has_gate else self.act_fn(h)
+    y = grouped_linear(h, self.down_proj, offsets, counts, self.is_transposed)
+    if self.has_bias:
+        y = y + _row_bias(self.down_proj_bias, offsets, x.shape[0])
+    return ep.combine(y.to(hidden_states.dtype).reshape(d.expert_x.shape), d)
+
+
+def register() -> None:
+    """Registers the "moe_a2a" experts implementation in transformers (done on import)."""
+    ALL_EXPERTS_FUNCTIONS.register(BACKEND, experts_forward)
+
+
+register()
+
+
+# --------------------------------------------------------------------------- the model
+
+
+_models = weakref.WeakKeyDictionary()  # model -> _Shared
+
+
+def expert_parallel(model: torch.nn.Module, group=None, *, max_num_tokens: int = DEFAULT_MAX_NUM_TOKENS,
+                    layout: str = "packed", timeout_s: float = 10.0, num_sms: Optional[int] = None):
+    """Collective over `group` (default: the world): makes `model` data-parallel + expert-
+    parallel, in place, and returns it. Every rank must pass the same model (same config and
+    the same weights: load or initialise it the same way everywhere).
+
+    Every experts module keeps its local experts only (local_expert_range), the full weights
+    are freed, and the model's experts implementation becomes "moe_a2a". max_num_tokens bounds
+    the tokens one rank feeds one MoE layer in one forward (batch x new sequence length; at
+    most 4096); the AllToAll (one per model, shared by all layers) is created at the first
+    forward. Close it with close(model) (or let it be garbage collected with the model)."""
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError("moe_a2a: expert_parallel needs torch.distributed initialised (torchrun + "
+                           "init_process_group)")
+    group = group if group is not None else dist.group.WORLD
+    if model in _models:
+        raise RuntimeError("moe_a2a: this model is expert-parallel already")
+    if not 1 <= int(max_num_tokens) <= DEFAULT_MAX_NUM_TOKENS:
+        raise ValueError(f"moe_a2a: max_num_tokens must be in [1, {DEFAULT_MAX_NUM_TOKENS}], got {max_num_tokens}")
+    modules = experts_modules(model)
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    names = [name for name, _ in modules]
+    agreed = all_gather((names, int(max_num_tokens), layout, float(timeout_s), num_sms), group)
+    if any(a != agreed[0] for a in agreed):
+        raise RuntimeError("moe_a2a: expert_parallel was called with different models or arguments on different "
+                           f"ranks: {agreed}")
+    if not modules:
+        raise ValueError("moe_a2a: the model has no experts module that transformers dispatches through its experts "
+                         "interface (@use_experts_implementation)")
+    for name, m in modules:
+        E = int(m.down_proj.shape[0])
+        if E % world != 0 or E < world:
+            raise ValueError(f"moe_a2a: {name} has {E} experts, which do not split evenly over {world} ranks")
+    shared = _Shared(group, int(max_num_tokens), layout, float(timeout_s), num_sms)
+    for _, m in modules:
+        shard_experts_(m, world, rank)
+        m._moe_a2a_shared = shared
+    _models[model] = shared
+    if hasattr(model, "set_experts_implementation"):
+        model.set_experts_implementation(BACKEND)
+    else:  # a bare module tree: set it where each experts module looks
+        for _, m in modules:
+            m.config._experts_implementation = BACKEND
+    return model
+
+
+def generate(model, *args, **kwargs):
+    """model.generate(...) with synced_gpus=True: every rank keeps running forward passes until
+    every rank's sequences are done, so the MoE layers' collective calls line up. Collective
+    over the default process group (transformers synchronises over it)."""
+    if model not in _models:
+        raise RuntimeError("moe_a2a: generate() is for models made expert-parallel with expert_parallel()")
+    if kwargs.get("synced_gpus") is False:
+        raise ValueError("moe_a2a: an expert-parallel model must generate with synced_gpus=True")
+    kwargs["synced_gpus"] = True
+    return model.generate(*args, **kwargs)
+
+
+def close(model) -> None:
+    """Frees the AllToAll(s) of an expert-parallel model (every rank; no process group needed)."""
+    shared = _models.get(model)
+    if shared is not None:
+        shared.close()

@@ -1,0 +1,155 @@
+"""moe_a2a.integrations.transformers without a GPU: registration, the sharding arithmetic, the
+checks, and the experts backend's math end to end on tiny Mixtral / Qwen3-MoE / DeepSeek-V3
+models, with a one-rank stand-in for AllToAll (the real exchange is tests/python/gpu's job)."""
+
+import copy
+import os
+import sys
+import types
+
+import pytest
+import torch
+import torch.distributed as dist
+
+transformers = pytest.importorskip("transformers")
+
+import moe_a2a.integrations.transformers as moe_tf  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tiny_moe_models import COMMON, build  # noqa: E402
+
+class OneRankAllToAll:
+    """What AllToAll does at world 1, in plain torch: packed rows grouped by expert, combine =
+    the router-weighted sum of each token's rows."""
+
+    layout = "packed"
+    max_num_tokens = 4096
+
+    def __init__(self, num_experts):
+        self.num_experts = num_experts
+
+    def dispatch(self, x, topk_idx, topk_weights):
+        T, K = topk_idx.shape
+        flat = topk_idx.reshape(-1).long()
+        order = torch.sort(flat, stable=True).indices
+        counts = torch.bincount(flat, minlength=self.num_experts)
+        offsets = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+        return types.SimpleNamespace(expert_x=x[order // K], expert_offsets=offsets.int(),
+                                     expert_num_tokens=counts.int(), order=order, K=K, T=T,
+                                     weights=topk_weights.reshape(-1)[order])
+
+    def combine(self, y, d):
+        out = y.new_zeros(d.T, y.shape[-1])
+        return out.index_add(0, d.order // d.K, y * d.weights[:, None].to(y.dtype))
+
+
+@pytest.fixture
+def one_rank_group(tmp_path):
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/pg", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_backend_is_registered():
+    from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
+
+    assert ALL_EXPERTS_FUNCTIONS[moe_tf.BACKEND] is moe_tf.experts_forward
+
+
+def test_version_outside_the_tested_range_raises(monkeypatch):
+    monkeypatch.setattr(transformers, "__version__", "4.57.1")
+    with pytest.raises(ImportError, match=r"transformers >= 5\.17, < 6\.0.*found 4\.57\.1"):
+        moe_tf._check_version()
+    monkeypatch.setattr(transformers, "__version__", "6.0.0")
+    with pytest.raises(ImportError, match="found 6.0.0"):
+        moe_tf._check_version()
+
+
+@pytest.mark.parametrize("world", [1, 2, 4, 8])
+def test_local_expert_ranges_tile_the_experts_like_all_to_all(world):
+    E = 64
+    ranges = [moe_tf.local_expert_range(E, world, r) for r in range(world)]
+    assert [e for r in ranges for e in r] == list(range(E))
+    for r, local in enumerate(ranges):
+        assert all(e // (E // world) == r for e in local)  # AllToAll's owner of global expert e
+
+
+def test_local_expert_range_rejects_uneven_splits():
+    with pytest.raises(ValueError, match="cannot be split evenly"):
+        moe_tf.local_expert_range(12, 8, 0)
+    with pytest.raises(ValueError, match="outside a world"):
+        moe_tf.local_expert_range(16, 2, 2)
+
+
+@pytest.mark.parametrize("name,modules", [("mixtral", 2), ("qwen3_moe", 2), ("deepseek_v3", 1)])
+def test_experts_modules_are_found(name, modules):
+    found = moe_tf.experts_modules(build(name))
+    assert len(found) == modules  # DeepSeek-V3: layer 0 is dense
+    assert all(name.endswith("mlp.experts") for name, _ in found)
+
+
+def test_sharding_keeps_the_right_slices_and_frees_the_rest():
+    model = build("qwen3_moe")
+    _, m = moe_tf.experts_modules(model)[0]
+    full_up, full_down = m.gate_up_proj.detach().clone(), m.down_proj.detach().clone()
+    local = moe_tf.shard_experts_(m, 4, 2)
+    assert local == range(8, 12)
+    assert torch.equal(m.gate_up_proj, full_up[8:12]) and torch.equal(m.down_proj, full_down[8:12])
+    assert m.gate_up_proj.untyped_storage().nbytes() == full_up[8:12].numel() * 4  # not a view of the full one
+    assert isinstance(m.gate_up_proj, torch.nn.Parameter) and m.gate_up_proj.requires_grad
+    with pytest.raises(RuntimeError, match="already"):
+        moe_tf.shard_experts_(m, 4, 2)
+
+
+def test_expert_parallel_needs_a_process_group():
+    if dist.is_initialized():
+        pytest.skip("a process group is up")
+    with pytest.raises(RuntimeError, match="torch.distributed"):
+        moe_tf.expert_parallel(build("mixtral"))
+
+
+def test_expert_parallel_checks_its_arguments(one_rank_group):
+    with pytest.raises(ValueError, match="max_num_tokens"):
+        moe_tf.expert_parallel(build("mixtral"), max_num_tokens=5000)
+    with pytest.raises(ValueError, match="no experts module"):
+        moe_tf.expert_parallel(torch.nn.Linear(4, 4))
+    model = moe_tf.expert_parallel(build("mixtral"))
+    assert model.config._experts_implementation == moe_tf.BACKEND
+    with pytest.raises(RuntimeError, match="already"):
+        moe_tf.expert_parallel(model)
+    with pytest.raises(ValueError, match="synced_gpus=True"):
+        moe_tf.generate(model, input_ids=torch.zeros(1, 2, dtype=torch.long), synced_gpus=False)
+
+
+def test_unsharded_module_with_the_backend_says_what_to_do():
+    _, m = moe_tf.experts_modules(build("mixtral"))[0]
+    with pytest.raises(RuntimeError, match="expert_parallel"):
+        moe_tf.experts_forward(m, torch.zeros(2, 512), torch.zeros(2, 2, dtype=torch.long), torch.ones(2, 2))
+
+
+@pytest.mark.parametrize("name", ["mixtral", "qwen3_moe", "deepseek_v3"])
+def test_backend_matches_the_eager_experts(name, one_rank_group, monkeypatch):
+    """The whole backend (grouped linears with the model's own gate, combine's weighting) at
+    world 1 equals transformers' eager experts, logits and gradients."""
+    reference = build(name)
+    reference.set_experts_implementation("eager")
+    model = moe_tf.expert_parallel(copy.deepcopy(reference))
+    made = []
+    monkeypatch.setattr(moe_tf._Shared, "get", lambda self, E, *rest: made.append(E) or OneRankAllToAll(E))
+    ids = torch.randint(0, COMMON["vocab_size"], (3, 9), generator=torch.Generator().manual_seed(1))
+    want = reference(ids).logits
+    got = model(ids).logits
+    assert made == [E for E in made[:1]] * len(moe_tf.experts_modules(model))  # every MoE layer went through it
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    want.square().mean().backward()
+    got.square().mean().backward()
+    _, ref_m = moe_tf.experts_modules(reference)[-1]
+    _, m = moe_tf.experts_modules(model)[-1]
+    torch.testing.assert_close(m.down_proj.grad, ref_m.down_proj.grad, rtol=1e-4, atol=1e-7)
+    torch.testing.assert_close(m.gate_up_proj.grad, ref_m.gate_up_proj.grad, rtol=1e-4, atol=1e-7)
+
+
+def test_row_bias_follows_the_expert_segments():
+    bias = torch.arange(3.0)[:, None].expand(3, 2)
+    offsets = torch.tensor([0, 2, 2, 5], dtype=torch.int32)  # expert 1 empty
+    assert moe_tf._row_bias(bias, offsets, 6)[:, 0].tolist() == [0, 0, 2, 2, 2, 2]

@@ -1,0 +1,77 @@
+"""Hugging Face transformers models expert-parallel on moe_a2a (issue 15), under torchrun: every
+rank runs its own sequences (different lengths) through the expert-parallel model and must get
+what the full, unsharded model gives for them; generate() keeps ranks that stop at different
+steps in line."""
+
+import copy
+import os
+import sys
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+import moe_a2a.integrations.transformers as moe_tf  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tiny_moe_models import COMMON, build  # noqa: E402
+
+NAMES = ["mixtral", "qwen3_moe", "deepseek_v3"]
+
+
+def models(name, dtype):
+    """(the full model with transformers' eager experts, an expert-parallel copy), on this GPU."""
+    reference = build(name).to(device="cuda", dtype=dtype)  # same seed: the same weights on every rank
+    reference.set_experts_implementation("eager")
+    return reference, moe_tf.expert_parallel(copy.deepcopy(reference), max_num_tokens=64)
+
+
+def rank_inputs(rank, batch=2):
+    g = torch.Generator().manual_seed(100 + rank)
+    return torch.randint(0, COMMON["vocab_size"], (batch, 5 + 3 * rank), generator=g).cuda()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("name", NAMES)
+def test_expert_parallel_model_matches_the_full_model(name, dtype, rank, world):
+    reference, model = models(name, dtype)
+    try:
+        kept = {n: m.down_proj.shape[0] for n, m in moe_tf.experts_modules(model)}
+        full = {n: m.down_proj.shape[0] for n, m in moe_tf.experts_modules(reference)}
+        assert all(kept[n] * world == full[n] for n in full), (kept, full)
+        ids = rank_inputs(rank)
+        with torch.no_grad():
+            want = reference(ids).logits.float()
+            got = model(ids).logits.float()
+        if dtype == torch.float32:
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+        else:  # bf16: the eager experts round each expert's output and sum in bf16, combine in fp32
+            err = ((got - want).norm() / want.norm()).item()
+            assert err < 2e-2, f"rank {rank}: relative error {err:.3g}"
+    finally:
+        moe_tf.close(model)
+
+
+def test_generate_keeps_ranks_that_stop_at_different_steps_in_line(rank, world):
+    """Rank r asks for 3 + 2r new tokens (no EOS), so rank 0 is done first and must keep
+    taking part in the MoE calls of the others; every rank's tokens equal the full model's."""
+    reference, model = models("mixtral", torch.float32)
+    try:
+        ids = rank_inputs(rank, batch=1)
+        kwargs = dict(max_new_tokens=3 + 2 * rank, do_sample=False, eos_token_id=None, pad_token_id=0)
+        want = reference.generate(ids, **kwargs)
+        got = moe_tf.generate(model, ids, **kwargs)
+        assert torch.equal(got, want), f"rank {rank}: {got.tolist()} != {want.tolist()}"
+    finally:
+        moe_tf.close(model)
+
+
+def test_too_many_tokens_for_the_model_says_what_to_do(rank, world):
+    _, model = models("mixtral", torch.float32)
+    try:
+        ids = torch.zeros(2, 40, dtype=torch.long, device="cuda")  # 80 tokens > max_num_tokens=64
+        with pytest.raises(ValueError, match="max_num_tokens"):
+            model(ids)
+    finally:
+        moe_tf.close(model)
