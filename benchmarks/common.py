@@ -92,22 +92,23 @@ def moe_submodule(name):
         return None
 
 
-def reference():
-    """moe_a2a.reference (pure python: importable from python/ without the extension)."""
-    ref = moe_submodule("reference")
-    if ref is None:
+def _pure_submodule(name):
+    """moe_a2a.<name> for a pure-python module (importable from python/ without the extension)."""
+    mod = moe_submodule(name)
+    if mod is None:
         _, why = import_moe_a2a()
-        raise ImportError(f"moe_a2a.reference did not import ({why or 'see the traceback of import moe_a2a'})")
-    return ref
+        raise ImportError(f"moe_a2a.{name} did not import ({why or 'see the traceback of import moe_a2a'})")
+    return mod
+
+
+def reference():
+    """moe_a2a.reference, the pure-torch reference of dispatch and combine."""
+    return _pure_submodule("reference")
 
 
 def sol_model():
-    """moe_a2a.sol, the one speed-of-light model (pure python, no extension needed)."""
-    sol = moe_submodule("sol")
-    if sol is None:
-        _, why = import_moe_a2a()
-        raise ImportError(f"moe_a2a.sol did not import ({why or 'see the traceback of import moe_a2a'})")
-    return sol
+    """moe_a2a.sol, the one speed-of-light model."""
+    return _pure_submodule("sol")
 
 
 # ----------------------------------------------------------------------------- distributed
@@ -249,17 +250,7 @@ def time_graph(ctx, step, n_inputs, iters_per_graph, replays, warmup_replays=2):
         for i in range(iters_per_graph):
             step(i % n_inputs)
     torch.cuda.synchronize()
-    events = []
-    for r in range(warmup_replays + replays):
-        ctx.align()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        if r >= warmup_replays:
-            events.append((start, end))
-    torch.cuda.synchronize()
-    local = [s.elapsed_time(e) * 1e3 / iters_per_graph for s, e in events]
+    local = moe_submodule("microbench").replay_times_us(graph, iters_per_graph, replays, warmup_replays, ctx.align)
     del graph
     return max_over_ranks(ctx, local)
 

@@ -118,22 +118,32 @@ def floor_times_us(heap: SymmetricHeap, bytes_each_way: int, blocks: int, iters_
             for _ in range(iters_per_graph):
                 phase()
                 phase()
-        local = []
-        for r in range(warmup_replays + replays):
-            dist.all_reduce(one, op=dist.ReduceOp.MAX, group=group)  # align the ranks
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            graph.replay()
-            end.record()
-            if r >= warmup_replays:
-                local.append((start, end))
-        torch.cuda.synchronize(dev)
-        us = [s.elapsed_time(t) * 1e3 / iters_per_graph for s, t in local]
+        us = replay_times_us(graph, iters_per_graph, replays, warmup_replays,
+                             lambda: dist.all_reduce(one, op=dist.ReduceOp.MAX, group=group))  # align the ranks
         del graph
     t = torch.tensor(us + [float(timeouts())], dtype=torch.float64, device=dev)
     dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
     _raise_on_timeouts(int(t[-1].item()), None, dev, "timed replays")
     return t[:-1].tolist()
+
+
+def replay_times_us(graph, iters_per_graph: int, replays: int, warmup_replays: int, align) -> list:
+    """This rank's device time per iteration of each timed replay of a captured CUDA graph of
+    iters_per_graph iterations, in us: warmup_replays untimed replays first, align() (e.g. a
+    tiny all_reduce that lines the ranks up) before every replay, two events around each."""
+    import torch
+
+    events = []
+    for r in range(warmup_replays + replays):
+        align()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        if r >= warmup_replays:
+            events.append((start, end))
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) * 1e3 / iters_per_graph for s, e in events]
 
 
 def _raise_on_timeouts(count: int, group, dev, when: str) -> None:
