@@ -14,10 +14,10 @@ A constructor raises Unsupported(reason) when its system cannot run a shape; tab
 show "unsupported: <reason>" instead of a number. graph_capturable says whether the benchmarks
 time the system in CUDA-graph steady state too; graph_note says why not otherwise.
 """
+
 import common  # noqa: F401  (first: pins multicast off before torch.distributed)
 import torch
 import torch.distributed as dist
-
 from common import as_inputs, gather_rows, has_extension, import_moe_a2a, reference
 from fake_gemm import scale_experts, scale_packed, scale_segments
 
@@ -73,8 +73,7 @@ class System:
         rank, max abs error over ranks)."""
         out = self.run(all_inputs[self.ctx.rank])
         self.synchronize()
-        ref = reference().moe_reference(all_inputs, self.ctx.rank, self.shape.experts,
-                                        self.ctx.world)
+        ref = reference().moe_reference(all_inputs, self.ctx.rank, self.shape.experts, self.ctx.world)
         return compare(self.ctx, out, ref)
 
 
@@ -91,6 +90,7 @@ def compare(ctx, out, ref):
 class ReferenceSystem(System):
     """dispatch = all_gather of every rank's x / idx / weights (padded: T differs per rank);
     combine = the reference computed locally on the GPU. Slow on purpose: it is the scale."""
+
     name = "reference"
 
     def dispatch(self, inputs):
@@ -106,8 +106,7 @@ class ReferenceSystem(System):
         return None  # the reference always runs its own fake GEMM: d+c = pipeline here
 
     def combine(self, expert_y, state):
-        return reference().moe_reference(state, self.ctx.rank, self.shape.experts,
-                                         self.ctx.world)
+        return reference().moe_reference(state, self.ctx.rank, self.shape.experts, self.ctx.world)
 
 
 # ----------------------------------------------------------------------------- NCCL
@@ -156,7 +155,7 @@ def reduce_pairs(rows, order, weights, dtype):
     pairs = pairs.view(t, k, rows.shape[1])
     out = torch.zeros(t, rows.shape[1], dtype=torch.float32, device=rows.device)
     for j in range(k):
-        out.addcmul_(pairs[:, j], weights[:, j:j + 1].float())
+        out.addcmul_(pairs[:, j], weights[:, j : j + 1].float())
     return out.to(dtype)
 
 
@@ -177,8 +176,16 @@ class NcclSystem(System):
         recv = x.new_empty(sum(recv_list), x.shape[1])
         dist.all_to_all_single(recv, send, recv_list, send_list, group=grp)
         expert_x, expert_counts, order2 = nccl_group(recv, recv_counts.view(world, epr))
-        return dict(expert_x=expert_x, expert_counts=expert_counts, order2=order2, order=order,
-                    weights=w, send_list=send_list, recv_list=recv_list, dtype=x.dtype)
+        return dict(
+            expert_x=expert_x,
+            expert_counts=expert_counts,
+            order2=order2,
+            order=order,
+            weights=w,
+            send_list=send_list,
+            recv_list=recv_list,
+            dtype=x.dtype,
+        )
 
     def fake_gemm(self, st):
         # Every received row is valid here (sizes known on the host), so a dense multiply.
@@ -211,6 +218,7 @@ def symm_mem_unsupported(world, shape):
             return f"torch {torch.__version__} has no symm_mem.{op}"
     try:
         import torch.distributed._symmetric_memory as symm
+
         if not symm.is_nvshmem_available():
             return "NVSHMEM not available"
     except Exception as e:
@@ -229,6 +237,7 @@ def use_nvshmem_backend(device):
     """all_to_all_vdev_2d needs NVSHMEM-backed buffers. The backend is process-global and
     fixed by the first symmetric allocation, so everything symm_mem here goes through this."""
     import torch.distributed._symmetric_memory as symm
+
     try:
         if symm.get_backend(device) == "NVSHMEM":
             return
@@ -241,6 +250,7 @@ class SymmMemSystem(System):
     """Dispatch sends the (token, k) pairs sorted by global expert (rank-major), which the op
     lays out expert-major on the owner; combine sends them back with the _offset twin, which
     restores the sorted order, so the source reduces with the same permutation."""
+
     name = "symm_mem"
 
     def __init__(self, ctx, shape):
@@ -249,6 +259,7 @@ class SymmMemSystem(System):
         if why:
             raise Unsupported(why)
         import torch.distributed._symmetric_memory as symm
+
         use_nvshmem_backend(ctx.device)
         s, dev = shape, ctx.device
         self.group_name = ctx.group.group_name
@@ -273,8 +284,9 @@ class SymmMemSystem(System):
         tok = order // idx.shape[1]
         torch.index_select(x, 0, tok, out=self.inp[:p])
         self.in_splits.zero_().index_add_(0, flat, torch.ones_like(flat))  # no host sync
-        torch.ops.symm_mem.all_to_all_vdev_2d(self.inp, self.out, self.in_splits, self.out_so,
-                                              self.group_name, major_align=1)
+        torch.ops.symm_mem.all_to_all_vdev_2d(
+            self.inp, self.out, self.in_splits, self.out_so, self.group_name, major_align=1
+        )
         return dict(order=order, weights=w, p=p, dtype=x.dtype)
 
     def fake_gemm(self, st):
@@ -289,8 +301,9 @@ class SymmMemSystem(System):
     def combine(self, expert_y, st):
         if expert_y.data_ptr() != self.out.data_ptr():
             raise ValueError("symm_mem combine reads the symmetric dispatch buffer in place")
-        torch.ops.symm_mem.all_to_all_vdev_2d_offset(self.out, self.comb_out, self.out_so,
-                                                     self.comb_so, self.group_name)
+        torch.ops.symm_mem.all_to_all_vdev_2d_offset(
+            self.out, self.comb_out, self.out_so, self.comb_so, self.group_name
+        )
         return reduce_pairs(self.comb_out[: st["p"]], st["order"], st["weights"], st["dtype"])
 
 
@@ -337,8 +350,7 @@ class MoeA2ASystem(System):
         self.ep.close()
 
 
-SYSTEMS = {"reference": ReferenceSystem, "nccl": NcclSystem, "symm_mem": SymmMemSystem,
-           "moe_a2a": MoeA2ASystem}
+SYSTEMS = {"reference": ReferenceSystem, "nccl": NcclSystem, "symm_mem": SymmMemSystem, "moe_a2a": MoeA2ASystem}
 
 
 def build(name, ctx, shape, **kw):

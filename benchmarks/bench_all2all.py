@@ -12,71 +12,114 @@ that must cross, GB/s, x speed of light (moe_a2a.sol: link and local-memory term
 and L measured in this run), the machine's floor for the shape's bytes (a bare exchange,
 one kernel per phase) and x the NCCL baseline. World size comes from torchrun (2..8).
 """
-import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
+
 import argparse
 import os
 
+import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
 import torch
 import torch.distributed as dist
-
 from common import fmt, summarize
 
 ALL_SYSTEMS = ["reference", "nccl", "symm_mem", "moe_a2a"]
 PHASES = ("dispatch", "combine", "dispatch+combine", "pipeline")
 GRAPH_PHASES = ("dispatch+combine", "pipeline")  # what a graph can hold: every dispatch combined
-TWO_PHASE = ("dispatch+combine", "pipeline")     # cross the links twice
+TWO_PHASE = ("dispatch+combine", "pipeline")  # cross the links twice
 MIN_ITERS = 50  # BENCHMARKS.md: median over >= 50 iterations
 MIN_GRAPH_INPUTS = 8  # BENCHMARKS.md: >= 8 different routings in one graph
 
 
 def add_common_args(p, default_iters=MIN_ITERS):
-    p.add_argument("--iters", type=int, default=default_iters,
-                   help=f"timed iterations per measurement (default {default_iters}, >= {MIN_ITERS})")
+    p.add_argument(
+        "--iters",
+        type=int,
+        default=default_iters,
+        help=f"timed iterations per measurement (default {default_iters}, >= {MIN_ITERS})",
+    )
     p.add_argument("--warmup", type=int, default=10, help="untimed iterations first (default 10)")
-    p.add_argument("--pool", type=int, default=16,
-                   help="distinct pre-generated inputs cycled through (default 16)")
-    p.add_argument("--out", default=os.path.join(common.BENCH_DIR, "results"),
-                   help="folder for JSON, CSV and PNG (default benchmarks/results/)")
-    p.add_argument("--flush-mib", type=int, default=256,
-                   help="L2 flush buffer written before every timed iteration (default 256)")
-    p.add_argument("--preroll-us", type=float, default=1000.0,
-                   help="GPU busy-wait before each start event so the host queues the timed\n"
-                        "calls ahead: device time excludes host launch overhead (default\n"
-                        "1000; 0 = off, the host's launch gaps then count)")
-    p.add_argument("--no-microbench", action="store_true",
-                   help="skip measuring B, B_hbm and L; use BENCHMARKS.md's 2 x H200 values (labelled)")
-    p.add_argument("--layout", default="padded", choices=["padded", "packed"],
-                   help="moe_a2a's dispatch layout (default padded)")
-    p.add_argument("--graph", action=argparse.BooleanOptionalAction, default=True,
-                   help="also time moe_a2a in CUDA-graph steady state (default on)")
-    p.add_argument("--graph-iters", type=int, default=0,
-                   help="iterations captured in one graph (default 0 = auto: 64 up to 256 tokens\n"
-                        "per rank, else 16); they cycle through the whole pool")
+    p.add_argument("--pool", type=int, default=16, help="distinct pre-generated inputs cycled through (default 16)")
+    p.add_argument(
+        "--out",
+        default=os.path.join(common.BENCH_DIR, "results"),
+        help="folder for JSON, CSV and PNG (default benchmarks/results/)",
+    )
+    p.add_argument(
+        "--flush-mib", type=int, default=256, help="L2 flush buffer written before every timed iteration (default 256)"
+    )
+    p.add_argument(
+        "--preroll-us",
+        type=float,
+        default=1000.0,
+        help="GPU busy-wait before each start event so the host queues the timed\n"
+        "calls ahead: device time excludes host launch overhead (default\n"
+        "1000; 0 = off, the host's launch gaps then count)",
+    )
+    p.add_argument(
+        "--no-microbench",
+        action="store_true",
+        help="skip measuring B, B_hbm and L; use BENCHMARKS.md's 2 x H200 values (labelled)",
+    )
+    p.add_argument(
+        "--layout", default="padded", choices=["padded", "packed"], help="moe_a2a's dispatch layout (default padded)"
+    )
+    p.add_argument(
+        "--graph",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time moe_a2a in CUDA-graph steady state (default on)",
+    )
+    p.add_argument(
+        "--graph-iters",
+        type=int,
+        default=0,
+        help="iterations captured in one graph (default 0 = auto: 64 up to 256 tokens\n"
+        "per rank, else 16); they cycle through the whole pool",
+    )
     p.add_argument("--graph-replays", type=int, default=20, help="timed graph replays (default 20)")
-    p.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True,
-                   help="measure the machine's floor (bare exchange) for each shape's bytes and the\n"
-                        "floor table in the microbenchmarks (default on; needs the extension)")
+    p.add_argument(
+        "--floor",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="measure the machine's floor (bare exchange) for each shape's bytes and the\n"
+        "floor table in the microbenchmarks (default on; needs the extension)",
+    )
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--shapes", default=common.CHALLENGE_SHAPES,
-                   help='"E,K,H,T[,dtype[,seed]];..." (default: the 5 challenge shapes)')
-    p.add_argument("--dtype", default="bf16", choices=sorted(common.DTYPES),
-                   help="token dtype where a shape names none (default bf16)")
+    p.add_argument(
+        "--shapes",
+        default=common.CHALLENGE_SHAPES,
+        help='"E,K,H,T[,dtype[,seed]];..." (default: the 5 challenge shapes)',
+    )
+    p.add_argument(
+        "--dtype",
+        default="bf16",
+        choices=sorted(common.DTYPES),
+        help="token dtype where a shape names none (default bf16)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed where a shape names none")
-    p.add_argument("--systems", default=",".join(ALL_SYSTEMS),
-                   help=f"comma list from {ALL_SYSTEMS} (default all)")
+    p.add_argument("--systems", default=",".join(ALL_SYSTEMS), help=f"comma list from {ALL_SYSTEMS} (default all)")
     add_common_args(p)
-    p.add_argument("--harness", action="store_true",
-                   help="also time the challenge harness (rank-0 wall clock between barriers,\n"
-                        "inputs cloned inside) and its floor (a function that only clones)")
-    p.add_argument("--trace", metavar="PATH",
-                   help="write an in-kernel profiler trace of one moe_a2a iteration per shape to\n"
-                        "PATH-<shape>.json and print the profiler's overhead (needs a build\n"
-                        "with MOE_A2A_PROFILE=1)")
-    p.add_argument("--check", action=argparse.BooleanOptionalAction, default=True,
-                   help="verify each system against moe_a2a.reference once per shape (default on)")
+    p.add_argument(
+        "--harness",
+        action="store_true",
+        help="also time the challenge harness (rank-0 wall clock between barriers,\n"
+        "inputs cloned inside) and its floor (a function that only clones)",
+    )
+    p.add_argument(
+        "--trace",
+        metavar="PATH",
+        help="write an in-kernel profiler trace of one moe_a2a iteration per shape to\n"
+        "PATH-<shape>.json and print the profiler's overhead (needs a build\n"
+        "with MOE_A2A_PROFILE=1)",
+    )
+    p.add_argument(
+        "--check",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="verify each system against moe_a2a.reference once per shape (default on)",
+    )
     args = p.parse_args(argv)
     args.shape_list = common.parse_shapes(args.shapes, args.dtype, args.seed)
     args.system_list = [s.strip() for s in args.systems.split(",") if s.strip()]
@@ -128,10 +171,8 @@ class Routing:
             self.bound_c.append(c.bound)
             self.local_d.append(d.local_bytes)
             self.local_c.append(c.local_bytes)
-            self.total.append(sol.traffic_matrix(routing, shape.experts, ctx.world).sum().item()
-                              * self.token_bytes)
-            self.pairs.append(sol.pairs_matrix(routing, shape.experts, ctx.world).sum().item()
-                              * self.token_bytes)
+            self.total.append(sol.traffic_matrix(routing, shape.experts, ctx.world).sum().item() * self.token_bytes)
+            self.pairs.append(sol.pairs_matrix(routing, shape.experts, ctx.world).sum().item() * self.token_bytes)
         self.tokens_per_rank = sum(float(it[0].shape[0]) for it in pool.items) / len(pool)
         # (every rank has its own T; this rank's mean stands in, gathered for the table)
         t = torch.tensor([self.tokens_per_rank], device=ctx.device)
@@ -153,8 +194,10 @@ class Routing:
     def bound(self, phase):
         """The term that bound the SoL on most entries: link or local (dispatch/combine when the
         two phases of a two-phase row differ)."""
+
         def most(words):
             return max(dict.fromkeys(words), key=words.count)
+
         if phase == "dispatch":
             return most(self.bound_d)
         if phase == "combine":
@@ -183,13 +226,19 @@ def phase_row(us, routing, warmup, phase):
     gbps = [scale * routing.busiest[e] / (t * 1e3) for t, e in zip(us, entry)]
     xsol = [t / routing.sol(phase, e) for t, e in zip(us, entry)]
     s = summarize(us)
-    return {"us_median": s["median"], "us_p10": s["p10"], "us_p90": s["p90"],
-            "GBps": summarize(gbps)["median"], "x_sol": summarize(xsol)["median"],
-            "sol_us": summarize([routing.sol(phase, j) for j in range(n)])["median"],
-            "sol_bound": routing.bound(phase), "local_bytes": routing.local_bytes(phase),
-            "bytes": scale * summarize(routing.busiest)["median"],
-            "bytes_total": scale * summarize(routing.total)["median"],
-            "bytes_pairs": scale * summarize(routing.pairs)["median"]}
+    return {
+        "us_median": s["median"],
+        "us_p10": s["p10"],
+        "us_p90": s["p90"],
+        "GBps": summarize(gbps)["median"],
+        "x_sol": summarize(xsol)["median"],
+        "sol_us": summarize([routing.sol(phase, j) for j in range(n)])["median"],
+        "sol_bound": routing.bound(phase),
+        "local_bytes": routing.local_bytes(phase),
+        "bytes": scale * summarize(routing.busiest)["median"],
+        "bytes_total": scale * summarize(routing.total)["median"],
+        "bytes_pairs": scale * summarize(routing.pairs)["median"],
+    }
 
 
 def graph_fields(us, routing, iters, phase):
@@ -199,10 +248,16 @@ def graph_fields(us, routing, iters, phase):
     sol_mean = sum(routing.sol(phase, i) for i in range(iters)) / iters
     bytes_mean = 2 * sum(routing.busiest[i % n] for i in range(iters)) / iters
     s = summarize(us)
-    return {"graph_us_median": s["median"], "graph_us_p10": s["p10"], "graph_us_p90": s["p90"],
-            "graph_sol_us": sol_mean, "graph_x_sol": s["median"] / sol_mean,
-            "graph_GBps": bytes_mean / (s["median"] * 1e3), "graph_iters": iters,
-            "graph_replays": s["n"]}
+    return {
+        "graph_us_median": s["median"],
+        "graph_us_p10": s["p10"],
+        "graph_us_p90": s["p90"],
+        "graph_sol_us": sol_mean,
+        "graph_x_sol": s["median"] / sol_mean,
+        "graph_GBps": bytes_mean / (s["median"] * 1e3),
+        "graph_iters": iters,
+        "graph_replays": s["n"],
+    }
 
 
 def measure(ctx, system, pool, args, flusher, phases=PHASES):
@@ -213,20 +268,26 @@ def measure(ctx, system, pool, args, flusher, phases=PHASES):
         system.combine(system.fake_gemm(d), d)
 
     if "dispatch" in phases:
-        out["dispatch"] = common.time_device(ctx, system.dispatch, args.iters, args.warmup,
-                                             prepare=pool.get, flusher=flusher, after=finish)
+        out["dispatch"] = common.time_device(
+            ctx, system.dispatch, args.iters, args.warmup, prepare=pool.get, flusher=flusher, after=finish
+        )
     if "combine" in phases:
+
         def prep(i):  # dispatch and fake GEMM untimed, so only combine is inside the events
             d = system.dispatch(pool.get(i))
             return system.fake_gemm(d), d
-        out["combine"] = common.time_device(ctx, lambda a: system.combine(*a), args.iters,
-                                            args.warmup, prepare=prep, flusher=flusher)
+
+        out["combine"] = common.time_device(
+            ctx, lambda a: system.combine(*a), args.iters, args.warmup, prepare=prep, flusher=flusher
+        )
     if "dispatch+combine" in phases:
-        out["dispatch+combine"] = common.time_device(ctx, system.dispatch_combine, args.iters, args.warmup,
-                                                     prepare=pool.get, flusher=flusher)
+        out["dispatch+combine"] = common.time_device(
+            ctx, system.dispatch_combine, args.iters, args.warmup, prepare=pool.get, flusher=flusher
+        )
     if "pipeline" in phases:
-        out["pipeline"] = common.time_device(ctx, system.run, args.iters, args.warmup,
-                                             prepare=pool.get, flusher=flusher)
+        out["pipeline"] = common.time_device(
+            ctx, system.run, args.iters, args.warmup, prepare=pool.get, flusher=flusher
+        )
     system.synchronize()  # moe_a2a raises here on device-reported errors
     return out
 
@@ -237,10 +298,11 @@ def measure_graph(ctx, system, pool, args, tokens, phases=GRAPH_PHASES):
     if not (args.graph and system.graph_capturable):
         return {}
     iters = graph_iters(args, tokens)
-    steps = {"dispatch+combine": lambda i: system.dispatch_combine(pool.get(i)),
-             "pipeline": lambda i: system.run(pool.get(i))}
-    out = {ph: common.time_graph(ctx, steps[ph], len(pool), iters, args.graph_replays)
-           for ph in phases if ph in steps}
+    steps = {
+        "dispatch+combine": lambda i: system.dispatch_combine(pool.get(i)),
+        "pipeline": lambda i: system.run(pool.get(i)),
+    }
+    out = {ph: common.time_graph(ctx, steps[ph], len(pool), iters, args.graph_replays) for ph in phases if ph in steps}
     system.synchronize()
     return out
 
@@ -260,6 +322,7 @@ def shape_floor(ctx, routing, args):
     if not args.floor:
         return None
     import microbench
+
     return microbench.floor_for_bytes(ctx, routing.phase_bytes())
 
 
@@ -267,12 +330,18 @@ def get_micro(ctx, args):
     """B, B_hbm and L for the speed of light (and the floor table unless --no-floor), measured
     in this run by microbench.run, or BENCHMARKS.md's values with --no-microbench (labelled)."""
     import microbench
+
     if args.no_microbench:
         a = microbench.ASSUMED
-        return {"B_GBps": a["B_GBps"], "flag_latency_us": a["flag_latency_us"], "B_hbm_GBps": a["B_hbm_GBps"],
-                "B_hbm_source": "assumed: " + a["source"],
-                "L_us": a["flag_latency_us"], "B_source": "assumed: " + a["source"],
-                "flag_source": "assumed (no launch cost added): " + a["source"]}
+        return {
+            "B_GBps": a["B_GBps"],
+            "flag_latency_us": a["flag_latency_us"],
+            "B_hbm_GBps": a["B_hbm_GBps"],
+            "B_hbm_source": "assumed: " + a["source"],
+            "L_us": a["flag_latency_us"],
+            "B_source": "assumed: " + a["source"],
+            "flag_source": "assumed (no launch cost added): " + a["source"],
+        }
     m = microbench.run(ctx, floor=getattr(args, "floor", True))
     if ctx.rank == 0:
         microbench.print_summary(m)
@@ -290,11 +359,13 @@ def write_trace(ctx, shape, pool, path, args, flusher):
             print("trace: moe_a2a extension or moe_a2a.trace not available; skipped")
         return
     from moe_a2a._ext import ext
+
     if not ext().profiler_compiled_in():
         if ctx.rank == 0:
             print("trace: this moe_a2a build has no profiler (rebuild with MOE_A2A_PROFILE=1); skipped")
         return
     from baselines import MoeA2ASystem
+
     med = {}
     for profile in (False, True):
         system = MoeA2ASystem(ctx, shape, profile=profile, layout=args.layout)
@@ -310,8 +381,10 @@ def write_trace(ctx, shape, pool, path, args, flusher):
             system.close()
     if ctx.rank == 0:
         off, on = med[False], med[True]
-        print(f"trace overhead {shape.label}: pipeline median {on:.1f} us profiled vs {off:.1f} us not "
-              f"profiled (same build): {on - off:+.1f} us ({100 * (on - off) / off:+.1f}%)")
+        print(
+            f"trace overhead {shape.label}: pipeline median {on:.1f} us profiled vs {off:.1f} us not "
+            f"profiled (same build): {on - off:+.1f} us ({100 * (on - off) / off:+.1f}%)"
+        )
     system.ep.profile_reset()
     system.run(pool.get(0))
     system.synchronize()
@@ -320,14 +393,17 @@ def write_trace(ctx, shape, pool, path, args, flusher):
     tr = trace.save(target, system.ep)
     if ctx.rank == 0:
         info = tr["moe_a2a"]
-        print(f"trace: wrote {target} ({len(tr['traceEvents'])} events, clock alignment error <= "
-              f"{info['clock_alignment_error_us']:.2f} us, dropped records {info['dropped_records']})")
+        print(
+            f"trace: wrote {target} ({len(tr['traceEvents'])} events, clock alignment error <= "
+            f"{info['clock_alignment_error_us']:.2f} us, dropped records {info['dropped_records']})"
+        )
     system.close()
 
 
 # ----------------------------------------------------------------------------- one shape
 def build_system(name, ctx, shape, args):
     from baselines import build
+
     return build(name, ctx, shape, **({"layout": args.layout} if name == "moe_a2a" else {}))
 
 
@@ -337,13 +413,18 @@ def system_rows(info, system, times, gtimes, routing, args, tokens, check, statu
     for ph in PHASES:
         if ph not in times:
             continue
-        r = dict(info, phase=ph, status=status, check=check, note=system.note,
-                 **phase_row(times[ph], routing, args.warmup, ph))
+        r = dict(
+            info,
+            phase=ph,
+            status=status,
+            check=check,
+            note=system.note,
+            **phase_row(times[ph], routing, args.warmup, ph),
+        )
         if ph in gtimes:
             r.update(graph_fields(gtimes[ph], routing, graph_iters(args, tokens), ph))
         elif ph in GRAPH_PHASES:
-            r["graph_status"] = (gtimes.get("error") or system.graph_note if args.graph
-                                 else "not measured (--no-graph)")
+            r["graph_status"] = gtimes.get("error") or system.graph_note if args.graph else "not measured (--no-graph)"
         rows.append(r)
     return rows
 
@@ -358,8 +439,9 @@ def add_floor(rows, floor):
         if "error" in floor:
             r["floor_exchange_status"] = floor["error"]
             continue
-        r.update(floor_exchange_us=floor["us"], floor_exchange_blocks=floor["blocks"],
-                 floor_exchange_bytes=floor["bytes"])
+        r.update(
+            floor_exchange_us=floor["us"], floor_exchange_blocks=floor["blocks"], floor_exchange_bytes=floor["bytes"]
+        )
         if "graph_us_median" in r:
             r["graph_x_floor"] = r["graph_us_median"] / floor["us"]
 
@@ -367,18 +449,27 @@ def add_floor(rows, floor):
 def bench_shape(ctx, shape, args, micro, flusher):
     pool = common.InputPool(ctx, shape, args.pool)
     routing = Routing(ctx, shape, pool, micro)
-    base = {"shape": shape.label, "experts": shape.experts, "topk": shape.topk,
-            "hidden": shape.hidden, "max_tokens": shape.max_tokens,
-            "dtype": common.DTYPE_NAMES[shape.dtype], "world": ctx.world,
-            "tokens_per_rank": routing.tokens_per_rank, "sol_model": routing.sol_model}
+    base = {
+        "shape": shape.label,
+        "experts": shape.experts,
+        "topk": shape.topk,
+        "hidden": shape.hidden,
+        "max_tokens": shape.max_tokens,
+        "dtype": common.DTYPE_NAMES[shape.dtype],
+        "world": ctx.world,
+        "tokens_per_rank": routing.tokens_per_rank,
+        "sol_model": routing.sol_model,
+    }
     check_inputs = None
     if args.check:
-        check_inputs = [common.make_inputs(shape, r, ctx.world, common.pool_seed(shape, -1),
-                                           ctx.device) for r in range(ctx.world)]
+        check_inputs = [
+            common.make_inputs(shape, r, ctx.world, common.pool_seed(shape, -1), ctx.device) for r in range(ctx.world)
+        ]
     harness_floor = None
     if args.harness:  # a submission that does no communication at all
-        harness_floor = summarize(common.time_harness(ctx, lambda inp: inp[0].clone(), pool.get,
-                                                      args.iters, args.warmup))["median"]
+        harness_floor = summarize(
+            common.time_harness(ctx, lambda inp: inp[0].clone(), pool.get, args.iters, args.warmup)
+        )["median"]
     rows = []
     for name in args.system_list:
         system, why = build_system(name, ctx, shape, args)
@@ -396,8 +487,7 @@ def bench_shape(ctx, shape, args, micro, flusher):
             gtimes = measure_graph_or_error(ctx, system, pool, args, shape.max_tokens)
             harness = None
             if args.harness:
-                harness = summarize(common.time_harness(ctx, system.run, pool.get,
-                                                        args.iters, args.warmup))["median"]
+                harness = summarize(common.time_harness(ctx, system.run, pool.get, args.iters, args.warmup))["median"]
         except Exception as e:  # report and go on; a hang is not caught here
             rows += [dict(info, phase=ph, status=f"error: {type(e).__name__}: {e}") for ph in PHASES]
             system.close()
@@ -419,8 +509,7 @@ def bench_shape(ctx, shape, args, micro, flusher):
 
 def add_vs_nccl(rows):
     """vs_nccl = NCCL eager time / this eager time: > 1 means faster than the NCCL baseline."""
-    nccl = {(r["shape"], r["phase"]): r["us_median"] for r in rows
-            if r["system"] == "nccl" and "us_median" in r}
+    nccl = {(r["shape"], r["phase"]): r["us_median"] for r in rows if r["system"] == "nccl" and "us_median" in r}
     for r in rows:
         ref = nccl.get((r["shape"], r["phase"]))
         if ref and "us_median" in r:
@@ -428,9 +517,26 @@ def add_vs_nccl(rows):
 
 
 # ----------------------------------------------------------------------------- report
-HEADERS = ["shape", "system", "phase", "tok/rank", "MB", "med us", "p10", "p90", "GB/s",
-           "xSoL", "SoL us", "bound", "vsNCCL", "graph us", "g p10-p90", "g xSoL", "floor us",
-           "check"]
+HEADERS = [
+    "shape",
+    "system",
+    "phase",
+    "tok/rank",
+    "MB",
+    "med us",
+    "p10",
+    "p90",
+    "GB/s",
+    "xSoL",
+    "SoL us",
+    "bound",
+    "vsNCCL",
+    "graph us",
+    "g p10-p90",
+    "g xSoL",
+    "floor us",
+    "check",
+]
 PHASE_ABBREV = {"dispatch+combine": "d+c"}
 
 
@@ -438,12 +544,20 @@ def graph_cells(r):
     """[graph us, g p10-p90, g xSoL, floor us] of a row."""
     floor = fmt(r.get("floor_exchange_us"))
     if "graph_us_median" in r:
-        return [fmt(r["graph_us_median"]), f"{fmt(r['graph_us_p10'])}-{fmt(r['graph_us_p90'])}",
-                fmt(r["graph_x_sol"], 2), floor]
+        return [
+            fmt(r["graph_us_median"]),
+            f"{fmt(r['graph_us_p10'])}-{fmt(r['graph_us_p90'])}",
+            fmt(r["graph_x_sol"], 2),
+            floor,
+        ]
     if r.get("phase") in GRAPH_PHASES and r.get("graph_status"):
         st = r["graph_status"]
-        return ["eager only" if st.startswith("eager only") else ("error" if st.startswith("error") else "-"),
-                "", "", floor]
+        return [
+            "eager only" if st.startswith("eager only") else ("error" if st.startswith("error") else "-"),
+            "",
+            "",
+            floor,
+        ]
     return ["", "", "", floor if r.get("phase") in TWO_PHASE else ""]
 
 
@@ -453,14 +567,27 @@ def table_rows(rows, harness=False):
         phase = PHASE_ABBREV.get(r["phase"], r["phase"])
         if "us_median" not in r:
             line = [r["shape"], r["system"], phase, fmt(r.get("tokens_per_rank"))]
-            out.append(line + [""] * (len(HEADERS) - 5) + [r["status"]]
-                       + ([""] * 3 if harness else []))
+            out.append(line + [""] * (len(HEADERS) - 5) + [r["status"]] + ([""] * 3 if harness else []))
             continue
-        line = [r["shape"], r["system"], phase, fmt(r["tokens_per_rank"]),
-                fmt(r["bytes"] / 1e6, 2), fmt(r["us_median"]), fmt(r["us_p10"]),
-                fmt(r["us_p90"]), fmt(r["GBps"]), fmt(r["x_sol"], 2), fmt(r["sol_us"]),
-                r.get("sol_bound", ""), fmt(r.get("vs_nccl"), 2)] + graph_cells(r) + [
-                r["check"] if r["status"] == "ok" else r["status"]]
+        line = (
+            [
+                r["shape"],
+                r["system"],
+                phase,
+                fmt(r["tokens_per_rank"]),
+                fmt(r["bytes"] / 1e6, 2),
+                fmt(r["us_median"]),
+                fmt(r["us_p10"]),
+                fmt(r["us_p90"]),
+                fmt(r["GBps"]),
+                fmt(r["x_sol"], 2),
+                fmt(r["sol_us"]),
+                r.get("sol_bound", ""),
+                fmt(r.get("vs_nccl"), 2),
+            ]
+            + graph_cells(r)
+            + [r["check"] if r["status"] == "ok" else r["status"]]
+        )
         if harness:
             line += [fmt(r.get("harness_us")), fmt(r.get("floor_us")), fmt(r.get("above_floor_us"))]
         out.append(line)
@@ -471,38 +598,63 @@ def floor_summary_rows(rows, system="moe_a2a"):
     """Per shape: the machine's floor for the shape's bytes next to `system`'s graph times."""
     out = []
     for shape in dict.fromkeys(r["shape"] for r in rows):
-        dc = next((r for r in rows if r["shape"] == shape and r["system"] == system
-                   and r["phase"] == "dispatch+combine"), None)
-        pipe = next((r for r in rows if r["shape"] == shape and r["system"] == system
-                     and r["phase"] == "pipeline"), None)
+        dc = next(
+            (r for r in rows if r["shape"] == shape and r["system"] == system and r["phase"] == "dispatch+combine"),
+            None,
+        )
+        pipe = next(
+            (r for r in rows if r["shape"] == shape and r["system"] == system and r["phase"] == "pipeline"), None
+        )
         if dc is None or ("graph_us_median" not in dc and "floor_exchange_us" not in dc):
             continue
         blocks = dc.get("floor_exchange_blocks")
-        out.append([shape, fmt(dc.get("bytes", 0) / 2e6, 2),
-                    fmt(dc.get("floor_exchange_us")) + (f" ({blocks})" if blocks else ""),
-                    fmt(dc.get("graph_us_median")), fmt(dc.get("graph_x_floor"), 2),
-                    fmt((pipe or {}).get("graph_us_median")), fmt(dc.get("graph_sol_us", dc.get("sol_us"))),
-                    fmt(dc.get("graph_x_sol"), 2), dc.get("sol_bound", ""),
-                    fmt(dc.get("us_median"))])
+        out.append(
+            [
+                shape,
+                fmt(dc.get("bytes", 0) / 2e6, 2),
+                fmt(dc.get("floor_exchange_us")) + (f" ({blocks})" if blocks else ""),
+                fmt(dc.get("graph_us_median")),
+                fmt(dc.get("graph_x_floor"), 2),
+                fmt((pipe or {}).get("graph_us_median")),
+                fmt(dc.get("graph_sol_us", dc.get("sol_us"))),
+                fmt(dc.get("graph_x_sol"), 2),
+                dc.get("sol_bound", ""),
+                fmt(dc.get("us_median")),
+            ]
+        )
     return out
 
 
-FLOOR_HEADERS = ["shape", "MB/phase", "floor us (blocks)", "graph d+c", "x floor", "graph pipe",
-                 "SoL d+c", "x SoL", "bound", "eager d+c"]
+FLOOR_HEADERS = [
+    "shape",
+    "MB/phase",
+    "floor us (blocks)",
+    "graph d+c",
+    "x floor",
+    "graph pipe",
+    "SoL d+c",
+    "x SoL",
+    "bound",
+    "eager d+c",
+]
 
 
 def print_formulas(micro):
     sol = common.sol_model()
     print("bytes = busiest GPU's max(sent, received) over the links: " + sol.FORMULA)
     print("SoL = " + sol.LOCAL_FORMULA)
-    print(f"B = {micro['B_GBps']:.0f} GB/s ({micro['B_source']}), B_hbm = {micro['B_hbm_GBps']:.0f} GB/s "
-          f"({micro['B_hbm_source']}), L = {micro['L_us']:.2f} us; xSoL = time / SoL (1 = physical limit), "
-          "bound = the larger SoL term (link or local; dispatch/combine when they differ); "
-          "vsNCCL = NCCL time / time (>1 = faster), eager")
-    print("graph = CUDA-graph steady state (per iteration, max over ranks, median and p10-p90 over "
-          "replays), moe_a2a only: the NCCL path needs a host sync for its split sizes and cannot be "
-          "captured ('eager only'); floor us = the machine's floor for these bytes, 2 phases "
-          "(bare exchange, microbench.floor_for_bytes)")
+    print(
+        f"B = {micro['B_GBps']:.0f} GB/s ({micro['B_source']}), B_hbm = {micro['B_hbm_GBps']:.0f} GB/s "
+        f"({micro['B_hbm_source']}), L = {micro['L_us']:.2f} us; xSoL = time / SoL (1 = physical limit), "
+        "bound = the larger SoL term (link or local; dispatch/combine when they differ); "
+        "vsNCCL = NCCL time / time (>1 = faster), eager"
+    )
+    print(
+        "graph = CUDA-graph steady state (per iteration, max over ranks, median and p10-p90 over "
+        "replays), moe_a2a only: the NCCL path needs a host sync for its split sizes and cannot be "
+        "captured ('eager only'); floor us = the machine's floor for these bytes, 2 phases "
+        "(bare exchange, microbench.floor_for_bytes)"
+    )
 
 
 def print_report(rows, micro, harness):
@@ -515,14 +667,12 @@ def print_report(rows, micro, harness):
         print("\nmoe_a2a in CUDA-graph steady state against the machine's floor (us per dispatch + combine):")
         common.print_table(FLOOR_HEADERS, fl)
     print("\ngeomean of the eager pipeline median (us) over the shapes both it and nccl ran:")
-    med = {(r["system"], r["shape"]): r["us_median"] for r in rows
-           if r["phase"] == "pipeline" and "us_median" in r}
+    med = {(r["system"], r["shape"]): r["us_median"] for r in rows if r["phase"] == "pipeline" and "us_median" in r}
     for x in dict.fromkeys(r["system"] for r in rows):
         shapes = [s for (y, s) in med if y == x and ("nccl", s) in med]
         if shapes:
             g, gn = (common.geomean([med[(y, s)] for s in shapes]) for y in (x, "nccl"))
-            print(f"  {x:10s} {fmt(g):>10s}   nccl {fmt(gn):>10s}   vsNCCL {fmt(gn / g, 2)}"
-                  f"   ({len(shapes)} shapes)")
+            print(f"  {x:10s} {fmt(g):>10s}   nccl {fmt(gn):>10s}   vsNCCL {fmt(gn / g, 2)}   ({len(shapes)} shapes)")
 
 
 def plot(rows, path):
@@ -539,24 +689,41 @@ def plot(rows, path):
         for k, (s, key) in enumerate(series):
             xs, ys = [], []
             for i, sh in enumerate(shapes):
-                r = next((r for r in rows if r["shape"] == sh and r["system"] == s
-                          and r["phase"] == ph and key in r), None)
+                r = next(
+                    (r for r in rows if r["shape"] == sh and r["system"] == s and r["phase"] == ph and key in r), None
+                )
                 if r:
                     xs.append(i - 0.4 + width * (k + 0.5))
                     ys.append(r[key])
-            ax.bar(xs, ys, width, label=s if key == "us_median" else f"{s} graph",
-                   hatch=None if key == "us_median" else "//")
+            ax.bar(
+                xs,
+                ys,
+                width,
+                label=s if key == "us_median" else f"{s} graph",
+                hatch=None if key == "us_median" else "//",
+            )
         for i, sh in enumerate(shapes):  # speed of light: a black bar across the group
-            sol = next((r["sol_us"] for r in rows if r["shape"] == sh and r["phase"] == ph
-                        and "sol_us" in r), None)
+            sol = next((r["sol_us"] for r in rows if r["shape"] == sh and r["phase"] == ph and "sol_us" in r), None)
             if sol:
-                ax.hlines(sol, i - 0.45, i + 0.45, colors="k", linewidth=2,
-                          label="speed of light" if i == 0 else None)
-            fl = next((r["floor_exchange_us"] for r in rows if r["shape"] == sh and r["phase"] == ph
-                       and "floor_exchange_us" in r), None)
+                ax.hlines(sol, i - 0.45, i + 0.45, colors="k", linewidth=2, label="speed of light" if i == 0 else None)
+            fl = next(
+                (
+                    r["floor_exchange_us"]
+                    for r in rows
+                    if r["shape"] == sh and r["phase"] == ph and "floor_exchange_us" in r
+                ),
+                None,
+            )
             if fl:
-                ax.hlines(fl, i - 0.45, i + 0.45, colors="r", linewidth=1.5, linestyles="--",
-                          label="machine floor" if i == 0 else None)
+                ax.hlines(
+                    fl,
+                    i - 0.45,
+                    i + 0.45,
+                    colors="r",
+                    linewidth=1.5,
+                    linestyles="--",
+                    label="machine floor" if i == 0 else None,
+                )
         ax.set_yscale("log")
         ax.set_xticks(range(len(shapes)))
         ax.set_xticklabels(shapes, rotation=30, ha="right", fontsize=8)
@@ -583,8 +750,13 @@ def write_outputs(ctx, args, name, rows, micro, extra=None):
     sol = common.sol_model()
     os.makedirs(args.out, exist_ok=True)
     cfg = {k: v for k, v in vars(args).items() if k not in ("shape_list",)}
-    doc = {"meta": common.metadata(ctx), "config": cfg, "microbench": micro,
-           "formula": {"link": sol.FORMULA, "sol": sol.LOCAL_FORMULA}, "rows": rows}
+    doc = {
+        "meta": common.metadata(ctx),
+        "config": cfg,
+        "microbench": micro,
+        "formula": {"link": sol.FORMULA, "sol": sol.LOCAL_FORMULA},
+        "rows": rows,
+    }
     doc.update(extra or {})
     common.write_json(os.path.join(args.out, f"{name}.json"), doc)
     common.write_csv(os.path.join(args.out, f"{name}.csv"), rows)
@@ -599,13 +771,17 @@ def main(argv=None):
     rows = []
     for shape in args.shape_list:
         if ctx.rank == 0:
-            print(f"== {shape.label} {common.DTYPE_NAMES[shape.dtype]} seed {shape.seed}, "
-                  f"world {ctx.world}", flush=True)
+            print(
+                f"== {shape.label} {common.DTYPE_NAMES[shape.dtype]} seed {shape.seed}, world {ctx.world}", flush=True
+            )
         new = bench_shape(ctx, shape, args, micro, flusher)
         if ctx.rank == 0:
             for line in floor_summary_rows(new):
-                print(f"   moe_a2a graph d+c {line[3]} us, machine floor {line[2]} us for {line[1]} MB "
-                      f"per phase (x floor {line[4]}), graph pipeline {line[5]} us", flush=True)
+                print(
+                    f"   moe_a2a graph d+c {line[3]} us, machine floor {line[2]} us for {line[1]} MB "
+                    f"per phase (x floor {line[4]}), graph pipeline {line[5]} us",
+                    flush=True,
+                )
         rows += new
     if ctx.rank == 0:
         print_report(rows, micro, args.harness)

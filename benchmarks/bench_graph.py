@@ -15,17 +15,17 @@ is the machine's floor for the shape's bytes (a bare exchange, one kernel per ph
 size comes from torchrun. bench_all2all.py and bench_sweep.py report the same graph timing
 next to the other systems; this script is the moe_a2a-only view over a wider set of shapes.
 """
-import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
+
 import argparse
 import os
 
+import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
 import torch
 import torch.distributed as dist
-
 from bench_all2all import Routing, get_micro, graph_fields, shape_floor
 from common import fmt, summarize
 
-DEFAULT_SHAPES = (common.CHALLENGE_SHAPES + ";256,8,7168,1;256,8,7168,128;256,8,7168,1024;256,8,7168,4096")
+DEFAULT_SHAPES = common.CHALLENGE_SHAPES + ";256,8,7168,1;256,8,7168,128;256,8,7168,1024;256,8,7168,4096"
 
 
 def parse_args(argv=None):
@@ -37,8 +37,12 @@ def parse_args(argv=None):
     p.add_argument("--iters", type=int, default=50, help="timed eager iterations (default 50)")
     p.add_argument("--gemm", action="store_true", help="also the pipeline dispatch -> fake GEMM -> combine")
     p.add_argument("--no-microbench", action="store_true", help="use BENCHMARKS.md's B, B_hbm and L (labelled)")
-    p.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True,
-                   help="measure the machine's floor for each shape's bytes (default on)")
+    p.add_argument(
+        "--floor",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="measure the machine's floor for each shape's bytes (default on)",
+    )
     p.add_argument("--out", default=os.path.join(common.BENCH_DIR, "results"))
     args = p.parse_args(argv)
     if args.inputs < 8:
@@ -69,32 +73,46 @@ def eager_us(ctx, ep, pool, iters, flusher):
 
 def bench_shape(ctx, shape, args, micro, flusher):
     from baselines import MoeA2ASystem
+
     pool = common.InputPool(ctx, shape, args.inputs, num_tokens=shape.max_tokens)
     routing = Routing(ctx, shape, pool, micro)
     system = MoeA2ASystem(ctx, shape, layout=args.layout)
 
     per_graph = 8 * args.inputs if shape.max_tokens <= 256 else args.inputs
-    row = {"shape": shape.label, "tokens": shape.max_tokens, "world": ctx.world, "layout": args.layout,
-           "sol_bound": routing.bound("dispatch+combine"), "inputs_in_graph": args.inputs}
-    g = graph_fields(common.time_graph(ctx, lambda i: system.dispatch_combine(pool.get(i)), args.inputs,
-                                       per_graph, args.replays), routing, per_graph, "dispatch+combine")
+    row = {
+        "shape": shape.label,
+        "tokens": shape.max_tokens,
+        "world": ctx.world,
+        "layout": args.layout,
+        "sol_bound": routing.bound("dispatch+combine"),
+        "inputs_in_graph": args.inputs,
+    }
+    g = graph_fields(
+        common.time_graph(ctx, lambda i: system.dispatch_combine(pool.get(i)), args.inputs, per_graph, args.replays),
+        routing,
+        per_graph,
+        "dispatch+combine",
+    )
     row.update(g, sol_us=g["graph_sol_us"])
     if args.gemm:
-        p = summarize(common.time_graph(ctx, lambda i: system.run(pool.get(i)), args.inputs, per_graph,
-                                        args.replays))
-        row.update(graph_pipeline_us_median=p["median"], graph_pipeline_us_p10=p["p10"],
-                   graph_pipeline_us_p90=p["p90"])
+        p = summarize(common.time_graph(ctx, lambda i: system.run(pool.get(i)), args.inputs, per_graph, args.replays))
+        row.update(graph_pipeline_us_median=p["median"], graph_pipeline_us_p10=p["p10"], graph_pipeline_us_p90=p["p90"])
     d_us, c_us = eager_us(ctx, system.ep, pool, args.iters, flusher)
     for name, us in (("dispatch", d_us), ("combine", c_us)):
         s = summarize(us)
-        row.update({f"eager_{name}_us_median": s["median"], f"eager_{name}_us_p10": s["p10"],
-                    f"eager_{name}_us_p90": s["p90"]})
+        row.update(
+            {f"eager_{name}_us_median": s["median"], f"eager_{name}_us_p10": s["p10"], f"eager_{name}_us_p90": s["p90"]}
+        )
     system.synchronize()
     system.close()
     floor = shape_floor(ctx, routing, args)
     if floor is not None and "error" not in floor:
-        row.update(floor_exchange_us=floor["us"], floor_exchange_blocks=floor["blocks"],
-                   floor_exchange_bytes=floor["bytes"], graph_x_floor=row["graph_us_median"] / floor["us"])
+        row.update(
+            floor_exchange_us=floor["us"],
+            floor_exchange_blocks=floor["blocks"],
+            floor_exchange_bytes=floor["bytes"],
+            graph_x_floor=row["graph_us_median"] / floor["us"],
+        )
     elif floor is not None:
         row["floor_exchange_status"] = floor["error"]
     return row
@@ -110,21 +128,37 @@ def main():
         rows.append(bench_shape(ctx, shape, args, micro, flusher))
         if ctx.rank == 0:
             r = rows[-1]
-            print(f"{r['shape']:22s} graph d+c {fmt(r['graph_us_median'])} us ({fmt(r['graph_us_p10'])}-"
-                  f"{fmt(r['graph_us_p90'])}), x SoL {fmt(r['graph_x_sol'], 2)} ({r['sol_bound']}), floor "
-                  f"{fmt(r.get('floor_exchange_us'))}; eager dispatch {fmt(r['eager_dispatch_us_median'])}, "
-                  f"combine {fmt(r['eager_combine_us_median'])}"
-                  + (f"; graph pipeline {fmt(r['graph_pipeline_us_median'])}" if args.gemm else ""), flush=True)
+            print(
+                f"{r['shape']:22s} graph d+c {fmt(r['graph_us_median'])} us ({fmt(r['graph_us_p10'])}-"
+                f"{fmt(r['graph_us_p90'])}), x SoL {fmt(r['graph_x_sol'], 2)} ({r['sol_bound']}), floor "
+                f"{fmt(r.get('floor_exchange_us'))}; eager dispatch {fmt(r['eager_dispatch_us_median'])}, "
+                f"combine {fmt(r['eager_combine_us_median'])}"
+                + (f"; graph pipeline {fmt(r['graph_pipeline_us_median'])}" if args.gemm else ""),
+                flush=True,
+            )
     if ctx.rank == 0:
         heads = ["shape", "graph d+c us", "p10", "p90", "SoL d+c", "bound", "x SoL", "floor", "x floor"]
         heads += ["graph pipeline"] if args.gemm else []
         heads += ["eager dispatch", "eager combine"]
-        common.print_table(heads, [[r["shape"], fmt(r["graph_us_median"]), fmt(r["graph_us_p10"]),
-                                    fmt(r["graph_us_p90"]), fmt(r["sol_us"]), r["sol_bound"], fmt(r["graph_x_sol"], 2),
-                                    fmt(r.get("floor_exchange_us")), fmt(r.get("graph_x_floor"), 2)]
-                                   + ([fmt(r["graph_pipeline_us_median"])] if args.gemm else [])
-                                   + [fmt(r["eager_dispatch_us_median"]), fmt(r["eager_combine_us_median"])]
-                                   for r in rows])
+        common.print_table(
+            heads,
+            [
+                [
+                    r["shape"],
+                    fmt(r["graph_us_median"]),
+                    fmt(r["graph_us_p10"]),
+                    fmt(r["graph_us_p90"]),
+                    fmt(r["sol_us"]),
+                    r["sol_bound"],
+                    fmt(r["graph_x_sol"], 2),
+                    fmt(r.get("floor_exchange_us")),
+                    fmt(r.get("graph_x_floor"), 2),
+                ]
+                + ([fmt(r["graph_pipeline_us_median"])] if args.gemm else [])
+                + [fmt(r["eager_dispatch_us_median"]), fmt(r["eager_combine_us_median"])]
+                for r in rows
+            ],
+        )
         meta = dict(common.metadata(ctx), micro=micro, args=vars(args) | {"shape_list": None})
         common.write_json(os.path.join(args.out, "bench_graph.json"), {"meta": meta, "rows": rows})
         common.write_csv(os.path.join(args.out, "bench_graph.csv"), rows)

@@ -20,13 +20,13 @@ Memory per rank: E/world experts x 3 matrices of H x F (11 GiB in bf16 at world 
 default shape), their gradients for fwd+bwd, and the packed buffers sized by max_recv_tokens,
 which is the worst case T x world x K rows capped by --recv-budget-mib.
 """
-import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
+
 import argparse
 import os
 
+import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
 import torch
 import torch.distributed as dist
-
 from common import fmt, summarize
 
 PHASES = ("forward", "dispatch", "combine", "experts", "fwd+bwd", "dispatch-bwd", "combine-bwd")
@@ -40,27 +40,44 @@ MIN_ITERS = 10
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--tokens", default="128,512,2048", help="comma list of tokens per rank (default 128,512,2048)")
-    p.add_argument("--shape", default=DEFAULT_SHAPE,
-                   help=f"experts,topk,hidden,ffn (default DeepSeek-V3: {DEFAULT_SHAPE})")
+    p.add_argument(
+        "--shape", default=DEFAULT_SHAPE, help=f"experts,topk,hidden,ffn (default DeepSeek-V3: {DEFAULT_SHAPE})"
+    )
     p.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
     p.add_argument("--layout", default="packed", choices=["packed", "padded"])
     p.add_argument("--phases", default=",".join(PHASES), help=f"comma list from {list(PHASES)} (default all)")
-    p.add_argument("--recv-budget-mib", type=int, default=4096,
-                   help="cap on the dispatch output (packed: max_recv_tokens rows; padded: rows per\n"
-                        "expert x local experts) in MiB; the worst case is used when it fits (default 4096)")
+    p.add_argument(
+        "--recv-budget-mib",
+        type=int,
+        default=4096,
+        help="cap on the dispatch output (packed: max_recv_tokens rows; padded: rows per\n"
+        "expert x local experts) in MiB; the worst case is used when it fits (default 4096)",
+    )
     p.add_argument("--iters", type=int, default=50, help="timed iterations per measurement (default 50)")
     p.add_argument("--warmup", type=int, default=5, help="untimed iterations first (default 5)")
     p.add_argument("--pool", type=int, default=4, help="distinct token batches cycled through (default 4)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--flush-mib", type=int, default=256,
-                   help="L2 flush buffer written before every timed iteration (default 256)")
-    p.add_argument("--preroll-us", type=float, default=1000.0,
-                   help="GPU busy-wait before each start event, so the host queues the timed calls\n"
-                        "ahead (default 1000; fwd+bwd launches more than that covers at small T)")
-    p.add_argument("--check", action=argparse.BooleanOptionalAction, default=True,
-                   help="compare the experts' fast path with one matmul per expert once per T (default on)")
-    p.add_argument("--out", default=os.path.join(common.BENCH_DIR, "results"),
-                   help="folder for bench_moe_layer.json / .csv (default benchmarks/results/)")
+    p.add_argument(
+        "--flush-mib", type=int, default=256, help="L2 flush buffer written before every timed iteration (default 256)"
+    )
+    p.add_argument(
+        "--preroll-us",
+        type=float,
+        default=1000.0,
+        help="GPU busy-wait before each start event, so the host queues the timed calls\n"
+        "ahead (default 1000; fwd+bwd launches more than that covers at small T)",
+    )
+    p.add_argument(
+        "--check",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="compare the experts' fast path with one matmul per expert once per T (default on)",
+    )
+    p.add_argument(
+        "--out",
+        default=os.path.join(common.BENCH_DIR, "results"),
+        help="folder for bench_moe_layer.json / .csv (default benchmarks/results/)",
+    )
     args = p.parse_args(argv)
     try:
         args.token_list = [int(t) for t in args.tokens.split(",") if t.strip()]
@@ -126,8 +143,18 @@ def table_rows(rows):
         if "us_median" not in r:
             out.append([r["tokens"], r["phase"], "", "", "", "", fmt(r.get("peak_gib"), 1), r["status"]])
             continue
-        out.append([r["tokens"], r["phase"], fmt(r["us_median"]), fmt(r["us_p10"]), fmt(r["us_p90"]),
-                    fmt(r.get("tflops")), fmt(r.get("peak_gib"), 1), r["status"]])
+        out.append(
+            [
+                r["tokens"],
+                r["phase"],
+                fmt(r["us_median"]),
+                fmt(r["us_p10"]),
+                fmt(r["us_p90"]),
+                fmt(r.get("tflops")),
+                fmt(r.get("peak_gib"), 1),
+                r["status"],
+            ]
+        )
     return out
 
 
@@ -143,11 +170,11 @@ def check_experts(layer, x, expert_swiglu, route):
     """The fast expert path against one matmul per expert (impl="loop") on the rows of an
     expert: relative L2 error, which should be a few bf16 ulps (< 1e-2)."""
     from moe_a2a.layers import expert_row_mask
+
     with torch.no_grad():
         idx, w = route(x, layer.router_weight, layer.experts_per_token, layer.normalize_topk)
         d = layer.ep.dispatch(x, idx, w)
-        args = (d.expert_x, d.expert_offsets, d.expert_num_tokens, layer.w_gate, layer.w_up, layer.w_down,
-                layer.layout)
+        args = (d.expert_x, d.expert_offsets, d.expert_num_tokens, layer.w_gate, layer.w_up, layer.w_down, layer.layout)
         fast = expert_swiglu(*args)
         slow = expert_swiglu(*args, impl="loop")
         layer.ep.combine(fast, d)
@@ -164,24 +191,46 @@ def bench_tokens(ctx, args, T, flusher):
     from moe_a2a.layers import ExpertParallelMoE, expert_swiglu
 
     elem = torch.tensor([], dtype=args.dtype_t).element_size()
-    recv, recv_per_expert = recv_capacity(args.layout, T, ctx.world, args.experts, args.topk, args.hidden, elem,
-                                          args.recv_budget_mib * common.MiB)
-    base = {"tokens": T, "world": ctx.world, "experts": args.experts, "topk": args.topk, "hidden": args.hidden,
-            "ffn": args.ffn, "dtype": args.dtype, "layout": args.layout, "max_recv_tokens": recv,
-            "max_recv_tokens_per_expert": recv_per_expert,
-            "weight_gib_per_rank": weight_bytes_per_rank(args.experts, ctx.world, args.hidden, args.ffn, elem) / 2**30}
+    recv, recv_per_expert = recv_capacity(
+        args.layout, T, ctx.world, args.experts, args.topk, args.hidden, elem, args.recv_budget_mib * common.MiB
+    )
+    base = {
+        "tokens": T,
+        "world": ctx.world,
+        "experts": args.experts,
+        "topk": args.topk,
+        "hidden": args.hidden,
+        "ffn": args.ffn,
+        "dtype": args.dtype,
+        "layout": args.layout,
+        "max_recv_tokens": recv,
+        "max_recv_tokens_per_expert": recv_per_expert,
+        "weight_gib_per_rank": weight_bytes_per_rank(args.experts, ctx.world, args.hidden, args.ffn, elem) / 2**30,
+    }
     torch.cuda.reset_peak_memory_stats(ctx.device)
     # init_seed=None: weights drawn on the GPU (seconds for the CPU draw of 11 GiB otherwise)
-    layer = ExpertParallelMoE(args.hidden, args.ffn, args.experts, args.topk, T, group=ctx.group,
-                              dtype=args.dtype_t, layout=args.layout, max_recv_tokens=recv,
-                              max_recv_tokens_per_expert=recv_per_expert, device=ctx.device, init_seed=None)
+    layer = ExpertParallelMoE(
+        args.hidden,
+        args.ffn,
+        args.experts,
+        args.topk,
+        T,
+        group=ctx.group,
+        dtype=args.dtype_t,
+        layout=args.layout,
+        max_recv_tokens=recv,
+        max_recv_tokens_per_expert=recv_per_expert,
+        device=ctx.device,
+        init_seed=None,
+    )
     rows = []
     try:
         ep = layer.ep
         gen = torch.Generator(device=ctx.device)
         gen.manual_seed(args.seed * 1_000_003 + ctx.rank)
-        pool = [torch.randn(T, args.hidden, generator=gen, device=ctx.device).to(args.dtype_t)
-                for _ in range(args.pool)]
+        pool = [
+            torch.randn(T, args.hidden, generator=gen, device=ctx.device).to(args.dtype_t) for _ in range(args.pool)
+        ]
         grad_out = torch.randn(T, args.hidden, generator=gen, device=ctx.device).to(args.dtype_t)
         with torch.no_grad():
             routes = [route(x, layer.router_weight, args.topk, layer.normalize_topk) for x in pool]
@@ -202,8 +251,9 @@ def bench_tokens(ctx, args, T, flusher):
             return ep.dispatch(pool[j], *routes[j])
 
         def experts_of(d):
-            return expert_swiglu(d.expert_x, d.expert_offsets, d.expert_num_tokens, layer.w_gate, layer.w_up,
-                                 layer.w_down, layer.layout)
+            return expert_swiglu(
+                d.expert_x, d.expert_offsets, d.expert_num_tokens, layer.w_gate, layer.w_up, layer.w_down, layer.layout
+            )
 
         def fwd_bwd_prep(i):
             layer.zero_grad(set_to_none=True)
@@ -224,16 +274,20 @@ def bench_tokens(ctx, args, T, flusher):
             return ep.combine(y, d), y, w
 
         rows_per_rank = T * args.topk  # the average rank's received (token, k) rows
-        flops = {"forward": expert_flops(rows_per_rank, args.hidden, args.ffn),
-                 "experts": expert_flops(rows_per_rank, args.hidden, args.ffn),
-                 "fwd+bwd": expert_flops(rows_per_rank, args.hidden, args.ffn, backward=True)}
+        flops = {
+            "forward": expert_flops(rows_per_rank, args.hidden, args.ffn),
+            "experts": expert_flops(rows_per_rank, args.hidden, args.ffn),
+            "fwd+bwd": expert_flops(rows_per_rank, args.hidden, args.ffn, backward=True),
+        }
         timed = {
             "forward": dict(fn=lambda j: layer(pool[j]), prepare=get),
-            "dispatch": dict(fn=lambda j: ep.dispatch(pool[j], *routes[j]), prepare=get,
-                             after=lambda d: ep.combine(d.expert_x, d)),
+            "dispatch": dict(
+                fn=lambda j: ep.dispatch(pool[j], *routes[j]), prepare=get, after=lambda d: ep.combine(d.expert_x, d)
+            ),
             "combine": dict(fn=lambda d: ep.combine(d.expert_x, d), prepare=dispatch_of),
-            "experts": dict(fn=lambda d: (experts_of(d), d), prepare=dispatch_of,
-                            after=lambda r: ep.combine(r[0], r[1])),
+            "experts": dict(
+                fn=lambda d: (experts_of(d), d), prepare=dispatch_of, after=lambda r: ep.combine(r[0], r[1])
+            ),
             "fwd+bwd": dict(fn=lambda x: layer(x).backward(grad_out), prepare=fwd_bwd_prep),
             "dispatch-bwd": dict(fn=lambda g: torch.autograd.grad(g[1], g[0], g[2]), prepare=dispatch_graph),
             "combine-bwd": dict(fn=lambda g: torch.autograd.grad(g[0], (g[1], g[2]), grad_out), prepare=combine_graph),
@@ -242,15 +296,23 @@ def bench_tokens(ctx, args, T, flusher):
             spec = timed[phase]
             grad = torch.enable_grad() if phase in GRAD_PHASES else torch.no_grad()
             with grad:
-                us = common.time_device(ctx, spec["fn"], args.iters, args.warmup, prepare=spec["prepare"],
-                                        flusher=flusher, after=spec.get("after"))
+                us = common.time_device(
+                    ctx,
+                    spec["fn"],
+                    args.iters,
+                    args.warmup,
+                    prepare=spec["prepare"],
+                    flusher=flusher,
+                    after=spec.get("after"),
+                )
             ep.synchronize()  # device-side errors (capacity overflow, ...) surface here
             rows.append(phase_row(base, phase, us, flops.get(phase)))
         layer.zero_grad(set_to_none=True)
     except Exception as e:  # report and go on with the next T; a hang is not caught here
         done = {r["phase"] for r in rows}
-        rows += [dict(base, phase=ph, status=f"error: {type(e).__name__}: {e}") for ph in args.phase_list
-                 if ph not in done]
+        rows += [
+            dict(base, phase=ph, status=f"error: {type(e).__name__}: {e}") for ph in args.phase_list if ph not in done
+        ]
     finally:
         layer.close()
     peak = common.max_over_ranks(ctx, [torch.cuda.max_memory_allocated(ctx.device) / 2**30])[0]
@@ -271,13 +333,18 @@ def main(argv=None):
     rows = []
     for T in args.token_list:
         if ctx.rank == 0:
-            print(f"== E{args.experts}-K{args.topk}-H{args.hidden}-F{args.ffn} T={T}/rank {args.dtype} "
-                  f"{args.layout}, world {ctx.world}", flush=True)
+            print(
+                f"== E{args.experts}-K{args.topk}-H{args.hidden}-F{args.ffn} T={T}/rank {args.dtype} "
+                f"{args.layout}, world {ctx.world}",
+                flush=True,
+            )
         rows += bench_tokens(ctx, args, T, flusher)
         torch.cuda.empty_cache()  # the next T builds its own layer
     if ctx.rank == 0:
-        print("\ndevice time per call, max over ranks per iteration; TFLOP/s = the average rank's expert GEMMs / "
-              "median time")
+        print(
+            "\ndevice time per call, max over ranks per iteration; TFLOP/s = the average rank's expert GEMMs / "
+            "median time"
+        )
         common.print_table(HEADERS, table_rows(rows))
         config = {k: (str(v) if isinstance(v, torch.dtype) else v) for k, v in vars(args).items()}
         path = write_outputs(args.out, rows, common.metadata(ctx), config)

@@ -9,17 +9,33 @@ moe_a2a also in CUDA-graph steady state (dispatch -> combine and the pipeline; t
 cannot be captured: eager only), next to the machine's floor for each T's bytes. Same method
 and options as bench_all2all.py.
 """
-import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
+
 import argparse
 import os
 
+import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
 import torch
 import torch.distributed as dist
-
-from bench_all2all import (FLOOR_HEADERS, PHASE_ABBREV, PHASES, Routing, add_common_args, add_floor,
-                           add_vs_nccl, build_system, check_common_args, floor_summary_rows, get_micro,
-                           graph_cells, measure, measure_graph_or_error, print_formulas, shape_floor, system_rows,
-                           write_outputs)
+from bench_all2all import (
+    FLOOR_HEADERS,
+    PHASE_ABBREV,
+    PHASES,
+    Routing,
+    add_common_args,
+    add_floor,
+    add_vs_nccl,
+    build_system,
+    check_common_args,
+    floor_summary_rows,
+    get_micro,
+    graph_cells,
+    measure,
+    measure_graph_or_error,
+    print_formulas,
+    shape_floor,
+    system_rows,
+    write_outputs,
+)
 from common import fmt
 
 DEFAULT_TOKENS = ",".join(str(1 << i) for i in range(13))  # 1 .. 4096
@@ -27,16 +43,21 @@ DEFAULT_TOKENS = ",".join(str(1 << i) for i in range(13))  # 1 .. 4096
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--tokens", default=DEFAULT_TOKENS,
-                   help="comma list of tokens per rank (default 1,2,4,...,4096)")
-    p.add_argument("--shape", default="256,8,7168",
-                   help="experts,topk,hidden (default DeepSeek-V3: 256,8,7168)")
+    p.add_argument("--tokens", default=DEFAULT_TOKENS, help="comma list of tokens per rank (default 1,2,4,...,4096)")
+    p.add_argument("--shape", default="256,8,7168", help="experts,topk,hidden (default DeepSeek-V3: 256,8,7168)")
     p.add_argument("--dtype", default="bf16", choices=sorted(common.DTYPES))
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--systems", default="moe_a2a,nccl",
-                   help="comma list from reference,nccl,symm_mem,moe_a2a (default moe_a2a,nccl)")
-    p.add_argument("--check", action=argparse.BooleanOptionalAction, default=True,
-                   help="verify each system against moe_a2a.reference per token count")
+    p.add_argument(
+        "--systems",
+        default="moe_a2a,nccl",
+        help="comma list from reference,nccl,symm_mem,moe_a2a (default moe_a2a,nccl)",
+    )
+    p.add_argument(
+        "--check",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="verify each system against moe_a2a.reference per token count",
+    )
     add_common_args(p)
     args = p.parse_args(argv)
     check_common_args(p, args)
@@ -47,8 +68,7 @@ def parse_args(argv=None):
         p.error("--tokens wants integers, --shape wants experts,topk,hidden")
     if not args.token_list or min(args.token_list) < 1:
         p.error("--tokens: positive integers")
-    args.shape_list = [common.Shape(e, k, h, t, common.DTYPES[args.dtype], args.seed)
-                       for t in args.token_list]
+    args.shape_list = [common.Shape(e, k, h, t, common.DTYPES[args.dtype], args.seed) for t in args.token_list]
     args.system_list = [s.strip() for s in args.systems.split(",") if s.strip()]
     if args.iters < 50:
         p.error("--iters must be >= 50 (BENCHMARKS.md)")
@@ -61,13 +81,14 @@ def bench_tokens(ctx, shape, args, micro, flusher):
     routing = Routing(ctx, shape, pool, micro)
     check_inputs = None
     if args.check:
-        check_inputs = [common.make_inputs(shape, r, ctx.world, common.pool_seed(shape, -1),
-                                           ctx.device, num_tokens=t) for r in range(ctx.world)]
+        check_inputs = [
+            common.make_inputs(shape, r, ctx.world, common.pool_seed(shape, -1), ctx.device, num_tokens=t)
+            for r in range(ctx.world)
+        ]
     rows = []
     for name in args.system_list:
         system, why = build_system(name, ctx, shape, args)
-        info = {"shape": shape.label, "tokens": t, "world": ctx.world, "system": name,
-                "tokens_per_rank": t}
+        info = {"shape": shape.label, "tokens": t, "world": ctx.world, "system": name, "tokens_per_rank": t}
         if system is None:
             rows += [dict(info, phase=ph, status=why) for ph in PHASES]
             continue
@@ -92,18 +113,47 @@ def bench_tokens(ctx, shape, args, micro, flusher):
 def print_report(rows, micro):
     print()
     print_formulas(micro)
-    heads = ["tokens", "system", "phase", "MB", "med us", "p10", "p90", "GB/s", "xSoL", "bound", "vsNCCL",
-             "graph us", "g p10-p90", "g xSoL", "floor us", "check"]
+    heads = [
+        "tokens",
+        "system",
+        "phase",
+        "MB",
+        "med us",
+        "p10",
+        "p90",
+        "GB/s",
+        "xSoL",
+        "bound",
+        "vsNCCL",
+        "graph us",
+        "g p10-p90",
+        "g xSoL",
+        "floor us",
+        "check",
+    ]
     lines = []
     for r in rows:
         phase = PHASE_ABBREV.get(r["phase"], r["phase"])
         if "us_median" not in r:
             lines.append([r["tokens"], r["system"], phase] + [""] * (len(heads) - 4) + [r["status"]])
         else:
-            lines.append([r["tokens"], r["system"], phase, fmt(r["bytes"] / 1e6, 3),
-                          fmt(r["us_median"]), fmt(r["us_p10"]), fmt(r["us_p90"]),
-                          fmt(r["GBps"]), fmt(r["x_sol"], 2), r.get("sol_bound", ""), fmt(r.get("vs_nccl"), 2)]
-                         + graph_cells(r) + [r["check"]])
+            lines.append(
+                [
+                    r["tokens"],
+                    r["system"],
+                    phase,
+                    fmt(r["bytes"] / 1e6, 3),
+                    fmt(r["us_median"]),
+                    fmt(r["us_p10"]),
+                    fmt(r["us_p90"]),
+                    fmt(r["GBps"]),
+                    fmt(r["x_sol"], 2),
+                    r.get("sol_bound", ""),
+                    fmt(r.get("vs_nccl"), 2),
+                ]
+                + graph_cells(r)
+                + [r["check"]]
+            )
     common.print_table(heads, lines)
     fl = floor_summary_rows(rows)
     if fl:
@@ -118,15 +168,21 @@ def plot(rows, micro, path):
     fig, (ax_t, ax_b) = plt.subplots(1, 2, figsize=(14, 5))
     for s in dict.fromkeys(r["system"] for r in rows):
         for ph, style in (("dispatch", "-o"), ("combine", "--s")):
-            pts = [(r["tokens"], r["us_median"], r["GBps"]) for r in rows
-                   if r["system"] == s and r["phase"] == ph and "us_median" in r]
+            pts = [
+                (r["tokens"], r["us_median"], r["GBps"])
+                for r in rows
+                if r["system"] == s and r["phase"] == ph and "us_median" in r
+            ]
             if pts:
                 x, t, b = zip(*pts)
                 ax_t.plot(x, t, style, label=f"{s} {ph}", markersize=4)
                 ax_b.plot(x, b, style, label=f"{s} {ph}", markersize=4)
     for s in dict.fromkeys(r["system"] for r in rows if "graph_us_median" in r):
-        pts = [(r["tokens"], r["graph_us_median"]) for r in rows
-               if r["system"] == s and r["phase"] == "dispatch+combine" and "graph_us_median" in r]
+        pts = [
+            (r["tokens"], r["graph_us_median"])
+            for r in rows
+            if r["system"] == s and r["phase"] == "dispatch+combine" and "graph_us_median" in r
+        ]
         if pts:
             ax_t.plot(*zip(*pts), "-^", label=f"{s} dispatch+combine (graph)", markersize=4)
     sol = sorted({(r["tokens"], r["sol_us"]) for r in rows if "sol_us" in r and r["phase"] == "dispatch"})

@@ -3,13 +3,13 @@
 Import this module before anything that may initialise NCCL, NVSHMEM or torch symmetric
 memory: the first lines pin NVLink multicast off for this process and its children.
 """
+
 import os
 
 # Multicast (NVLS) can take a shared host's GPUs out of service; every process keeps it off.
 # setdefault keeps a value the launcher already set; _check_multicast_env() warns if that
 # value turns multicast back on.
-_NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-                 "NVSHMEM_DISABLE_NVLS": "1"}
+_NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 for _k, _v in _NO_MULTICAST.items():
     os.environ.setdefault(_k, _v)
 
@@ -38,8 +38,7 @@ MiB = 1 << 20
 def _check_multicast_env():
     for k, v in _NO_MULTICAST.items():
         if os.environ.get(k) != v:
-            print(f"WARNING: {k}={os.environ.get(k)!r}; multicast must stay off ({k}={v})",
-                  file=sys.stderr)
+            print(f"WARNING: {k}={os.environ.get(k)!r}; multicast must stay off ({k}={v})", file=sys.stderr)
 
 
 _check_multicast_env()
@@ -54,6 +53,7 @@ def import_moe_a2a():
     """
     try:
         import moe_a2a
+
         return moe_a2a, ""
     except ImportError:
         pass
@@ -62,6 +62,7 @@ def import_moe_a2a():
         sys.path.append(path)
     try:
         import moe_a2a
+
         return moe_a2a, ""
     except Exception as e:  # a half-built package raises more than ImportError
         return None, f"import moe_a2a failed: {type(e).__name__}: {e}"
@@ -74,6 +75,7 @@ def has_extension(mod):
         return False
     try:
         from moe_a2a._ext import ext
+
         ext()
         return True
     except Exception:
@@ -83,6 +85,7 @@ def has_extension(mod):
 def moe_submodule(name):
     """moe_a2a.<name> (sol, microbench, trace, ...) or None."""
     import importlib
+
     mod, _ = import_moe_a2a()
     if mod is None:
         return None
@@ -142,8 +145,7 @@ def init_distributed():
     ctx = Ctx(dist.get_rank(), dist.get_world_size(), local_rank, device, dist.group.WORLD)
     ctx._one = torch.ones(1, device=device)
     if not 2 <= ctx.world <= 8 and ctx.rank == 0:
-        print(f"WARNING: world size {ctx.world} is outside the 2..8 this suite targets",
-              file=sys.stderr)
+        print(f"WARNING: world size {ctx.world} is outside the 2..8 this suite targets", file=sys.stderr)
     return ctx
 
 
@@ -289,8 +291,12 @@ def quantile(values, q):
 
 
 def summarize(values):
-    return {"median": quantile(values, 0.5), "p10": quantile(values, 0.1),
-            "p90": quantile(values, 0.9), "n": len(values)}
+    return {
+        "median": quantile(values, 0.5),
+        "p10": quantile(values, 0.1),
+        "p90": quantile(values, 0.9),
+        "n": len(values),
+    }
 
 
 def geomean(values):
@@ -299,8 +305,13 @@ def geomean(values):
 
 
 # ----------------------------------------------------------------------------- shapes, inputs
-DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16,
-          "float16": torch.float16, "half": torch.float16}
+DTYPES = {
+    "bf16": torch.bfloat16,
+    "bfloat16": torch.bfloat16,
+    "fp16": torch.float16,
+    "float16": torch.float16,
+    "half": torch.float16,
+}
 DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 CHALLENGE_SHAPES = "8,2,6144,16;64,6,2048,32;128,4,2880,128;128,8,4096,256;256,8,7168,256"
@@ -352,8 +363,17 @@ def make_inputs(shape, rank, world, seed, device, num_tokens=None):
     draws on the CPU and then moves, so every rank can regenerate every rank's data. The
     result keeps the reference's type (a NamedTuple that moe_reference expects)."""
     return reference().generate_rank_inputs(
-        rank, world, shape.experts, shape.topk, shape.hidden, shape.max_tokens, shape.dtype,
-        seed, device=device, num_tokens=num_tokens)
+        rank,
+        world,
+        shape.experts,
+        shape.topk,
+        shape.hidden,
+        shape.max_tokens,
+        shape.dtype,
+        seed,
+        device=device,
+        num_tokens=num_tokens,
+    )
 
 
 def as_inputs(x, idx, w):
@@ -368,8 +388,9 @@ class InputPool:
     entry (for the byte counts and the speed of light)."""
 
     def __init__(self, ctx, shape, size, num_tokens=None):
-        self.items = [make_inputs(shape, ctx.rank, ctx.world, pool_seed(shape, j), ctx.device,
-                                  num_tokens) for j in range(size)]
+        self.items = [
+            make_inputs(shape, ctx.rank, ctx.world, pool_seed(shape, j), ctx.device, num_tokens) for j in range(size)
+        ]
         # all_idx[j][r]: rank r's topk_idx of entry j (on this device)
         self.all_idx = [gather_rows(ctx, it[1]) for it in self.items]
 
@@ -386,8 +407,7 @@ class InputPool:
 # ----------------------------------------------------------------------------- metadata
 def _run(cmd):
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=20,
-                              cwd=REPO_ROOT).stdout.strip()
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=20, cwd=REPO_ROOT).stdout.strip()
     except Exception:
         return ""
 
@@ -433,6 +453,7 @@ def _this_gpu(gpus, device):
 def _cuda_driver_version():
     """The CUDA version the driver supports ("CUDA Version: 13.0" in nvidia-smi's header)."""
     import re
+
     m = re.search(r"CUDA Version:\s*([0-9.]+)", _run(["nvidia-smi"]))
     return m.group(1) if m else None
 
@@ -504,8 +525,10 @@ def pyplot():
     """matplotlib.pyplot on the Agg backend, or None (with a message) when not installed."""
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+
         return plt
     except ImportError:
         print("matplotlib not installed: skipping the PNG", file=sys.stderr)
@@ -523,8 +546,7 @@ def fmt(v, digits=1):
 
 
 def print_table(headers, rows):
-    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h))
-              for i, h in enumerate(headers)]
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h)) for i, h in enumerate(headers)]
     line = "  ".join(str(h).rjust(w) for h, w in zip(headers, widths))
     print(line)
     print("-" * len(line))

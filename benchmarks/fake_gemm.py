@@ -10,6 +10,7 @@ so neither the grid nor the loop grows with the capacity (a segments x capacity 
 and the buffer shape. Without Triton the torch fallback builds a row mask and rewrites the
 whole buffer: correct, but it costs bytes proportional to the capacity, which the report notes.
 """
+
 import torch
 
 try:
@@ -23,9 +24,20 @@ PROGRAMS_PER_SM = 4
 
 
 if triton is not None:
+
     @triton.jit
-    def _scale_work(src, dst, seg_start, seg_count, nseg, factor, H: tl.constexpr, NSEG: tl.constexpr,
-                    BLOCK_R: tl.constexpr, BLOCK_H: tl.constexpr):
+    def _scale_work(
+        src,
+        dst,
+        seg_start,
+        seg_count,
+        nseg,
+        factor,
+        H: tl.constexpr,
+        NSEG: tl.constexpr,
+        BLOCK_R: tl.constexpr,
+        BLOCK_H: tl.constexpr,
+    ):
         # Work item w = (segment s, row block j of s), numbered segment after segment: segment s
         # owns items [ends[s] - blocks[s], ends[s]). Program p takes items p, p + P, p + 2P, ...
         segs = tl.arange(0, NSEG)
@@ -36,7 +48,7 @@ if triton is not None:
         total = tl.sum(blocks, axis=0)
         w = tl.program_id(0)
         while w < total:  # (a while loop: the Triton interpreter of the CPU tests takes it too)
-            seg = tl.sum((ends <= w).to(tl.int32), axis=0)         # first segment with end > w
+            seg = tl.sum((ends <= w).to(tl.int32), axis=0)  # first segment with end > w
             first = tl.sum(tl.where(segs == seg, ends - blocks, 0), axis=0)
             n = tl.sum(tl.where(segs == seg, counts, 0), axis=0)
             start = tl.load(seg_start + seg).to(tl.int64)
@@ -85,8 +97,17 @@ def scale_segments(src, dst, seg_start, seg_count, factor):
         return dst
     if backend(src.device) == "triton":
         _scale_work[(_programs(src.device, rows),)](
-            src, dst, seg_start, seg_count, nseg, float(factor), H=hidden,
-            NSEG=triton.next_power_of_2(nseg), BLOCK_R=BLOCK_R, BLOCK_H=BLOCK_H)
+            src,
+            dst,
+            seg_start,
+            seg_count,
+            nseg,
+            float(factor),
+            H=hidden,
+            NSEG=triton.next_power_of_2(nseg),
+            BLOCK_R=BLOCK_R,
+            BLOCK_H=BLOCK_H,
+        )
         return dst
     # Fallback: row -> segment by binary search over the (ascending) starts.
     r = torch.arange(rows, device=src.device)

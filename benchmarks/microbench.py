@@ -10,26 +10,28 @@ per phase, two phases per iteration, CUDA-graph steady state, us per 2 phases (m
 replays of the max over ranks); each rank sends `bytes` to the next rank (at world 2: both
 GPUs send `bytes` each way) with `blocks` blocks, one signal per block.
 """
-import common  # noqa: F401  (first: pins multicast off before torch.distributed)
+
 import argparse
 import os
 import sys
 import time
 
+import common  # noqa: F401  (first: pins multicast off before torch.distributed)
 import torch
 import torch.distributed as dist
-
 from common import MiB, has_extension, import_moe_a2a, moe_submodule, summarize, time_device
 
 # Used only when a quantity cannot be measured here; always labelled "assumed" in the output.
-ASSUMED = {"B_GBps": 370.0, "flag_latency_us": 1.2, "B_hbm_GBps": 4137.0,
-           "source": "BENCHMARKS.md (B, flag latency, 2026-11-22) and the local copy of the 2026-11-23 run, "
-                     "2 x H200 NV18"}
+ASSUMED = {
+    "B_GBps": 370.0,
+    "flag_latency_us": 1.2,
+    "B_hbm_GBps": 4137.0,
+    "source": "BENCHMARKS.md (B, flag latency, 2026-11-22) and the local copy of the 2026-11-23 run, 2 x H200 NV18",
+}
 
 # The floor table of the summary: bytes each way per phase (the challenge's E8-K2-H6144-T16 and
 # DeepSeek-V3 at 128 / 256 / 1024 tokens, world 2), and the block counts for 0 bytes.
-FLOOR_SIZES = (("0", 0), ("196 KB", 196_608), ("1.8 MB", 1_835_008), ("3.7 MB", 3_670_016),
-               ("14.7 MB", 14_680_064))
+FLOOR_SIZES = (("0", 0), ("196 KB", 196_608), ("1.8 MB", 1_835_008), ("3.7 MB", 3_670_016), ("14.7 MB", 14_680_064))
 FLOOR_ZERO_BLOCKS = (8, 32, 132)
 FLOOR_BLOCKS = (32, 132)  # tried for a size > 0 (capped at the SM count); the floor is the best
 
@@ -59,6 +61,7 @@ class _PeerBuffers:
                 self.close()
         import torch.distributed._symmetric_memory as symm
         from baselines import use_nvshmem_backend
+
         if symm.is_nvshmem_available():
             # the backend is fixed per process by the first allocation, and the symm_mem
             # system needs NVSHMEM later in the same run
@@ -88,8 +91,7 @@ def _bandwidth(ctx, op, nbytes, iters, warmup, active=True):
 
 def peer_bandwidth(ctx, sizes_mib=(64, 256), iters=20, warmup=3):
     bufs = _PeerBuffers(ctx, max(sizes_mib) * MiB)
-    src = torch.randint(-2**31, 2**31 - 1, bufs.local.shape, dtype=torch.int32,
-                        device=ctx.device)
+    src = torch.randint(-(2**31), 2**31 - 1, bufs.local.shape, dtype=torch.int32, device=ctx.device)
     scratch = torch.empty_like(src)
     res = {"method": bufs.method, "sizes_mib": list(sizes_mib), "notes": bufs.notes}
     # SM-driven store: an elementwise kernel whose output is the peer's memory. Plain
@@ -102,15 +104,13 @@ def peer_bandwidth(ctx, sizes_mib=(64, 256), iters=20, warmup=3):
         s, d, loc, scr = src[:n], bufs.peer[:n], bufs.local[:n], scratch[:n]
         r = {}
         if sm_ok:
-            r["peer_store_sm_bidir"] = _bandwidth(
-                ctx, lambda: torch.bitwise_or(s, 0, out=d), mib * MiB, iters, warmup)
+            r["peer_store_sm_bidir"] = _bandwidth(ctx, lambda: torch.bitwise_or(s, 0, out=d), mib * MiB, iters, warmup)
             r["peer_store_sm_uni"] = _bandwidth(  # rank 0 -> 1 alone: the link, not the mix
-                ctx, lambda: torch.bitwise_or(s, 0, out=d), mib * MiB, iters, warmup,
-                active=ctx.rank == 0)
+                ctx, lambda: torch.bitwise_or(s, 0, out=d), mib * MiB, iters, warmup, active=ctx.rank == 0
+            )
         r["peer_copy_ce_bidir"] = _bandwidth(ctx, lambda: d.copy_(s), mib * MiB, iters, warmup)
         # local device-to-device copies give the scale (bytes stored, not read + written)
-        r["local_store_sm"] = _bandwidth(
-            ctx, lambda: torch.bitwise_or(s, 0, out=scr), mib * MiB, iters, warmup)
+        r["local_store_sm"] = _bandwidth(ctx, lambda: torch.bitwise_or(s, 0, out=scr), mib * MiB, iters, warmup)
         r["local_copy_ce"] = _bandwidth(ctx, lambda: loc.copy_(s), mib * MiB, iters, warmup)
         res[f"{mib}MiB"] = r
     return res, bufs
@@ -163,8 +163,11 @@ def launch_cost(ctx, n=1000, repeats=5):
         e.synchronize()
         graph.append(s.elapsed_time(e) * 1e3 / n)
     del g
-    return {"eager_device_us": summarize(dev)["median"], "eager_host_us": summarize(host)["median"],
-            "graph_us": summarize(graph)["median"]}
+    return {
+        "eager_device_us": summarize(dev)["median"],
+        "eager_host_us": summarize(host)["median"],
+        "graph_us": summarize(graph)["median"],
+    }
 
 
 def hbm_copy(ctx, mib=256, iters=20, warmup=3):
@@ -200,8 +203,9 @@ def _floor_point(ctx, mb, heap, nbytes, blocks, iters_per_graph, replays):
     return {"bytes": nbytes, "blocks": blocks, "us_median": s["median"], "us_p10": s["p10"], "us_p90": s["p90"]}
 
 
-def floor_table(ctx, sizes=FLOOR_SIZES, zero_blocks=FLOOR_ZERO_BLOCKS, blocks=FLOOR_BLOCKS, iters_per_graph=100,
-                replays=20):
+def floor_table(
+    ctx, sizes=FLOOR_SIZES, zero_blocks=FLOOR_ZERO_BLOCKS, blocks=FLOOR_BLOCKS, iters_per_graph=100, replays=20
+):
     """Collective. The floor for each (label, bytes) of `sizes`: 0 bytes at every count of
     zero_blocks, other sizes at every count of `blocks` (counts capped at the SM count).
     Returns {"points": [{label, bytes, blocks, us_median, us_p10, us_p90}], "error": ...}."""
@@ -239,8 +243,14 @@ def floor_for_bytes(ctx, nbytes, blocks=FLOOR_BLOCKS, iters_per_graph=100, repla
     finally:
         heap.close()
     best = min(pts, key=lambda p: p["us_median"])
-    return {"bytes": nbytes, "us": best["us_median"], "us_p10": best["us_p10"], "us_p90": best["us_p90"],
-            "blocks": best["blocks"], "by_blocks": {p["blocks"]: p["us_median"] for p in pts}}
+    return {
+        "bytes": nbytes,
+        "us": best["us_median"],
+        "us_p10": best["us_p10"],
+        "us_p90": best["us_p90"],
+        "blocks": best["blocks"],
+        "by_blocks": {p["blocks"]: p["us_median"] for p in pts},
+    }
 
 
 def run(ctx, sizes_mib=(64, 256), iters=20, flag_iters=1000, floor=True, hbm_mib=256):
@@ -299,22 +309,29 @@ def print_summary(m):
     for n in m["bandwidth"].get("notes", []) + ([m["flag_error"]] if "flag_error" in m else []):
         print(f"  note: {n}")
     lc = m["launch"]
-    print(f"  launch: eager {lc['eager_device_us']:.2f} us (host {lc['eager_host_us']:.2f}), "
-          f"graph {lc['graph_us']:.2f} us")
+    print(
+        f"  launch: eager {lc['eager_device_us']:.2f} us (host {lc['eager_host_us']:.2f}), "
+        f"graph {lc['graph_us']:.2f} us"
+    )
     print(f"  flag latency {m['flag_latency_us']:.2f} us ({m['flag_source']})")
     if "hbm_error" in m:
         print(f"  note: local copy not measured: {m['hbm_error']}")
-    print(f"  => B = {m['B_GBps']:.0f} GB/s ({m['B_source']}); L = {m['L_us']:.2f} us; "
-          f"B_hbm = {m['B_hbm_GBps']:.0f} GB/s read + written ({m['B_hbm_source']})")
+    print(
+        f"  => B = {m['B_GBps']:.0f} GB/s ({m['B_source']}); L = {m['L_us']:.2f} us; "
+        f"B_hbm = {m['B_hbm_GBps']:.0f} GB/s read + written ({m['B_hbm_source']})"
+    )
     fl = m.get("floor")
     if fl is not None:
-        print("  floor (bare exchange, one kernel per phase, graph steady state; us per 2 phases, "
-              "median over replays of the max over ranks):")
+        print(
+            "  floor (bare exchange, one kernel per phase, graph steady state; us per 2 phases, "
+            "median over replays of the max over ranks):"
+        )
         for p in fl.get("points", []):
             gbps = 2 * p["bytes"] / (p["us_median"] * 1e3) if p["bytes"] else None
-            print(f"    {p['label']:>8s} each way, {p['blocks']:4d} blocks: {p['us_median']:8.1f} us "
-                  f"(p10 {p['us_p10']:.1f}, p90 {p['us_p90']:.1f})"
-                  + (f"  {gbps:.0f} GB/s per direction" if gbps else ""))
+            print(
+                f"    {p['label']:>8s} each way, {p['blocks']:4d} blocks: {p['us_median']:8.1f} us "
+                f"(p10 {p['us_p10']:.1f}, p90 {p['us_p90']:.1f})" + (f"  {gbps:.0f} GB/s per direction" if gbps else "")
+            )
         if fl.get("error"):
             print(f"    floor not measured: {fl['error']}")
 
@@ -324,10 +341,17 @@ def main(argv=None):
     p.add_argument("--sizes-mib", default="64,256", help="peer copy sizes in MiB (default 64,256)")
     p.add_argument("--iters", type=int, default=20, help="timed copies per size (default 20)")
     p.add_argument("--flag-iters", type=int, default=1000)
-    p.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True,
-                   help="measure the bare-exchange floor table (default on; needs the extension)")
-    p.add_argument("--out", default=os.path.join(common.BENCH_DIR, "results"),
-                   help="folder for microbench.json (default benchmarks/results)")
+    p.add_argument(
+        "--floor",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="measure the bare-exchange floor table (default on; needs the extension)",
+    )
+    p.add_argument(
+        "--out",
+        default=os.path.join(common.BENCH_DIR, "results"),
+        help="folder for microbench.json (default benchmarks/results)",
+    )
     args = p.parse_args(argv)
     ctx = common.init_distributed()
     m = run(ctx, tuple(int(v) for v in args.sizes_mib.split(",")), args.iters, args.flag_iters, args.floor)

@@ -6,6 +6,7 @@ process.
 
     python -m pytest benchmarks/test_bench_pure.py      (or: python benchmarks/test_bench_pure.py)
 """
+
 import os
 import subprocess
 import sys
@@ -16,12 +17,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # this checkout's sol / reference, as tests/python/cpu/conftest.py does.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
 
+import baselines as bl  # noqa: E402
 import common  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-
-import baselines as bl  # noqa: E402
 from fake_gemm import scale_experts, scale_packed, scale_segments  # noqa: E402
 
 
@@ -39,8 +39,12 @@ def test_quantiles_match_numpy():
 def test_parse_shapes():
     s = common.parse_shapes(common.CHALLENGE_SHAPES)
     assert [(x.experts, x.topk, x.hidden, x.max_tokens) for x in s] == [
-        (8, 2, 6144, 16), (64, 6, 2048, 32), (128, 4, 2880, 128), (128, 8, 4096, 256),
-        (256, 8, 7168, 256)]
+        (8, 2, 6144, 16),
+        (64, 6, 2048, 32),
+        (128, 4, 2880, 128),
+        (128, 8, 4096, 256),
+        (256, 8, 7168, 256),
+    ]
     assert all(x.dtype == torch.bfloat16 and x.seed == 0 for x in s)
     s = common.parse_shapes("8,2,64,4,fp16,7; 16,4,32,8;", default_seed=3)
     assert (s[0].dtype, s[0].seed, s[1].dtype, s[1].seed) == (torch.float16, 7, torch.bfloat16, 3)
@@ -52,6 +56,7 @@ def test_parse_shapes():
 def test_cli_parses():
     import bench_all2all
     import bench_sweep
+
     a = bench_all2all.parse_args(["--systems", "nccl,moe_a2a", "--shapes", "8,2,64,4"])
     assert a.system_list == ["nccl", "moe_a2a"] and a.iters == 50 and a.check
     assert not bench_all2all.parse_args(["--no-check"]).check
@@ -83,6 +88,7 @@ class _Ctx:
 
 def _routing(monkeypatch, entries, micro):
     import bench_all2all as ba
+
     monkeypatch.setattr(ba.dist, "all_reduce", lambda t, group=None: t.mul_(2))  # 2 ranks, same T
     return ba.Routing(_Ctx(), common.Shape(4, 2, 1000, 4, torch.float16), _Pool(entries), micro)
 
@@ -92,6 +98,7 @@ def test_routing_rows_use_moe_a2a_sol(monkeypatch):
     hidden 1000 fp16 (2000 bytes a row), link 4000 bytes busiest, local 18000 (dispatch) and
     34000 (combine) bytes; B = 2 GB/s, B_hbm = 10 GB/s, L = 1 us."""
     import bench_all2all as ba
+
     entry = [torch.tensor([[0, 1], [0, 2]]), torch.tensor([[3, 2], [1, 3], [2, 0]])]
     micro = {"B_GBps": 2.0, "B_hbm_GBps": 10.0, "L_us": 1.0}
     r = _routing(monkeypatch, [entry] * 8, micro)
@@ -112,6 +119,7 @@ def test_routing_rows_use_moe_a2a_sol(monkeypatch):
 
 def test_graph_iters_and_cli():
     import bench_all2all as ba
+
     a = ba.parse_args([])
     assert a.graph and a.floor and a.layout == "padded" and a.graph_replays == 20
     assert ba.graph_iters(a, 256) == 64 and ba.graph_iters(a, 257) == 16
@@ -155,7 +163,7 @@ def test_nccl_logic_simulated(world, e, k):
             for s, ((x, idx, _), (order, _)) in enumerate(zip(inputs, plans)):
                 ge = idx.reshape(-1)[order].long()
                 want.append(x[order[ge == d * epr + le] // k])
-        assert torch.equal(ex, torch.cat(want))                          # payload exact
+        assert torch.equal(ex, torch.cat(want))  # payload exact
         back = bl.nccl_ungroup(ex * (1 + d), order2)
         for s, part in enumerate(torch.split(back, rc.sum(1).tolist())):
             rets[s][d] = part
@@ -163,7 +171,7 @@ def test_nccl_logic_simulated(world, e, k):
         out = bl.reduce_pairs(torch.cat(rets[s]), order, w, x.dtype)
         ref = common.reference().moe_reference(inputs, s, e, world)
         torch.testing.assert_close(out.float(), ref.float(), rtol=bl.RTOL, atol=bl.ATOL)
-        assert torch.equal(out, ref)   # same fp32 order k = 0..K-1 as the reference
+        assert torch.equal(out, ref)  # same fp32 order k = 0..K-1 as the reference
 
 
 def _vdev_2d_model(inps, in_splits, world, ne):
@@ -178,7 +186,7 @@ def _vdev_2d_model(inps, in_splits, world, ne):
                 e = d * ne + le
                 beg = sum(in_splits[s][:e])
                 n = in_splits[s][e]
-                rows.append(inps[s][beg:beg + n])
+                rows.append(inps[s][beg : beg + n])
                 splits.append(n)
                 offs.append(pos)
                 pos += n
@@ -203,8 +211,13 @@ def test_symm_mem_logic_simulated():
         scale_segments(outs[d], outs[d], off, sp, 1 + d)
     for s, ((x, idx, w), o) in enumerate(zip(inputs, orders)):
         # _offset twin: chunk (le, s) of owner d returns to s in global-expert order
-        ret = torch.cat([outs[d][sos[d][1][le * world + s]:][: sos[d][0][le * world + s]]
-                         for d in range(world) for le in range(ne)])
+        ret = torch.cat(
+            [
+                outs[d][sos[d][1][le * world + s] :][: sos[d][0][le * world + s]]
+                for d in range(world)
+                for le in range(ne)
+            ]
+        )
         out = bl.reduce_pairs(ret, o, w, x.dtype)
         ref = common.reference().moe_reference(inputs, s, e, world)
         torch.testing.assert_close(out.float(), ref.float(), rtol=bl.RTOL, atol=bl.ATOL)
@@ -221,7 +234,7 @@ def test_scale_experts_torch_fallback():
     y = scale_experts(x, n, 3, out=x.clone())
     for e in range(3):
         torch.testing.assert_close(y[e, : n[e]], x[e, : n[e]] * 3, rtol=0, atol=0)
-        torch.testing.assert_close(y[e, n[e]:], x[e, n[e]:], rtol=0, atol=0)
+        torch.testing.assert_close(y[e, n[e] :], x[e, n[e] :], rtol=0, atol=0)
 
 
 def test_scale_segments_torch_fallback_packed():
@@ -233,7 +246,7 @@ def test_scale_segments_torch_fallback_packed():
     valid = [0, 1, 2, 3, 4, 7, 8, 9, 10]
     y = scale_segments(x, torch.empty_like(x), start, count, 5)
     assert torch.equal(y[valid], x[valid] * 5)
-    assert torch.equal(y[[5, 6, 11]], x[[5, 6, 11]])      # padding keeps its value
+    assert torch.equal(y[[5, 6, 11]], x[[5, 6, 11]])  # padding keeps its value
     z = x.clone()
     scale_segments(z, z, start, count, 5)
     assert torch.equal(z, y)
@@ -278,8 +291,7 @@ assert torch.equal(q[:11], p[:11] * 2) and not q[11:].any()
 print("ok")
 """ % os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, TRITON_INTERPRET="1")
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
 
 
@@ -288,6 +300,7 @@ def test_benchmarks_import_common_first():
     that uses torch.distributed imports common (which sets the environment) before torch or
     anything that loads it, and no file sets the variables itself."""
     import ast
+
     bench = os.path.dirname(os.path.abspath(__file__))
     loaders = {"torch", "baselines", "bench_all2all", "fake_gemm", "microbench", "moe_a2a", "triton"}
     checked = []
@@ -311,22 +324,39 @@ def test_benchmarks_import_common_first():
                     break
         assert first == "common", f"{name} imports {first} before common"
         checked.append(name)
-    assert {"bench_all2all.py", "bench_sweep.py", "bench_graph.py", "microbench.py", "baselines.py",
-            "bench_moe_layer.py"} <= set(checked)
+    assert {
+        "bench_all2all.py",
+        "bench_sweep.py",
+        "bench_graph.py",
+        "microbench.py",
+        "baselines.py",
+        "bench_moe_layer.py",
+    } <= set(checked)
 
 
 def test_metadata_fields():
     m = common.metadata()
-    for k in ("git_commit", "git_dirty", "torch", "cuda", "hip", "driver", "command", "argv",
-              "sm_clock_mhz", "sm_clock_max_mhz", "gpus_smi", "env"):
+    for k in (
+        "git_commit",
+        "git_dirty",
+        "torch",
+        "cuda",
+        "hip",
+        "driver",
+        "command",
+        "argv",
+        "sm_clock_mhz",
+        "sm_clock_max_mhz",
+        "gpus_smi",
+        "env",
+    ):
         assert k in m, k
     assert m["argv"] == sys.argv and m["env"]["NCCL_NVLS_ENABLE"] == "0"
     assert isinstance(m["git_dirty"], bool)
 
 
 def test_smi_parsing(monkeypatch):
-    out = ("0, 00000000:18:00.0, NVIDIA H200, 570.1, 1980, 1980\n"
-           "1, 00000000:2A:00.0, NVIDIA H200, 570.1, [N/A], 1980\n")
+    out = "0, 00000000:18:00.0, NVIDIA H200, 570.1, 1980, 1980\n1, 00000000:2A:00.0, NVIDIA H200, 570.1, [N/A], 1980\n"
     monkeypatch.setattr(common, "_run", lambda cmd: out)
     g = common.nvidia_smi_gpus()
     assert [x["clocks.sm"] for x in g] == [1980, None] and g[1]["pci.bus_id"] == "00000000:2A:00.0"
@@ -336,22 +366,50 @@ def test_smi_parsing(monkeypatch):
 def test_report_and_outputs():
     import bench_all2all as ba
     import bench_sweep as bs
+
     rows = []
     for s in ("E8-K2-H64-T4", "E16-K2-H64-T4"):
         for sysname, t in (("nccl", 500.0), ("moe_a2a", 50.0)):
             for ph in ba.PHASES:
-                r = {"shape": s, "system": sysname, "phase": ph, "tokens_per_rank": 3.0, "tokens": 4,
-                     "status": "ok", "check": "pass", "us_median": t, "us_p10": t * .9,
-                     "us_p90": t * 1.1, "GBps": 10.0, "x_sol": t / 10, "sol_us": 10.0,
-                     "sol_bound": "link", "bytes": 1e5}
+                r = {
+                    "shape": s,
+                    "system": sysname,
+                    "phase": ph,
+                    "tokens_per_rank": 3.0,
+                    "tokens": 4,
+                    "status": "ok",
+                    "check": "pass",
+                    "us_median": t,
+                    "us_p10": t * 0.9,
+                    "us_p90": t * 1.1,
+                    "GBps": 10.0,
+                    "x_sol": t / 10,
+                    "sol_us": 10.0,
+                    "sol_bound": "link",
+                    "bytes": 1e5,
+                }
                 if ph in ba.GRAPH_PHASES and sysname == "moe_a2a":
-                    r.update(graph_us_median=t / 2, graph_us_p10=t / 2.2, graph_us_p90=t / 1.8,
-                             graph_x_sol=t / 20, graph_sol_us=10.0)
+                    r.update(
+                        graph_us_median=t / 2,
+                        graph_us_p10=t / 2.2,
+                        graph_us_p90=t / 1.8,
+                        graph_x_sol=t / 20,
+                        graph_sol_us=10.0,
+                    )
                 elif ph in ba.GRAPH_PHASES:
                     r["graph_status"] = bl.NcclSystem.graph_note
                 rows.append(r)
-        rows += [{"shape": s, "system": "symm_mem", "phase": ph, "tokens_per_rank": 3.0, "tokens": 4,
-                  "status": "unsupported: 32 experts/rank > 16"} for ph in ba.PHASES]
+        rows += [
+            {
+                "shape": s,
+                "system": "symm_mem",
+                "phase": ph,
+                "tokens_per_rank": 3.0,
+                "tokens": 4,
+                "status": "unsupported: 32 experts/rank > 16",
+            }
+            for ph in ba.PHASES
+        ]
     ba.add_vs_nccl(rows)
     ba.add_floor(rows, {"bytes": 50000, "us": 5.0, "blocks": 32})
     moe = {(r["shape"], r["phase"]): r for r in rows if r["system"] == "moe_a2a"}
@@ -379,14 +437,33 @@ def test_report_and_outputs():
 
 def test_moe_layer_bench_cli_and_sizing():
     import bench_moe_layer as bm
+
     a = bm.parse_args([])
     assert a.token_list == [128, 512, 2048] and (a.experts, a.topk, a.hidden, a.ffn) == (256, 8, 7168, 2048)
     assert a.dtype_t == torch.bfloat16 and a.layout == "packed" and a.phase_list == list(bm.PHASES)
-    a = bm.parse_args(["--tokens", "4,8", "--shape", "16,2,64,32", "--phases", "dispatch,fwd+bwd", "--dtype",
-                       "fp32", "--layout", "padded", "--no-check"])
+    a = bm.parse_args(
+        [
+            "--tokens",
+            "4,8",
+            "--shape",
+            "16,2,64,32",
+            "--phases",
+            "dispatch,fwd+bwd",
+            "--dtype",
+            "fp32",
+            "--layout",
+            "padded",
+            "--no-check",
+        ]
+    )
     assert a.phase_list == ["dispatch", "fwd+bwd"] and a.dtype_t == torch.float32 and not a.check
-    for bad in (["--tokens", "0"], ["--shape", "8,9,64,32"], ["--shape", "8,2,64"], ["--phases", "attention"],
-                ["--iters", "3"]):
+    for bad in (
+        ["--tokens", "0"],
+        ["--shape", "8,9,64,32"],
+        ["--shape", "8,2,64"],
+        ["--phases", "attention"],
+        ["--iters", "3"],
+    ):
         with pytest.raises(SystemExit):
             bm.parse_args(bad)
     # packed: worst case T x world x min(K, E_local) rows, unless the budget is smaller
@@ -403,10 +480,13 @@ def test_moe_layer_bench_cli_and_sizing():
 
 def test_moe_layer_bench_report():
     import bench_moe_layer as bm
+
     base = {"tokens": 128, "world": 2}
-    rows = [bm.phase_row(base, "forward", [10.0, 20.0, 30.0], flops=6e6),
-            bm.phase_row(base, "dispatch", [5.0] * 4),
-            dict(base, phase="fwd+bwd", status="error: RuntimeError: capacity")]
+    rows = [
+        bm.phase_row(base, "forward", [10.0, 20.0, 30.0], flops=6e6),
+        bm.phase_row(base, "dispatch", [5.0] * 4),
+        dict(base, phase="fwd+bwd", status="error: RuntimeError: capacity"),
+    ]
     assert rows[0]["us_median"] == 20.0 and rows[0]["tflops"] == pytest.approx(6e6 / 20e6)
     assert "tflops" not in rows[1] and rows[1]["us_p90"] == 5.0
     table = bm.table_rows(rows)

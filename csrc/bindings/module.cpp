@@ -1,7 +1,7 @@
 // pybind11 module moe_a2a._C: the symmetric heap class, engine creation, config helpers and
 // the heap self-test kernels. The torch ops themselves are registered in ops.cpp.
-#include <c10/cuda/CUDAGuard.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <torch/extension.h>
 
 #include "heap/floor_exchange.h"
@@ -106,9 +106,10 @@ py::dict dump_to_python(const moe_a2a::ProfileDump& d) {
 constexpr bool kProfilerCompiledIn = false;
 
 [[noreturn]] void no_profiler() {
-  MOE_A2A_TORCH_CHECK(false, "moe_a2a: this build has no in-kernel profiler; rebuild with it compiled in: "
-                             "MOE_A2A_PROFILE=1 python setup.py build_ext --inplace --force "
-                             "(or MOE_A2A_PROFILE=1 pip install --no-build-isolation -e .)");
+  MOE_A2A_TORCH_CHECK(false,
+                      "moe_a2a: this build has no in-kernel profiler; rebuild with it compiled in: "
+                      "MOE_A2A_PROFILE=1 python setup.py build_ext --inplace --force "
+                      "(or MOE_A2A_PROFILE=1 pip install --no-build-isolation -e .)");
   std::abort();
 }
 #endif
@@ -145,7 +146,7 @@ PYBIND11_MODULE(_C, m) {
         MOE_A2A_TORCH_CHECK(h.is_open(), "moe_a2a: SymmetricHeap peers are not open yet");
         MOE_A2A_TORCH_CHECK(rank >= 0 && rank < h.world(), "moe_a2a: rank ", rank, " outside world of ", h.world());
         MOE_A2A_TORCH_CHECK(offset <= h.bytes() && nbytes <= h.bytes() - offset, "moe_a2a: [", offset, ", +", nbytes,
-                    ") is outside the heap of ", h.bytes(), " bytes");
+                            ") is outside the heap of ", h.bytes(), " bytes");
         return torch::from_blob(h.view().at(rank, offset), {static_cast<int64_t>(nbytes)},
                                 at::TensorOptions().device(at::kCUDA, h.device()).dtype(at::kByte));
       });
@@ -155,35 +156,34 @@ PYBIND11_MODULE(_C, m) {
   // ---- EP engine ----
   // Config helpers take (world, rank, num_experts, topk, hidden, max_tokens, capacity, dtype, layout,
   // num_blocks, groups_per_block).
-  m.def("validate_config", [](int world, int rank, int num_experts, int topk, int hidden, int max_tokens,
-                              int capacity, const std::string& dtype, const std::string& layout, int num_blocks,
-                              int groups_per_block) {
-    return moe_a2a::validate(make_config(world, rank, num_experts, topk, hidden, max_tokens, capacity, dtype, layout,
-                                         num_blocks, groups_per_block));
-  });
+  m.def("validate_config",
+        [](int world, int rank, int num_experts, int topk, int hidden, int max_tokens, int capacity,
+           const std::string& dtype, const std::string& layout, int num_blocks, int groups_per_block) {
+          return moe_a2a::validate(make_config(world, rank, num_experts, topk, hidden, max_tokens, capacity, dtype,
+                                               layout, num_blocks, groups_per_block));
+        });
   m.def("default_capacity", [](int world, int num_experts, int topk, int hidden, int max_tokens,
                                const std::string& dtype, const std::string& layout, size_t budget) {
     return moe_a2a::default_expert_capacity(
         make_config(world, 0, num_experts, topk, hidden, max_tokens, 1, dtype, layout, 1, 1), budget);
   });
-  m.def("ep_region_bytes", [](int world, int num_experts, int topk, int hidden, int max_tokens, int capacity,
-                              const std::string& dtype, const std::string& layout, int num_blocks,
-                              int groups_per_block) {
-    return make_config(world, 0, num_experts, topk, hidden, max_tokens, capacity, dtype, layout, num_blocks,
-                       groups_per_block)
-        .heap_layout()
-        .total;
-  });
-  m.def("create_engine",
-        [](std::shared_ptr<SymmetricHeap> heap, int num_experts, int topk, int hidden, int max_tokens, int capacity,
-           const std::string& dtype, const std::string& layout, int num_blocks, int groups_per_block,
-           size_t ep_offset, double timeout_s) {
-          const EpConfig c = make_config(heap->world(), heap->rank(), num_experts, topk, hidden, max_tokens, capacity,
-                                         dtype, layout, num_blocks, groups_per_block);
-          const at::ScalarType st = token_dtype(dtype);
-          auto engine = std::make_shared<moe_a2a::EpEngine>(c, token_type(st), std::move(heap), ep_offset, timeout_s);
-          return moe_a2a::register_engine(std::move(engine), st);
+  m.def("ep_region_bytes",
+        [](int world, int num_experts, int topk, int hidden, int max_tokens, int capacity, const std::string& dtype,
+           const std::string& layout, int num_blocks, int groups_per_block) {
+          return make_config(world, 0, num_experts, topk, hidden, max_tokens, capacity, dtype, layout, num_blocks,
+                             groups_per_block)
+              .heap_layout()
+              .total;
         });
+  m.def("create_engine", [](std::shared_ptr<SymmetricHeap> heap, int num_experts, int topk, int hidden, int max_tokens,
+                            int capacity, const std::string& dtype, const std::string& layout, int num_blocks,
+                            int groups_per_block, size_t ep_offset, double timeout_s) {
+    const EpConfig c = make_config(heap->world(), heap->rank(), num_experts, topk, hidden, max_tokens, capacity, dtype,
+                                   layout, num_blocks, groups_per_block);
+    const at::ScalarType st = token_dtype(dtype);
+    auto engine = std::make_shared<moe_a2a::EpEngine>(c, token_type(st), std::move(heap), ep_offset, timeout_s);
+    return moe_a2a::register_engine(std::move(engine), st);
+  });
   m.def("engine_set_rounds_for_test", [](int64_t id, uint64_t rounds) {
     auto& e = moe_a2a::engine_by_id(id);
     const c10::cuda::CUDAGuard guard(e.heap().device());
@@ -233,12 +233,12 @@ PYBIND11_MODULE(_C, m) {
 #endif
 
   // ---- self-tests and microbenchmarks (synchronous) ----
-  m.def("put_pattern", [](const SymmetricHeap& h, size_t region_offset, size_t words, size_t flag_offset,
-                          uint64_t epoch) {
-    const c10::cuda::CUDAGuard guard(h.device());
-    moe_a2a::launch_put_pattern(h.view(), region_offset, words, flag_offset, epoch,
-                                at::cuda::getCurrentCUDAStream(h.device()).stream());
-  });
+  m.def("put_pattern",
+        [](const SymmetricHeap& h, size_t region_offset, size_t words, size_t flag_offset, uint64_t epoch) {
+          const c10::cuda::CUDAGuard guard(h.device());
+          moe_a2a::launch_put_pattern(h.view(), region_offset, words, flag_offset, epoch,
+                                      at::cuda::getCurrentCUDAStream(h.device()).stream());
+        });
   m.def("check_pattern", [](const SymmetricHeap& h, size_t region_offset, size_t words, size_t flag_offset,
                             uint64_t epoch, double timeout_s) {
     const c10::cuda::CUDAGuard guard(h.device());
@@ -249,8 +249,8 @@ PYBIND11_MODULE(_C, m) {
     return py::make_tuple(v[0], v[1]);
   });
   m.def("mailbox_bytes", &moe_a2a::mailbox_bytes);
-  m.def("message_passing", [](const SymmetricHeap& h, size_t mailbox_offset, int data_words, int iters,
-                              uint64_t base, int mode, double timeout_s) {
+  m.def("message_passing", [](const SymmetricHeap& h, size_t mailbox_offset, int data_words, int iters, uint64_t base,
+                              int mode, double timeout_s) {
     const c10::cuda::CUDAGuard guard(h.device());
     ResultBuffer r(h.device());
     moe_a2a::launch_message_passing(h.view(), mailbox_offset, data_words, iters, base,

@@ -50,10 +50,10 @@ int64_t route_rows(const EpConfig& c) { return static_cast<int64_t>(c.rows_per_r
 // ---- the routes, checked where they come back
 SendRoute send_route(const at::Tensor& dest_mask, const EpEngine& e) {
   check_device(dest_mask, "dest_mask", e);
-  MOE_A2A_TORCH_CHECK(dest_mask.dim() == 1 && dest_mask.size(0) <= e.config().max_tokens &&
-                          dest_mask.scalar_type() == at::kInt,
-                      "moe_a2a: dest_mask must be int32 [num_tokens <= ", e.config().max_tokens, "], got ",
-                      c10::toString(dest_mask.scalar_type()), " ", shape_str(dest_mask.sizes()));
+  MOE_A2A_TORCH_CHECK(
+      dest_mask.dim() == 1 && dest_mask.size(0) <= e.config().max_tokens && dest_mask.scalar_type() == at::kInt,
+      "moe_a2a: dest_mask must be int32 [num_tokens <= ", e.config().max_tokens, "], got ",
+      c10::toString(dest_mask.scalar_type()), " ", shape_str(dest_mask.sizes()));
   return SendRoute{dest_mask.data_ptr<int32_t>(), static_cast<int32_t>(dest_mask.size(0))};
 }
 
@@ -96,8 +96,8 @@ at::Tensor dispatch_inputs(int64_t id, const EpEngine& e, const at::Tensor& x, c
   return dest_mask;
 }
 
-using DispatchOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
-                                   at::Tensor>;
+using DispatchOutputs =
+    std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 using FusedDispatchOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
                                         at::Tensor, at::Tensor, at::Tensor>;
 
@@ -173,8 +173,8 @@ void check_expert_rows(const at::Tensor& t, const char* name, int64_t id, const 
 // The send half of a combine: the experts' output (weighted, or not for a dispatch's gradient)
 // and the route it goes back along.
 CombineArgs combine_inputs(int64_t id, const EpEngine& e, const at::Tensor& expert_y, const char* name,
-                           const at::Tensor* expert_weights, const at::Tensor& src_tokens,
-                           const at::Tensor& recv_token, const at::Tensor& recv_pos) {
+                           const at::Tensor* expert_weights, const at::Tensor& src_tokens, const at::Tensor& recv_token,
+                           const at::Tensor& recv_pos) {
   check_expert_rows(expert_y, name, id, e);
   CombineArgs args{};
   args.expert_y = expert_y.data_ptr();
@@ -250,10 +250,9 @@ void output_grad_send(int64_t id, at::Tensor& state, const at::Tensor& grad_out,
   e.output_grad_send(OutputGradSendArgs{grad_out.data_ptr(), route}, current_stream(e));
 }
 
-at::Tensor output_grad_recv(int64_t id, at::Tensor& state, const at::Tensor& expert_y,
-                            const at::Tensor& expert_weights, const at::Tensor& expert_offsets,
-                            const at::Tensor& expert_num_tokens, const at::Tensor& src_tokens,
-                            const at::Tensor& recv_token, const at::Tensor& recv_pos) {
+at::Tensor output_grad_recv(int64_t id, at::Tensor& state, const at::Tensor& expert_y, const at::Tensor& expert_weights,
+                            const at::Tensor& expert_offsets, const at::Tensor& expert_num_tokens,
+                            const at::Tensor& src_tokens, const at::Tensor& recv_token, const at::Tensor& recv_pos) {
   (void)state;
   EpEngine& e = engine_by_id(id);
   const EpConfig& c = e.config();
@@ -285,7 +284,8 @@ at::Tensor token_rows_meta(int64_t id, const at::Tensor& dest_mask) {
   return at::empty({dest_mask.size(0), engine_by_id(id).config().hidden}, dest_mask.options().dtype(engine_dtype(id)));
 }
 FusedDispatchOutputs dispatch_meta(int64_t id, at::Tensor&, const at::Tensor& x, const at::Tensor&, const at::Tensor&) {
-  return with_dest_mask(make_dispatch_outputs(id, at::Device(at::kMeta)), at::empty({x.size(0)}, x.options().dtype(at::kInt)));
+  return with_dest_mask(make_dispatch_outputs(id, at::Device(at::kMeta)),
+                        at::empty({x.size(0)}, x.options().dtype(at::kInt)));
 }
 at::Tensor dispatch_send_meta(int64_t, at::Tensor&, const at::Tensor& x, const at::Tensor&, const at::Tensor&) {
   return at::empty({x.size(0)}, x.options().dtype(at::kInt));
@@ -305,9 +305,8 @@ at::Tensor dispatch_backward_meta(int64_t id, at::Tensor&, const at::Tensor&, co
   return token_rows_meta(id, dest_mask);
 }
 void output_grad_send_meta(int64_t, at::Tensor&, const at::Tensor&, const at::Tensor&) {}
-at::Tensor output_grad_recv_meta(int64_t, at::Tensor&, const at::Tensor& expert_y, const at::Tensor&,
-                                 const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                 const at::Tensor&) {
+at::Tensor output_grad_recv_meta(int64_t, at::Tensor&, const at::Tensor& expert_y, const at::Tensor&, const at::Tensor&,
+                                 const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&) {
   return at::empty_like(expert_y);
 }
 at::Tensor weight_grad_recv_meta(int64_t id, at::Tensor&, const at::Tensor& dest_mask) {
@@ -319,37 +318,43 @@ at::Tensor weight_grad_recv_meta(int64_t id, at::Tensor&, const at::Tensor& dest
 
 TORCH_LIBRARY(moe_a2a, m) {
   // forward round: fused (one launch each) or split (one launch per half)
-  m.def("dispatch(int engine, Tensor(a!) state, Tensor x, Tensor topk_idx, Tensor topk_weights) -> (Tensor, Tensor, "
-        "Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+  m.def(
+      "dispatch(int engine, Tensor(a!) state, Tensor x, Tensor topk_idx, Tensor topk_weights) -> (Tensor, Tensor, "
+      "Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   m.def("dispatch_send(int engine, Tensor(a!) state, Tensor x, Tensor topk_idx, Tensor topk_weights) -> Tensor");
-  m.def("dispatch_recv(int engine, Tensor(a!) state) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, "
-        "Tensor)");
-  m.def("combine(int engine, Tensor(a!) state, Tensor expert_y, Tensor expert_weights, Tensor src_tokens, "
-        "Tensor recv_token, Tensor recv_pos, Tensor dest_mask) -> Tensor");
-  m.def("combine_send(int engine, Tensor(a!) state, Tensor expert_y, Tensor expert_weights, Tensor src_tokens, "
-        "Tensor recv_token, Tensor recv_pos) -> ()");
+  m.def(
+      "dispatch_recv(int engine, Tensor(a!) state) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, "
+      "Tensor)");
+  m.def(
+      "combine(int engine, Tensor(a!) state, Tensor expert_y, Tensor expert_weights, Tensor src_tokens, "
+      "Tensor recv_token, Tensor recv_pos, Tensor dest_mask) -> Tensor");
+  m.def(
+      "combine_send(int engine, Tensor(a!) state, Tensor expert_y, Tensor expert_weights, Tensor src_tokens, "
+      "Tensor recv_token, Tensor recv_pos) -> ()");
   m.def("combine_recv(int engine, Tensor(a!) state, Tensor dest_mask) -> Tensor");
   // backward of dispatch: one launch
-  m.def("dispatch_backward(int engine, Tensor(a!) state, Tensor grad_expert_x, Tensor src_tokens, "
-        "Tensor recv_token, Tensor recv_pos, Tensor dest_mask) -> Tensor");
+  m.def(
+      "dispatch_backward(int engine, Tensor(a!) state, Tensor grad_expert_x, Tensor src_tokens, "
+      "Tensor recv_token, Tensor recv_pos, Tensor dest_mask) -> Tensor");
   // backward of combine
   m.def("output_grad_send(int engine, Tensor(a!) state, Tensor grad_out, Tensor dest_mask) -> ()");
-  m.def("output_grad_recv(int engine, Tensor(a!) state, Tensor expert_y, Tensor expert_weights, "
-        "Tensor expert_offsets, Tensor expert_num_tokens, Tensor src_tokens, Tensor recv_token, Tensor recv_pos) "
-        "-> Tensor");
+  m.def(
+      "output_grad_recv(int engine, Tensor(a!) state, Tensor expert_y, Tensor expert_weights, "
+      "Tensor expert_offsets, Tensor expert_num_tokens, Tensor src_tokens, Tensor recv_token, Tensor recv_pos) "
+      "-> Tensor");
   m.def("weight_grad_recv(int engine, Tensor(a!) state, Tensor dest_mask) -> Tensor");
 }
 
-#define MOE_A2A_IMPL_ALL(m, suffix)                                  \
-  m.impl("dispatch", &moe_a2a::dispatch##suffix);                    \
-  m.impl("dispatch_send", &moe_a2a::dispatch_send##suffix);          \
-  m.impl("dispatch_recv", &moe_a2a::dispatch_recv##suffix);          \
-  m.impl("combine", &moe_a2a::combine##suffix);                      \
-  m.impl("combine_send", &moe_a2a::combine_send##suffix);            \
-  m.impl("combine_recv", &moe_a2a::combine_recv##suffix);            \
-  m.impl("dispatch_backward", &moe_a2a::dispatch_backward##suffix);  \
-  m.impl("output_grad_send", &moe_a2a::output_grad_send##suffix);    \
-  m.impl("output_grad_recv", &moe_a2a::output_grad_recv##suffix);    \
+#define MOE_A2A_IMPL_ALL(m, suffix)                                 \
+  m.impl("dispatch", &moe_a2a::dispatch##suffix);                   \
+  m.impl("dispatch_send", &moe_a2a::dispatch_send##suffix);         \
+  m.impl("dispatch_recv", &moe_a2a::dispatch_recv##suffix);         \
+  m.impl("combine", &moe_a2a::combine##suffix);                     \
+  m.impl("combine_send", &moe_a2a::combine_send##suffix);           \
+  m.impl("combine_recv", &moe_a2a::combine_recv##suffix);           \
+  m.impl("dispatch_backward", &moe_a2a::dispatch_backward##suffix); \
+  m.impl("output_grad_send", &moe_a2a::output_grad_send##suffix);   \
+  m.impl("output_grad_recv", &moe_a2a::output_grad_recv##suffix);   \
   m.impl("weight_grad_recv", &moe_a2a::weight_grad_recv##suffix)
 
 TORCH_LIBRARY_IMPL(moe_a2a, CUDA, m) { MOE_A2A_IMPL_ALL(m, ); }

@@ -195,8 +195,8 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
 
 void launch_combine(const EpContext& ctx, const CombineArgs& args, Role role, hipStream_t stream) {
   if (receives(role)) {
-    MOE_A2A_CHECK(args.route.num_tokens >= 0 && args.route.num_tokens <= ctx.cfg.max_tokens,
-                  "combine: num_tokens ", args.route.num_tokens, " outside [0, ", ctx.cfg.max_tokens, "]");
+    MOE_A2A_CHECK(args.route.num_tokens >= 0 && args.route.num_tokens <= ctx.cfg.max_tokens, "combine: num_tokens ",
+                  args.route.num_tokens, " outside [0, ", ctx.cfg.max_tokens, "]");
   }
   MOE_A2A_DISPATCH_TOKEN_TYPE(ctx.token_type, kType,
                               (combine_kernel<kType><<<ctx.cfg.num_blocks, kEpBlock, 0, stream>>>(ctx, args, role)));

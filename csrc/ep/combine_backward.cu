@@ -138,8 +138,8 @@ __global__ void __launch_bounds__(kEpBlock) weight_grad_recv_kernel(EpContext c,
 }
 
 void check_num_tokens(const EpContext& ctx, int num_tokens, const char* call) {
-  MOE_A2A_CHECK(num_tokens >= 0 && num_tokens <= ctx.cfg.max_tokens, call, ": num_tokens ", num_tokens,
-                " outside [0, ", ctx.cfg.max_tokens, "]");
+  MOE_A2A_CHECK(num_tokens >= 0 && num_tokens <= ctx.cfg.max_tokens, call, ": num_tokens ", num_tokens, " outside [0, ",
+                ctx.cfg.max_tokens, "]");
 }
 
 }  // namespace

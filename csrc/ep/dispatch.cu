@@ -25,17 +25,17 @@ static_assert(kMaxExperts / 2 <= kEpBlock, "one thread per local expert when sca
 
 struct DispatchShared {
   // send half
-  uint32_t mask[kEpBlock];          // destination ranks of each token of the group
-  int slot[kEpBlock][kMaxWorld];    // its slot on each destination
-  int rows[kMaxWorld];              // the group's rows per destination
-  uint32_t pairs[kMaxExperts];      // counting block: (token, k) pairs per global expert
+  uint32_t mask[kEpBlock];        // destination ranks of each token of the group
+  int slot[kEpBlock][kMaxWorld];  // its slot on each destination
+  int rows[kMaxWorld];            // the group's rows per destination
+  uint32_t pairs[kMaxExperts];    // counting block: (token, k) pairs per global expert
   // receive half
   int src_tokens[kMaxWorld];
   int seg_first[kMaxExperts / 2], seg_limit[kMaxExperts / 2], seg_total[kMaxExperts / 2];
   int all_rows;
   int dest[kRowBatch][kMaxTopk];  // row of expert_x for each (row, k) of a batch, or -1
   uint32_t payload[kMaxWorld];
-  SourceRows batch;               // the token groups being placed
+  SourceRows batch;  // the token groups being placed
 };
 
 // Read as int64 so that an out-of-range int64 id cannot wrap into the valid range.
@@ -66,8 +66,10 @@ MOE_A2A_DEVICE void send_counts(const EpBuffers& b, const DispatchArgs& a, Dispa
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       if (base + u * static_cast<int>(blockDim.x) >= n) break;
-      if (valid_expert(cfg, ids[u])) atomic_add_relaxed_block(sh.pairs + ids[u], 1u);
-      else bad = true;
+      if (valid_expert(cfg, ids[u]))
+        atomic_add_relaxed_block(sh.pairs + ids[u], 1u);
+      else
+        bad = true;
     }
   }
   bad = __syncthreads_or(bad);
@@ -83,8 +85,8 @@ MOE_A2A_DEVICE void send_counts(const EpBuffers& b, const DispatchArgs& a, Dispa
   }
 }
 
-MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, int g, uint64_t epoch
-                               MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, int g,
+                               uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   const int world = cfg.world;
@@ -226,8 +228,8 @@ MOE_A2A_DEVICE void expert_segments(const EpBuffers& b, DispatchShared& sh) {
 
 // Waits for every source's counts, then lays out the experts' segments; block 0 writes them
 // out. False after a timeout.
-MOE_A2A_DEVICE bool receive_counts(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, uint64_t epoch
-                                   MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+MOE_A2A_DEVICE bool receive_counts(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh,
+                                   uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   MOE_A2A_PROFILE(const uint64_t wait_start = prof.now());
@@ -255,8 +257,8 @@ MOE_A2A_DEVICE bool receive_counts(const EpBuffers& b, const DispatchArgs& a, Di
 
 // The rows of the batch (sh.batch: one token group of each of several sources): positions,
 // metadata, route, then payload.
-MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh
-                               MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a,
+                               DispatchShared& sh MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   const int local = cfg.experts_per_rank();
@@ -410,8 +412,8 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
 void launch_dispatch(const EpContext& ctx, const DispatchArgs& args, Role role, hipStream_t stream) {
   if (sends(role)) {
     const int num_tokens = args.route.num_tokens;
-    MOE_A2A_CHECK(num_tokens >= 0 && num_tokens <= ctx.cfg.max_tokens,
-                  "dispatch: num_tokens ", num_tokens, " outside [0, ", ctx.cfg.max_tokens, "]");
+    MOE_A2A_CHECK(num_tokens >= 0 && num_tokens <= ctx.cfg.max_tokens, "dispatch: num_tokens ", num_tokens,
+                  " outside [0, ", ctx.cfg.max_tokens, "]");
   }
   dispatch_kernel<<<ctx.cfg.num_blocks, kEpBlock, 0, stream>>>(ctx, args, role);
   MOE_A2A_GPU_CHECK(hipGetLastError());

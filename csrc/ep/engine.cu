@@ -24,14 +24,9 @@ enum Call : int {
   kWeightGradRecv,
   kNumCalls
 };
-constexpr const char* kCallName[] = {"dispatch_send",
-                                     "dispatch_recv",
-                                     "combine_send",
-                                     "combine_recv",
-                                     "dispatch_backward (send)",
-                                     "output_grad_send",
-                                     "output_grad_recv",
-                                     "weight_grad_recv"};
+constexpr const char* kCallName[] = {
+    "dispatch_send",    "dispatch_recv",    "combine_send",    "combine_recv", "dispatch_backward (send)",
+    "output_grad_send", "output_grad_recv", "weight_grad_recv"};
 static_assert(sizeof(kCallName) / sizeof(kCallName[0]) == kNumCalls, "one name per call");
 
 struct RoundKind {
@@ -64,16 +59,14 @@ EpEngine::EpEngine(const EpConfig& cfg, TokenType token_type, std::shared_ptr<Sy
   const std::string why = validate(cfg);
   MOE_A2A_CHECK(why.empty(), why);
   MOE_A2A_CHECK(heap_ && heap_->is_open(), "EpEngine needs a symmetric heap whose peers are open");
-  MOE_A2A_CHECK(heap_->rank() == cfg.rank && heap_->world() == cfg.world,
-                "heap is rank ", heap_->rank(), " of ", heap_->world(), ", config says rank ", cfg.rank
-                               , " of ", cfg.world);
+  MOE_A2A_CHECK(heap_->rank() == cfg.rank && heap_->world() == cfg.world, "heap is rank ", heap_->rank(), " of ",
+                heap_->world(), ", config says rank ", cfg.rank, " of ", cfg.world);
   MOE_A2A_CHECK(timeout_s > 0, "timeout must be positive, got ", timeout_s);
   ctx_.cfg = cfg;
   ctx_.heap_layout = cfg.heap_layout();
   ctx_.ws_layout = cfg.workspace_layout();
-  MOE_A2A_CHECK(ep_offset + ctx_.heap_layout.total <= heap_->bytes(),
-                "all-to-all region [", ep_offset, ", +", ctx_.heap_layout.total, ") exceeds the heap of "
-                                     , heap_->bytes(), " bytes");
+  MOE_A2A_CHECK(ep_offset + ctx_.heap_layout.total <= heap_->bytes(), "all-to-all region [", ep_offset, ", +",
+                ctx_.heap_layout.total, ") exceeds the heap of ", heap_->bytes(), " bytes");
   ctx_.heap = heap_->view();
   ctx_.ep_offset = ep_offset;
   ctx_.token_type = token_type;
@@ -213,8 +206,8 @@ void EpEngine::set_rounds_for_test(uint64_t rounds) {
   MOE_A2A_GPU_CHECK(hipMemcpy(ctx_.workspace + ctx_.ws_layout.block_epoch, epochs.data(),
                               epochs.size() * sizeof(uint64_t), hipMemcpyHostToDevice));
   const uint64_t no_error = rounds;  // an error mark of an epoch no later round will have
-  MOE_A2A_GPU_CHECK(hipMemcpy(ctx_.workspace + ctx_.ws_layout.round_error, &no_error, sizeof(no_error),
-                              hipMemcpyHostToDevice));
+  MOE_A2A_GPU_CHECK(
+      hipMemcpy(ctx_.workspace + ctx_.ws_layout.round_error, &no_error, sizeof(no_error), hipMemcpyHostToDevice));
   const size_t first = ctx_.heap_layout.count_signal;
   const size_t count = (ctx_.heap_layout.total - first) / sizeof(Signal);
   const std::vector<Signal> signals(count, Signal{signal_word(rounds, 0u)});
@@ -248,7 +241,8 @@ std::string EpEngine::describe(const ErrorRecord& e) const {
                  " tokens but its capacity (max_recv_tokens_per_expert) is ", e.expected,
                  "; the extra tokens were dropped. Raise max_recv_tokens_per_expert");
     case ErrorCode::kBadRoute:
-      return cat("rank ", me, ": the route given to a backward or combine call is not one a dispatch of this "
+      return cat("rank ", me,
+                 ": the route given to a backward or combine call is not one a dispatch of this "
                  "all-to-all wrote (modified Dispatched tensors?); nothing was sent for it");
     case ErrorCode::kPeerError:
       return cat("rank ", me, ": rank ", e.peer, " reported an error in this call (see that rank's exception)");

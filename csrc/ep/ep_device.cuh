@@ -44,7 +44,8 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void load_chunk(const Vec16* __restrict__ row, int
     if (i < vecs) v[u] = row[i];
   }
 }
-MOE_A2A_DEVICE MOE_A2A_INLINE void store_chunk(Vec16* __restrict__ row, int chunk, int vecs, const Vec16 (&v)[kUnroll]) {
+MOE_A2A_DEVICE MOE_A2A_INLINE void store_chunk(Vec16* __restrict__ row, int chunk, int vecs,
+                                               const Vec16 (&v)[kUnroll]) {
   const int first = chunk * kChunkVecs + lane_id();
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
@@ -69,13 +70,15 @@ struct EpBuffers {
   }
   // On rank `owner`: the row that rank `src` dispatched into slot `slot`.
   MOE_A2A_DEVICE Vec16* recv_x(int owner, int src, int slot) const {
-    return reinterpret_cast<Vec16*>(heap_region(owner, c.heap_layout.recv_x) + row_index(src, slot) * c.cfg.row_bytes());
+    return reinterpret_cast<Vec16*>(heap_region(owner, c.heap_layout.recv_x) +
+                                    row_index(src, slot) * c.cfg.row_bytes());
   }
   MOE_A2A_DEVICE int32_t* recv_token(int owner, int src, int slot) const {
     return reinterpret_cast<int32_t*>(heap_region(owner, c.heap_layout.recv_token)) + row_index(src, slot);
   }
   MOE_A2A_DEVICE int32_t* recv_expert(int owner, int src, int slot) const {
-    return reinterpret_cast<int32_t*>(heap_region(owner, c.heap_layout.recv_expert)) + row_index(src, slot) * c.cfg.topk;
+    return reinterpret_cast<int32_t*>(heap_region(owner, c.heap_layout.recv_expert)) +
+           row_index(src, slot) * c.cfg.topk;
   }
   MOE_A2A_DEVICE float* recv_weight(int owner, int src, int slot) const {
     return reinterpret_cast<float*>(heap_region(owner, c.heap_layout.recv_weight)) + row_index(src, slot) * c.cfg.topk;
@@ -87,7 +90,8 @@ struct EpBuffers {
   }
   // On rank `owner`: the partial sum that expert rank `src` returned for owner's token `token`.
   MOE_A2A_DEVICE Vec16* comb_x(int owner, int src, int token) const {
-    return reinterpret_cast<Vec16*>(heap_region(owner, c.heap_layout.comb_x) + row_index(src, token) * c.cfg.row_bytes());
+    return reinterpret_cast<Vec16*>(heap_region(owner, c.heap_layout.comb_x) +
+                                    row_index(src, token) * c.cfg.row_bytes());
   }
   // On rank `owner`: the gradient of owner's router weight (token, k), [max_tokens][topk].
   MOE_A2A_DEVICE float* comb_w(int owner, int token) const {
@@ -95,25 +99,36 @@ struct EpBuffers {
   }
   // Signals on rank `owner` written by rank `src` (see config.h); per-group ones also by group.
   MOE_A2A_DEVICE Signal* signals(int owner, size_t region, int src, int group = 0) const {
-    return reinterpret_cast<Signal*>(heap_region(owner, region)) + static_cast<size_t>(src) * c.cfg.max_groups() + group;
+    return reinterpret_cast<Signal*>(heap_region(owner, region)) + static_cast<size_t>(src) * c.cfg.max_groups() +
+           group;
   }
-  MOE_A2A_DEVICE Signal* count_signal(int owner, int src) const { return rank_signal(owner, c.heap_layout.count_signal, src); }
+  MOE_A2A_DEVICE Signal* count_signal(int owner, int src) const {
+    return rank_signal(owner, c.heap_layout.count_signal, src);
+  }
   MOE_A2A_DEVICE Signal* group_signal(int owner, int src, int g) const {
     return signals(owner, c.heap_layout.group_signal, src, g);
   }
   MOE_A2A_DEVICE Signal* partial_signal(int owner, int src, int g) const {
     return signals(owner, c.heap_layout.partial_signal, src, g);
   }
-  MOE_A2A_DEVICE Signal* ready_signal(int owner, int src) const { return rank_signal(owner, c.heap_layout.ready_signal, src); }
-  MOE_A2A_DEVICE Signal* grad_signal(int owner, int src) const { return rank_signal(owner, c.heap_layout.grad_signal, src); }
-  MOE_A2A_DEVICE Signal* wgrad_signal(int owner, int src) const { return rank_signal(owner, c.heap_layout.wgrad_signal, src); }
+  MOE_A2A_DEVICE Signal* ready_signal(int owner, int src) const {
+    return rank_signal(owner, c.heap_layout.ready_signal, src);
+  }
+  MOE_A2A_DEVICE Signal* grad_signal(int owner, int src) const {
+    return rank_signal(owner, c.heap_layout.grad_signal, src);
+  }
+  MOE_A2A_DEVICE Signal* wgrad_signal(int owner, int src) const {
+    return rank_signal(owner, c.heap_layout.wgrad_signal, src);
+  }
   MOE_A2A_DEVICE Signal* rank_signal(int owner, size_t region, int src) const {
     return reinterpret_cast<Signal*>(heap_region(owner, region)) + src;
   }
 
   // ---- local workspace ----
   template <typename T>
-  MOE_A2A_DEVICE T* ws(size_t offset) const { return reinterpret_cast<T*>(c.workspace + offset); }
+  MOE_A2A_DEVICE T* ws(size_t offset) const {
+    return reinterpret_cast<T*>(c.workspace + offset);
+  }
   MOE_A2A_DEVICE uint64_t* block_epoch() const { return ws<uint64_t>(c.ws_layout.block_epoch) + blockIdx.x; }
   MOE_A2A_DEVICE uint64_t* round_error() const { return ws<uint64_t>(c.ws_layout.round_error); }
   MOE_A2A_DEVICE uint32_t* expert_count() const { return ws<uint32_t>(c.ws_layout.expert_count); }
@@ -234,11 +249,11 @@ MOE_A2A_DEVICE inline uint32_t await_some_ranks(const EpContext& c, SignalOf sig
 // Rows of several sources' token groups handled as one batch: batch row j belongs to the
 // source of the first entry whose `first` exceeds it. Filled by one thread, read by all.
 struct SourceRows {
-  int count;                   // sources in the batch
+  int count;  // sources in the batch
   int src[kMaxWorld];
-  int begin[kMaxWorld];        // first slot of the source's group
-  int end[kMaxWorld];          // one past its last slot
-  int first[kMaxWorld + 1];    // first batch row of each source; first[count] = rows in all
+  int begin[kMaxWorld];      // first slot of the source's group
+  int end[kMaxWorld];        // one past its last slot
+  int first[kMaxWorld + 1];  // first batch row of each source; first[count] = rows in all
   // Batch row j -> (source index in the batch, slot).
   MOE_A2A_DEVICE void locate(int j, int& i, int& slot) const {
     i = 0;
@@ -318,7 +333,7 @@ MOE_A2A_DEVICE MOE_A2A_INLINE float bf16_bits_to_float(uint16_t b) {
 MOE_A2A_DEVICE MOE_A2A_INLINE uint16_t float_to_bf16_bits(float f) {
   const uint32_t u = __float_as_uint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
-  const uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
+  const uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);                                  // round to nearest even
   return static_cast<uint16_t>((u + rounding) >> 16);
 }
 
@@ -431,18 +446,18 @@ MOE_A2A_DEVICE MOE_A2A_INLINE Vec16 pack_vec(const float (&acc)[8]) {
 }
 
 // Dispatches a kernel template on the runtime token type.
-#define MOE_A2A_DISPATCH_TOKEN_TYPE(type, K, ...)                   \
-  do {                                                              \
-    if ((type) == ::moe_a2a::TokenType::kBFloat16) {                \
-      constexpr auto K = ::moe_a2a::TokenType::kBFloat16;           \
-      __VA_ARGS__;                                                  \
-    } else if ((type) == ::moe_a2a::TokenType::kFloat16) {          \
-      constexpr auto K = ::moe_a2a::TokenType::kFloat16;            \
-      __VA_ARGS__;                                                  \
-    } else {                                                        \
-      constexpr auto K = ::moe_a2a::TokenType::kFloat32;            \
-      __VA_ARGS__;                                                  \
-    }                                                               \
+#define MOE_A2A_DISPATCH_TOKEN_TYPE(type, K, ...)          \
+  do {                                                     \
+    if ((type) == ::moe_a2a::TokenType::kBFloat16) {       \
+      constexpr auto K = ::moe_a2a::TokenType::kBFloat16;  \
+      __VA_ARGS__;                                         \
+    } else if ((type) == ::moe_a2a::TokenType::kFloat16) { \
+      constexpr auto K = ::moe_a2a::TokenType::kFloat16;   \
+      __VA_ARGS__;                                         \
+    } else {                                               \
+      constexpr auto K = ::moe_a2a::TokenType::kFloat32;   \
+      __VA_ARGS__;                                         \
+    }                                                      \
   } while (0)
 
 }  // namespace moe_a2a

@@ -13,12 +13,12 @@ void BumpAllocator::mix(uint64_t v) {
 }
 
 size_t BumpAllocator::allocate(size_t bytes, size_t align) {
-  MOE_A2A_CHECK(align != 0 && (align & (align - 1)) == 0,
-                "symmetric heap alignment must be a power of two, got ", align);
+  MOE_A2A_CHECK(align != 0 && (align & (align - 1)) == 0, "symmetric heap alignment must be a power of two, got ",
+                align);
   const size_t offset = (used_ + align - 1) / align * align;
   MOE_A2A_CHECK(offset >= used_ && offset <= capacity_ && bytes <= capacity_ - offset,
-                "symmetric heap is full: asked for ", bytes, " bytes aligned to ", align, " with "
-                                                    , used_, " of ", capacity_, " bytes used");
+                "symmetric heap is full: asked for ", bytes, " bytes aligned to ", align, " with ", used_, " of ",
+                capacity_, " bytes used");
   used_ = offset + bytes;
   ++count_;
   mix(bytes);

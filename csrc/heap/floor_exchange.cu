@@ -7,8 +7,8 @@ namespace moe_a2a {
 namespace {
 
 __global__ void __launch_bounds__(kFloorThreads)
-    floor_exchange_kernel(HeapView heap, size_t region_offset, size_t n16, size_t flags_offset,
-                          size_t workspace_offset, uint64_t timeout_ticks) {
+    floor_exchange_kernel(HeapView heap, size_t region_offset, size_t n16, size_t flags_offset, size_t workspace_offset,
+                          uint64_t timeout_ticks) {
   const int me = heap.rank;
   const int next = (me + 1) % heap.world;
   const int blocks = static_cast<int>(gridDim.x);
@@ -23,8 +23,8 @@ __global__ void __launch_bounds__(kFloorThreads)
   const size_t begin = per_block * b < n16 ? per_block * b : n16;
   const size_t end = begin + per_block < n16 ? begin + per_block : n16;
   uint4* dst = reinterpret_cast<uint4*>(heap.at(next, region_offset));
-  const uint4 v = make_uint4(static_cast<uint32_t>(epoch), static_cast<uint32_t>(b),
-                             static_cast<uint32_t>(threadIdx.x), static_cast<uint32_t>(me));
+  const uint4 v = make_uint4(static_cast<uint32_t>(epoch), static_cast<uint32_t>(b), static_cast<uint32_t>(threadIdx.x),
+                             static_cast<uint32_t>(me));
   for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) dst[i] = v;
   __syncthreads();  // every thread's stores before the release below
 

@@ -45,7 +45,8 @@ __global__ void check_pattern_kernel(HeapView heap, size_t region_offset, size_t
   }
   __syncthreads();
   if (!ok) return;
-  const uint32_t* got = reinterpret_cast<const uint32_t*>(heap.at(me, region_offset)) + static_cast<size_t>(src) * words;
+  const uint32_t* got =
+      reinterpret_cast<const uint32_t*>(heap.at(me, region_offset)) + static_cast<size_t>(src) * words;
   unsigned long long bad = 0;
   for (size_t i = threadIdx.x; i < words; i += blockDim.x) bad += got[i] != pattern(src, me, i);
   if (bad) atomicAdd(reinterpret_cast<unsigned long long*>(&result->mismatches), bad);
@@ -65,9 +66,16 @@ MOE_A2A_DEVICE Mailbox mailbox_at(uint8_t* base, int data_words) {
 
 MOE_A2A_DEVICE void publish(uint64_t* flag, uint64_t value, SyncMode mode) {
   switch (mode) {
-    case SyncMode::kReleaseAcquire: st_release_sys(flag, value); break;
-    case SyncMode::kAtomicWait: atomic_add_release_sys(flag, uint64_t{1}); break;  // flag counts messages
-    case SyncMode::kFences: fence_acq_rel_sys(); st_relaxed_sys(flag, value); break;
+    case SyncMode::kReleaseAcquire:
+      st_release_sys(flag, value);
+      break;
+    case SyncMode::kAtomicWait:
+      atomic_add_release_sys(flag, uint64_t{1});
+      break;  // flag counts messages
+    case SyncMode::kFences:
+      fence_acq_rel_sys();
+      st_relaxed_sys(flag, value);
+      break;
   }
 }
 
@@ -151,8 +159,8 @@ void launch_put_pattern(const HeapView& heap, size_t region_offset, size_t words
   MOE_A2A_GPU_CHECK(hipGetLastError());
 }
 
-void launch_check_pattern(const HeapView& heap, size_t region_offset, size_t words, size_t flag_offset,
-                          uint64_t epoch, uint64_t timeout_ticks, SelftestResult* result, hipStream_t stream) {
+void launch_check_pattern(const HeapView& heap, size_t region_offset, size_t words, size_t flag_offset, uint64_t epoch,
+                          uint64_t timeout_ticks, SelftestResult* result, hipStream_t stream) {
   check_pattern_kernel<<<heap.world, kTestBlock, 0, stream>>>(heap, region_offset, words, flag_offset, epoch,
                                                               timeout_ticks, result);
   MOE_A2A_GPU_CHECK(hipGetLastError());

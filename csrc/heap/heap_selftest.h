@@ -28,11 +28,11 @@ struct SelftestResult {
 
 // Puts `words` uint32 of a (writer, reader, index) pattern into every peer's heap at
 // region_offset + me * words * 4, then raises flag[me] (flag_offset, uint64 per rank) to `epoch`.
-void launch_put_pattern(const HeapView& heap, size_t region_offset, size_t words, size_t flag_offset,
-                        uint64_t epoch, hipStream_t stream);
+void launch_put_pattern(const HeapView& heap, size_t region_offset, size_t words, size_t flag_offset, uint64_t epoch,
+                        hipStream_t stream);
 // Waits for every writer's flag (bounded) and counts mismatching words into *result.
-void launch_check_pattern(const HeapView& heap, size_t region_offset, size_t words, size_t flag_offset,
-                          uint64_t epoch, uint64_t timeout_ticks, SelftestResult* result, hipStream_t stream);
+void launch_check_pattern(const HeapView& heap, size_t region_offset, size_t words, size_t flag_offset, uint64_t epoch,
+                          uint64_t timeout_ticks, SelftestResult* result, hipStream_t stream);
 // Ring ping-pong: rank r sends `iters` messages of `data_words` uint32 to rank r+1 and acks
 // the messages of rank r-1. Mailbox at `mailbox_offset`: data_words uint32 then two uint64
 // (flag, ack), 256-byte aligned. Flag values are base+1 .. base+iters.

@@ -65,8 +65,7 @@ __global__ void close_handshake_kernel(HeapView v, uint64_t timeout_ticks, uint3
 
 static_assert(kMaxWorld * sizeof(uint64_t) <= 256, "closed[] fits the control area");
 
-SymmetricHeap::SymmetricHeap(int rank, int world, size_t bytes, int device)
-    : device_(device), allocator_(bytes) {
+SymmetricHeap::SymmetricHeap(int rank, int world, size_t bytes, int device) : device_(device), allocator_(bytes) {
   MOE_A2A_CHECK(world >= 1 && world <= kMaxWorld, "world size must be in [1, ", kMaxWorld, "], got ", world);
   MOE_A2A_CHECK(rank >= 0 && rank < world, "rank ", rank, " outside world of ", world);
   MOE_A2A_CHECK(bytes > 0, "symmetric heap size must be positive");
@@ -117,21 +116,20 @@ std::string SymmetricHeap::export_handle() const {
 void SymmetricHeap::open_peers(const std::vector<std::string>& handles) {
   check_usable("open_peers");
   MOE_A2A_CHECK(!peers_open_, "SymmetricHeap peers are already open");
-  MOE_A2A_CHECK(static_cast<int>(handles.size()) == view_.world,
-                "expected ", view_.world, " heap handles, got ", handles.size());
+  MOE_A2A_CHECK(static_cast<int>(handles.size()) == view_.world, "expected ", view_.world, " heap handles, got ",
+                handles.size());
   MOE_A2A_GPU_CHECK(hipSetDevice(device_));
   for (int r = 0; r < view_.world; ++r) {
     ExportedHandle h{};
-    MOE_A2A_CHECK(handles[r].size() == sizeof(h), "heap handle of rank ", r, " has ", handles[r].size()
-                                                                        , " bytes, expected ", sizeof(h));
+    MOE_A2A_CHECK(handles[r].size() == sizeof(h), "heap handle of rank ", r, " has ", handles[r].size(),
+                  " bytes, expected ", sizeof(h));
     std::memcpy(&h, handles[r].data(), sizeof(h));
-    MOE_A2A_CHECK(h.magic == kHandleMagic && h.version == kHandleVersion,
-                  "heap handle of rank ", r, " is not a moe_a2a heap handle (or another version)");
-    MOE_A2A_CHECK(h.rank == r && h.world == view_.world,
-                  "heap handle ", r, " came from rank ", h.rank, " of world ", h.world);
-    MOE_A2A_CHECK(h.bytes == view_.bytes, "symmetric heaps differ in size: rank ", view_.rank, " has "
-                                                                                , view_.bytes, " bytes, rank ", r
-                                                                                , " has ", h.bytes);
+    MOE_A2A_CHECK(h.magic == kHandleMagic && h.version == kHandleVersion, "heap handle of rank ", r,
+                  " is not a moe_a2a heap handle (or another version)");
+    MOE_A2A_CHECK(h.rank == r && h.world == view_.world, "heap handle ", r, " came from rank ", h.rank, " of world ",
+                  h.world);
+    MOE_A2A_CHECK(h.bytes == view_.bytes, "symmetric heaps differ in size: rank ", view_.rank, " has ", view_.bytes,
+                  " bytes, rank ", r, " has ", h.bytes);
     if (r == view_.rank) continue;  // opening our own handle fails; use the local pointer
     void* p = nullptr;
     MOE_A2A_GPU_CHECK(hipIpcOpenMemHandle(&p, h.handle, hipIpcMemLazyEnablePeerAccess));

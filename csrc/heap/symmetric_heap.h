@@ -69,7 +69,7 @@ class SymmetricHeap {
 
   HeapView view_{};
   int device_ = 0;
-  void* local_alloc_ = nullptr;  // what was malloc'ed (the heap starts here)
+  void* local_alloc_ = nullptr;     // what was malloc'ed (the heap starts here)
   std::vector<void*> peer_allocs_;  // what hipIpcOpenMemHandle returned, per rank
   HeapView* device_view_ = nullptr;
   BumpAllocator allocator_;

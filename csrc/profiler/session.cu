@@ -65,8 +65,8 @@ std::vector<ClockSample> ProfilerSession::sync_clocks(hipStream_t stream) {
   clock_rounds_ += kClockIters;
   std::vector<ClockSample> samples(static_cast<size_t>(heap_.world) * kClockIters);
   uint32_t timeouts = 0;
-  MOE_A2A_GPU_CHECK(hipMemcpyAsync(samples.data(), samples_, samples.size() * sizeof(ClockSample),
-                                   hipMemcpyDeviceToHost, stream));
+  MOE_A2A_GPU_CHECK(
+      hipMemcpyAsync(samples.data(), samples_, samples.size() * sizeof(ClockSample), hipMemcpyDeviceToHost, stream));
   MOE_A2A_GPU_CHECK(hipMemcpyAsync(&timeouts, timeouts_, sizeof(uint32_t), hipMemcpyDeviceToHost, stream));
   MOE_A2A_GPU_CHECK(hipStreamSynchronize(stream));
   MOE_A2A_CHECK(timeouts == 0, "rank ", heap_.rank, ": profiler clock sync timed out (", timeouts,
@@ -85,8 +85,8 @@ ProfileDump ProfilerSession::collect(hipStream_t stream) {
   std::vector<uint32_t> counts(tracks);
   MOE_A2A_GPU_CHECK(hipMemcpyAsync(records.data(), view_.records, records.size() * sizeof(ProfilerRecord),
                                    hipMemcpyDeviceToHost, stream));
-  MOE_A2A_GPU_CHECK(hipMemcpyAsync(counts.data(), view_.counts, counts.size() * sizeof(uint32_t),
-                                   hipMemcpyDeviceToHost, stream));
+  MOE_A2A_GPU_CHECK(
+      hipMemcpyAsync(counts.data(), view_.counts, counts.size() * sizeof(uint32_t), hipMemcpyDeviceToHost, stream));
   MOE_A2A_GPU_CHECK(hipStreamSynchronize(stream));
   d.rank = heap_.rank;
   d.world = heap_.world;

@@ -18,12 +18,12 @@ enum class ErrorCode : uint32_t {
 
 // Where a kernel waited, for timeout messages: which call waited for which signal. One entry
 // per wait of the protocol (docs/design/protocol.md).
-#define MOE_A2A_WAIT_SITES(X)                                                                   \
-  X(kDispatchCounts, "dispatch-recv", "token counts")                                           \
-  X(kDispatchRows, "dispatch-recv", "rows of token group")                                      \
-  X(kCombinePartials, "combine-recv", "partial sums of token group")                            \
-  X(kDispatchGradReady, "combine-send (backward of dispatch)", "ready signal")                  \
-  X(kOutputGrad, "output-grad-recv (backward of combine)", "output gradients")                  \
+#define MOE_A2A_WAIT_SITES(X)                                                  \
+  X(kDispatchCounts, "dispatch-recv", "token counts")                          \
+  X(kDispatchRows, "dispatch-recv", "rows of token group")                     \
+  X(kCombinePartials, "combine-recv", "partial sums of token group")           \
+  X(kDispatchGradReady, "combine-send (backward of dispatch)", "ready signal") \
+  X(kOutputGrad, "output-grad-recv (backward of combine)", "output gradients") \
   X(kWeightGrad, "weight-grad-recv (backward of combine)", "weight gradients")
 
 enum class WaitSite : int32_t {
@@ -45,23 +45,29 @@ inline constexpr const char* kWaitSiteSignal[] = {
 static_assert(sizeof(kWaitSiteCall) / sizeof(kWaitSiteCall[0]) == static_cast<int>(WaitSite::kCount));
 
 struct ErrorRecord {
-  uint32_t code;     // ErrorCode; written last, with release semantics
-  uint32_t claimed;  // first writer wins this word
-  int32_t peer;      // rank waited for / that reported; -1 if none
-  int32_t detail;    // bad expert id, local expert that overflowed, WaitSite, ...
-  int64_t index;     // token index, token group, ...
-  uint64_t expected; // epoch waited for, capacity, ...
-  uint64_t seen;     // epoch last seen, count reached, ...
+  uint32_t code;      // ErrorCode; written last, with release semantics
+  uint32_t claimed;   // first writer wins this word
+  int32_t peer;       // rank waited for / that reported; -1 if none
+  int32_t detail;     // bad expert id, local expert that overflowed, WaitSite, ...
+  int64_t index;      // token index, token group, ...
+  uint64_t expected;  // epoch waited for, capacity, ...
+  uint64_t seen;      // epoch last seen, count reached, ...
 };
 
 inline const char* error_code_name(ErrorCode c) {
   switch (c) {
-    case ErrorCode::kOk: return "ok";
-    case ErrorCode::kTimeout: return "timeout";
-    case ErrorCode::kBadExpertId: return "expert id out of range";
-    case ErrorCode::kCapacityOverflow: return "expert capacity overflow";
-    case ErrorCode::kPeerError: return "error on a peer";
-    case ErrorCode::kBadRoute: return "corrupted route";
+    case ErrorCode::kOk:
+      return "ok";
+    case ErrorCode::kTimeout:
+      return "timeout";
+    case ErrorCode::kBadExpertId:
+      return "expert id out of range";
+    case ErrorCode::kCapacityOverflow:
+      return "expert capacity overflow";
+    case ErrorCode::kPeerError:
+      return "error on a peer";
+    case ErrorCode::kBadRoute:
+      return "corrupted route";
   }
   return "unknown";
 }

@@ -19,8 +19,10 @@ class GroupRef:
     def get(self):
         group = self._ref()
         if group is None:
-            raise RuntimeError(f"moe_a2a: the process group this {self._owner} was created with has been destroyed "
-                               "(destroy_process_group); collective setup calls need it (close() does not)")
+            raise RuntimeError(
+                f"moe_a2a: the process group this {self._owner} was created with has been destroyed "
+                "(destroy_process_group); collective setup calls need it (close() does not)"
+            )
         return group
 
 

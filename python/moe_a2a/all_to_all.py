@@ -50,10 +50,10 @@ DEFAULT_GROUPS_PER_BLOCK = 1
 class _Route(NamedTuple):
     """Where a dispatch put every row: what combine and the backward rounds replay."""
 
-    dest_mask: torch.Tensor   # [T] int32, token side: bit r = token went to rank r
+    dest_mask: torch.Tensor  # [T] int32, token side: bit r = token went to rank r
     src_tokens: torch.Tensor  # [world] int32, expert side: tokens each source dispatched
     recv_token: torch.Tensor  # [world * max_tokens] int32: source token of each received slot, or -1
-    recv_pos: torch.Tensor    # [world * max_tokens, topk] int32: row of expert_x of each (slot, k), or -1
+    recv_pos: torch.Tensor  # [world * max_tokens, topk] int32: row of expert_x of each (slot, k), or -1
 
 
 @dataclass
@@ -106,8 +106,9 @@ def _dispatch_round(engine: int, state: torch.Tensor, x, topk_idx, topk_weights)
 
 def _combine_round(engine: int, state: torch.Tensor, expert_y, expert_weights, route: _Route):
     """One kernel launch: both halves of combine."""
-    return torch.ops.moe_a2a.combine(engine, state, expert_y, expert_weights, route.src_tokens, route.recv_token,
-                                     route.recv_pos, route.dest_mask)
+    return torch.ops.moe_a2a.combine(
+        engine, state, expert_y, expert_weights, route.src_tokens, route.recv_token, route.recv_pos, route.dest_mask
+    )
 
 
 def _backward_state(like: torch.Tensor) -> torch.Tensor:
@@ -134,8 +135,9 @@ class _DispatchFunction(torch.autograd.Function):
     def backward(ctx, grad_expert_x, *_non_differentiable):
         src_tokens, token, pos, dest_mask = ctx.saved_tensors
         state = _backward_state(dest_mask)
-        grad_x = torch.ops.moe_a2a.dispatch_backward(ctx.engine, state, grad_expert_x.contiguous(), src_tokens, token,
-                                                     pos, dest_mask)
+        grad_x = torch.ops.moe_a2a.dispatch_backward(
+            ctx.engine, state, grad_expert_x.contiguous(), src_tokens, token, pos, dest_mask
+        )
         return None, None, grad_x, None, None
 
 
@@ -144,8 +146,9 @@ class _CombineFunction(torch.autograd.Function):
     returns grad_expert_y[row] = w * grad_out[t] and sends grad w = <grad_out[t], y(row)> home."""
 
     @staticmethod
-    def forward(ctx, engine, state, expert_y, topk_weights, expert_weights, offsets, counts, dest_mask, src_tokens,
-                token, pos):
+    def forward(
+        ctx, engine, state, expert_y, topk_weights, expert_weights, offsets, counts, dest_mask, src_tokens, token, pos
+    ):
         del topk_weights  # same values as expert_weights (both from dispatch); here for its gradient
         route = _Route(dest_mask, src_tokens, token, pos)
         ctx.engine = engine
@@ -157,8 +160,9 @@ class _CombineFunction(torch.autograd.Function):
         expert_y, expert_weights, offsets, counts, dest_mask, src_tokens, token, pos = ctx.saved_tensors
         state = _backward_state(dest_mask)
         torch.ops.moe_a2a.output_grad_send(ctx.engine, state, grad_out.contiguous(), dest_mask)
-        grad_y = torch.ops.moe_a2a.output_grad_recv(ctx.engine, state, expert_y, expert_weights, offsets, counts,
-                                                    src_tokens, token, pos)
+        grad_y = torch.ops.moe_a2a.output_grad_recv(
+            ctx.engine, state, expert_y, expert_weights, offsets, counts, src_tokens, token, pos
+        )
         grad_w = torch.ops.moe_a2a.weight_grad_recv(ctx.engine, state, dest_mask)
         return None, None, grad_y, grad_w, None, None, None, None, None, None, None
 
@@ -219,8 +223,11 @@ class AllToAll:
             raise ValueError(f"moe_a2a: layout must be one of {LAYOUTS}, got {layout!r}")
         wrong = max_recv_tokens_per_expert if layout == "packed" else max_recv_tokens
         if wrong is not None:
-            right, other = ("max_recv_tokens", "max_recv_tokens_per_expert") if layout == "packed" else \
-                ("max_recv_tokens_per_expert", "max_recv_tokens")
+            right, other = (
+                ("max_recv_tokens", "max_recv_tokens_per_expert")
+                if layout == "packed"
+                else ("max_recv_tokens_per_expert", "max_recv_tokens")
+            )
             raise ValueError(f"moe_a2a: layout={layout!r} takes {right}, not {other}")
         self.layout = layout
         self.num_experts = int(num_experts)
@@ -241,9 +248,20 @@ class AllToAll:
         name = _DTYPES[dtype]
         asked = max_recv_tokens if layout == "packed" else max_recv_tokens_per_expert
         if asked is None:
-            capacity = C.default_capacity(self.world, self.num_experts, self.experts_per_token, self.hidden_dim,
-                                          self.max_num_tokens, name, layout, DEFAULT_OUTPUT_BUDGET_BYTES) \
-                if self.num_experts % max(self.world, 1) == 0 and self.num_experts >= self.world else 1
+            capacity = (
+                C.default_capacity(
+                    self.world,
+                    self.num_experts,
+                    self.experts_per_token,
+                    self.hidden_dim,
+                    self.max_num_tokens,
+                    name,
+                    layout,
+                    DEFAULT_OUTPUT_BUDGET_BYTES,
+                )
+                if self.num_experts % max(self.world, 1) == 0 and self.num_experts >= self.world
+                else 1
+            )
         else:
             capacity = int(asked)
         self.capacity = capacity
@@ -254,26 +272,70 @@ class AllToAll:
             groups_per_block = int(os.environ.get("MOE_A2A_GROUPS_PER_BLOCK", DEFAULT_GROUPS_PER_BLOCK))
         self.groups_per_block = int(groups_per_block)
         grid = (self.num_sms, self.groups_per_block)
-        config = (self.world, self.num_experts, self.experts_per_token, self.hidden_dim, self.max_num_tokens,
-                  self.capacity, name, layout, float(timeout_s), self.profile, *grid)
-        require_same("the AllToAll config (world, experts, topk, hidden, max tokens, capacity, dtype, layout, "
-                     "timeout, profile, num_sms, groups_per_block)", config, group)
-        problem = C.validate_config(self.world, self.rank, self.num_experts, self.experts_per_token, self.hidden_dim,
-                                    self.max_num_tokens, self.capacity, name, layout, *grid)
+        config = (
+            self.world,
+            self.num_experts,
+            self.experts_per_token,
+            self.hidden_dim,
+            self.max_num_tokens,
+            self.capacity,
+            name,
+            layout,
+            float(timeout_s),
+            self.profile,
+            *grid,
+        )
+        require_same(
+            "the AllToAll config (world, experts, topk, hidden, max tokens, capacity, dtype, layout, "
+            "timeout, profile, num_sms, groups_per_block)",
+            config,
+            group,
+        )
+        problem = C.validate_config(
+            self.world,
+            self.rank,
+            self.num_experts,
+            self.experts_per_token,
+            self.hidden_dim,
+            self.max_num_tokens,
+            self.capacity,
+            name,
+            layout,
+            *grid,
+        )
         if problem:
             raise ValueError(f"moe_a2a: {problem}")
         self.experts_per_rank = self.num_experts // self.world
 
-        region = C.ep_region_bytes(self.world, self.num_experts, self.experts_per_token, self.hidden_dim,
-                                   self.max_num_tokens, self.capacity, name, layout, *grid)
+        region = C.ep_region_bytes(
+            self.world,
+            self.num_experts,
+            self.experts_per_token,
+            self.hidden_dim,
+            self.max_num_tokens,
+            self.capacity,
+            name,
+            layout,
+            *grid,
+        )
         mailbox = C.profiler_mailbox_bytes() if self.profile else 0  # clock-sync ping-pong
         self.heap = SymmetricHeap(group, region + mailbox, device)
         self.device = self.heap.device
         offset = self.heap.alloc_bytes(region, 256)
         self.heap_bytes = region
-        self._engine = C.create_engine(self.heap._heap, self.num_experts, self.experts_per_token, self.hidden_dim,
-                                       self.max_num_tokens, self.capacity, name, layout, *grid, offset,
-                                       float(timeout_s))
+        self._engine = C.create_engine(
+            self.heap._heap,
+            self.num_experts,
+            self.experts_per_token,
+            self.hidden_dim,
+            self.max_num_tokens,
+            self.capacity,
+            name,
+            layout,
+            *grid,
+            offset,
+            float(timeout_s),
+        )
         # Closes at garbage collection or interpreter exit unless close() ran first.
         self._finalizer = weakref.finalize(self, _close_engine, self._engine, self.heap, DEFAULT_CLOSE_TIMEOUT_S)
         if self.profile:
@@ -304,8 +366,9 @@ class AllToAll:
         self._check_round(dispatched._round, "combine")
         self._no_grad_in_split_calls("combine_send", expert_y, dispatched._topk_weights)
         r = dispatched._route
-        torch.ops.moe_a2a.combine_send(self._engine, self._state, expert_y, dispatched.expert_weights, r.src_tokens,
-                                       r.recv_token, r.recv_pos)
+        torch.ops.moe_a2a.combine_send(
+            self._engine, self._state, expert_y, dispatched.expert_weights, r.src_tokens, r.recv_token, r.recv_pos
+        )
         return _Pending(dispatched._round, dispatched=dispatched)
 
     def combine_recv(self, pending: _Pending) -> torch.Tensor:
@@ -330,21 +393,39 @@ class AllToAll:
         self._check_round(dispatched._round, "combine")
         r = dispatched._route
         if _needs_grad(expert_y, dispatched._topk_weights):
-            return _CombineFunction.apply(self._engine, self._state, expert_y, dispatched._topk_weights,
-                                          dispatched.expert_weights, dispatched.expert_offsets,
-                                          dispatched.expert_num_tokens, *r)
+            return _CombineFunction.apply(
+                self._engine,
+                self._state,
+                expert_y,
+                dispatched._topk_weights,
+                dispatched.expert_weights,
+                dispatched.expert_offsets,
+                dispatched.expert_num_tokens,
+                *r,
+            )
         return _combine_round(self._engine, self._state, expert_y, dispatched.expert_weights, r)
 
     def _dispatched(self, round_: int, out, topk_weights) -> Dispatched:
         ex, counts, offsets, meta, weights, src_tokens, token, pos, dest_mask = out
-        return Dispatched(ex, counts, offsets, meta, weights, int(dest_mask.shape[0]), round_,
-                          _Route(dest_mask, src_tokens, token, pos), topk_weights)
+        return Dispatched(
+            ex,
+            counts,
+            offsets,
+            meta,
+            weights,
+            int(dest_mask.shape[0]),
+            round_,
+            _Route(dest_mask, src_tokens, token, pos),
+            topk_weights,
+        )
 
     @staticmethod
     def _no_grad_in_split_calls(call: str, *tensors):
         if _needs_grad(*tensors):
-            raise RuntimeError(f"moe_a2a: {call} is not differentiable and an input requires grad; use "
-                               "dispatch()/combine() for training, or call it under torch.no_grad()")
+            raise RuntimeError(
+                f"moe_a2a: {call} is not differentiable and an input requires grad; use "
+                "dispatch()/combine() for training, or call it under torch.no_grad()"
+            )
 
     # ---- profiler ----
     def profile_collect(self) -> dict:

@@ -62,7 +62,9 @@ def route(
     return idx.long(), weights.float()
 
 
-def check_expert_weights(w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor, hidden: int) -> Tuple[int, int]:
+def check_expert_weights(
+    w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor, hidden: int
+) -> Tuple[int, int]:
     """(num_experts, ffn_dim) of w_gate / w_up [E, H, F] and w_down [E, F, H]; raises
     ValueError / TypeError naming the weight whose shape or dtype is wrong."""
     if w_gate.dim() != 3 or w_gate.shape[1] != hidden:
@@ -73,8 +75,9 @@ def check_expert_weights(w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch
     if tuple(w_down.shape) != (E, Fd, hidden):
         raise ValueError(f"w_down must be [{E}, {Fd}, {hidden}], got shape {tuple(w_down.shape)}")
     if not (w_gate.dtype == w_up.dtype == w_down.dtype):
-        raise TypeError(f"expert weights must share one dtype, got w_gate {w_gate.dtype}, w_up {w_up.dtype}, "
-                        f"w_down {w_down.dtype}")
+        raise TypeError(
+            f"expert weights must share one dtype, got w_gate {w_gate.dtype}, w_up {w_up.dtype}, w_down {w_down.dtype}"
+        )
     return int(E), int(Fd)
 
 
@@ -89,8 +92,9 @@ def _check_routing(x, topk_idx, topk_weights, num_experts):
     if topk_idx.dim() != 2 or topk_idx.shape[0] != T:
         raise ValueError(f"topk_idx must be [T={T}, K], got shape {tuple(topk_idx.shape)}")
     if tuple(topk_weights.shape) != tuple(topk_idx.shape):
-        raise ValueError(f"topk_weights must have topk_idx's shape {tuple(topk_idx.shape)}, "
-                         f"got {tuple(topk_weights.shape)}")
+        raise ValueError(
+            f"topk_weights must have topk_idx's shape {tuple(topk_idx.shape)}, got {tuple(topk_weights.shape)}"
+        )
     if topk_idx.dtype not in (torch.int32, torch.int64):
         raise TypeError(f"topk_idx must be int32 or int64, got {topk_idx.dtype}")
     if topk_idx.numel() and (int(topk_idx.min()) < 0 or int(topk_idx.max()) >= num_experts):

@@ -28,9 +28,13 @@ def _close_heap(heap, rank: int, timeout_s: float) -> None:
     missing = heap.close(timeout_s)
     if missing:
         peers = [r for r in range(32) if (missing >> r) & 1]
-        warnings.warn(f"moe_a2a: rank {rank} closed its symmetric heap without hearing from rank(s) {peers} within "
-                      f"{timeout_s:g} s (they exited, never close, or are far behind); freed this rank's memory "
-                      "anyway", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"moe_a2a: rank {rank} closed its symmetric heap without hearing from rank(s) {peers} within "
+            f"{timeout_s:g} s (they exited, never close, or are far behind); freed this rank's memory "
+            "anyway",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 class SymmetricHeap:
@@ -75,7 +79,9 @@ class SymmetricHeap:
         summary = (self._heap.fingerprint(), offset, error)
         views = all_gather(summary, self.group)
         if any(v != views[0] for v in views):
-            listing = "; ".join(f"rank {r}: fingerprint {v[0]:#x}, offset {v[1]}, error {v[2]}" for r, v in enumerate(views))
+            listing = "; ".join(
+                f"rank {r}: fingerprint {v[0]:#x}, offset {v[1]}, error {v[2]}" for r, v in enumerate(views)
+            )
             raise RuntimeError(
                 "moe_a2a: symmetric heap allocations differ across ranks (every rank must call alloc with the "
                 f"same sizes in the same order): {listing}"

@@ -99,14 +99,16 @@ def _swiglu_loop(x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down):
     for e in sorted(range(E), key=lambda i: starts[i]):
         s, n = starts[e], counts[e]
         if n < 0 or s < 0 or s + n > R or (n > 0 and s < pos):
-            raise ValueError(f"expert_swiglu: local expert {e} has rows [{s}, {s + n}), which is outside the "
-                             f"{R} rows of expert_x or overlaps the previous expert (ends at row {pos})")
+            raise ValueError(
+                f"expert_swiglu: local expert {e} has rows [{s}, {s + n}), which is outside the "
+                f"{R} rows of expert_x or overlaps the previous expert (ends at row {pos})"
+            )
         if n == 0:  # keeps the expert in the graph: its weight gradient is a defined zero
             pieces.append(_expert_mlp(flat[:0], w_gate[e], w_up[e], w_down[e]))
             continue
         if s > pos:
             pieces.append(flat.new_zeros(s - pos, H))
-        pieces.append(_expert_mlp(flat[s:s + n], w_gate[e], w_up[e], w_down[e]))
+        pieces.append(_expert_mlp(flat[s : s + n], w_gate[e], w_up[e], w_down[e]))
         pos = s + n
     if pos < R:
         pieces.append(flat.new_zeros(R - pos, H))
@@ -198,8 +200,11 @@ def expert_swiglu(
                 raise
             except (RuntimeError, NotImplementedError) as e:
                 _GROUPED_MM_FAILED[(str(expert_x.device), expert_x.dtype)] = str(e)
-                warnings.warn(f"expert_swiglu: torch._grouped_mm failed on {expert_x.device} for {expert_x.dtype} "
-                              f"({type(e).__name__}: {e}); using one matmul per expert from now on")
+                warnings.warn(
+                    f"expert_swiglu: torch._grouped_mm failed on {expert_x.device} for {expert_x.dtype} "
+                    f"({type(e).__name__}: {e}); using one matmul per expert from now on",
+                    stacklevel=2,
+                )
                 impl = "loop"
         else:
             impl = "loop"
@@ -306,32 +311,47 @@ class ExpertParallelMoE(nn.Module):
         super().__init__()
         import torch.distributed as dist
 
-        for name, v in (("hidden_dim", hidden_dim), ("ffn_dim", ffn_dim), ("num_experts", num_experts),
-                        ("experts_per_token", experts_per_token), ("max_num_tokens", max_num_tokens)):
+        for name, v in (
+            ("hidden_dim", hidden_dim),
+            ("ffn_dim", ffn_dim),
+            ("num_experts", num_experts),
+            ("experts_per_token", experts_per_token),
+            ("max_num_tokens", max_num_tokens),
+        ):
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise ValueError(f"ExpertParallelMoE: {name} must be a positive int, got {v!r}")
         if experts_per_token > num_experts:
-            raise ValueError(f"ExpertParallelMoE: experts_per_token ({experts_per_token}) > num_experts ({num_experts})")
+            raise ValueError(
+                f"ExpertParallelMoE: experts_per_token ({experts_per_token}) > num_experts ({num_experts})"
+            )
         if layout not in LAYOUTS:
             raise ValueError(f"ExpertParallelMoE: layout must be one of {LAYOUTS}, got {layout!r}")
         if dtype not in LAYER_DTYPES:
             raise TypeError(f"ExpertParallelMoE: dtype must be one of {LAYER_DTYPES}, got {dtype}")
         if layout == "packed" and max_recv_tokens_per_expert is not None:
-            raise ValueError("ExpertParallelMoE: max_recv_tokens_per_expert is for layout='padded'; "
-                             "the packed layout takes max_recv_tokens")
+            raise ValueError(
+                "ExpertParallelMoE: max_recv_tokens_per_expert is for layout='padded'; "
+                "the packed layout takes max_recv_tokens"
+            )
         if layout == "padded" and max_recv_tokens is not None:
-            raise ValueError("ExpertParallelMoE: max_recv_tokens is for layout='packed'; "
-                             "the padded layout takes max_recv_tokens_per_expert")
+            raise ValueError(
+                "ExpertParallelMoE: max_recv_tokens is for layout='packed'; "
+                "the padded layout takes max_recv_tokens_per_expert"
+            )
         if not dist.is_available() or not dist.is_initialized():
-            raise RuntimeError("ExpertParallelMoE needs torch.distributed initialised "
-                               "(launch with torchrun and call dist.init_process_group first)")
+            raise RuntimeError(
+                "ExpertParallelMoE needs torch.distributed initialised "
+                "(launch with torchrun and call dist.init_process_group first)"
+            )
         group = group if group is not None else dist.group.WORLD
         self._group = GroupRef(group, "ExpertParallelMoE")  # held weakly, like AllToAll's
         self.rank = dist.get_rank(group)
         self.world = dist.get_world_size(group)
         if num_experts % self.world != 0:
-            raise ValueError(f"ExpertParallelMoE: num_experts ({num_experts}) must be divisible by the "
-                             f"group's world size ({self.world})")
+            raise ValueError(
+                f"ExpertParallelMoE: num_experts ({num_experts}) must be divisible by the "
+                f"group's world size ({self.world})"
+            )
         self.hidden_dim, self.ffn_dim = hidden_dim, ffn_dim
         self.num_experts, self.experts_per_token = num_experts, experts_per_token
         self.num_local_experts = num_experts // self.world
@@ -348,8 +368,17 @@ class ExpertParallelMoE(nn.Module):
             extra["max_recv_tokens_per_expert"] = int(max_recv_tokens_per_expert)
         if device is not None:
             extra["device"] = _with_index(torch.device(device))
-        self.ep = AllToAll(group, num_experts, experts_per_token, hidden_dim, max_num_tokens, dtype,
-                           layout=layout, timeout_s=timeout_s, **extra)
+        self.ep = AllToAll(
+            group,
+            num_experts,
+            experts_per_token,
+            hidden_dim,
+            max_num_tokens,
+            dtype,
+            layout=layout,
+            timeout_s=timeout_s,
+            **extra,
+        )
         self.device = _with_index(torch.device(self.ep.device))
 
         first = self.rank * self.num_local_experts
@@ -357,8 +386,9 @@ class ExpertParallelMoE(nn.Module):
         if init_seed is None:
             router, w_gate, w_up, w_down = self._device_random_weights()
         else:
-            router, w_gate, w_up, w_down = init_weights(hidden_dim, ffn_dim, num_experts, init_seed, dtype,
-                                                        self.device, local)
+            router, w_gate, w_up, w_down = init_weights(
+                hidden_dim, ffn_dim, num_experts, init_seed, dtype, self.device, local
+            )
         self.router_weight = nn.Parameter(router)
         self.w_gate = nn.Parameter(w_gate)
         self.w_up = nn.Parameter(w_up)
@@ -366,8 +396,9 @@ class ExpertParallelMoE(nn.Module):
 
     # ---- weights ----
     @staticmethod
-    def init_full_weights(hidden_dim: int, ffn_dim: int, num_experts: int, seed: int, dtype: torch.dtype,
-                          device) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def init_full_weights(
+        hidden_dim: int, ffn_dim: int, num_experts: int, seed: int, dtype: torch.dtype, device
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """(router_weight fp32 [E, H], w_gate_all, w_up_all [E, H, F], w_down_all [E, F, H]) for
         ALL experts: what every rank's ExpertParallelMoE(init_seed=seed) holds, before slicing."""
         return init_weights(hidden_dim, ffn_dim, num_experts, seed, dtype, device)
@@ -378,12 +409,17 @@ class ExpertParallelMoE(nn.Module):
         first = self.rank * self.num_local_experts
         return range(first, first + self.num_local_experts)
 
-    def load_full_weights(self, router_weight: torch.Tensor, w_gate_all: torch.Tensor, w_up_all: torch.Tensor,
-                          w_down_all: torch.Tensor) -> None:
+    def load_full_weights(
+        self, router_weight: torch.Tensor, w_gate_all: torch.Tensor, w_up_all: torch.Tensor, w_down_all: torch.Tensor
+    ) -> None:
         """Copies the router and this rank's slice of all-expert weights in (any dtype / device)."""
         E, H, Fd = self.num_experts, self.hidden_dim, self.ffn_dim
-        for name, t, shape in (("router_weight", router_weight, (E, H)), ("w_gate_all", w_gate_all, (E, H, Fd)),
-                               ("w_up_all", w_up_all, (E, H, Fd)), ("w_down_all", w_down_all, (E, Fd, H))):
+        for name, t, shape in (
+            ("router_weight", router_weight, (E, H)),
+            ("w_gate_all", w_gate_all, (E, H, Fd)),
+            ("w_up_all", w_up_all, (E, H, Fd)),
+            ("w_down_all", w_down_all, (E, Fd, H)),
+        ):
             if tuple(t.shape) != shape:
                 raise ValueError(f"load_full_weights: {name} must be {list(shape)}, got {list(t.shape)}")
         lo, hi = self.expert_range.start, self.expert_range.stop
@@ -397,9 +433,12 @@ class ExpertParallelMoE(nn.Module):
         E, El, H, Fd = self.num_experts, self.num_local_experts, self.hidden_dim, self.ffn_dim
         kw = {"dtype": self.dtype, "device": self.device}
         router = torch.randn(E, H, device=self.device) / math.sqrt(H)
-        return (router, torch.empty(El, H, Fd, **kw).normal_(0.0, 1.0 / math.sqrt(H)),
-                torch.empty(El, H, Fd, **kw).normal_(0.0, 1.0 / math.sqrt(H)),
-                torch.empty(El, Fd, H, **kw).normal_(0.0, 1.0 / math.sqrt(Fd)))
+        return (
+            router,
+            torch.empty(El, H, Fd, **kw).normal_(0.0, 1.0 / math.sqrt(H)),
+            torch.empty(El, H, Fd, **kw).normal_(0.0, 1.0 / math.sqrt(H)),
+            torch.empty(El, Fd, H, **kw).normal_(0.0, 1.0 / math.sqrt(Fd)),
+        )
 
     def all_reduce_router_grad(self, average: bool = False) -> None:
         """Collective: sums router_weight.grad over the group (the gradient of the sum of the
@@ -415,19 +454,22 @@ class ExpertParallelMoE(nn.Module):
     # ---- forward ----
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 2 or x.shape[1] != self.hidden_dim:
-            raise ValueError(f"ExpertParallelMoE: x must be [T, hidden_dim={self.hidden_dim}], got shape "
-                             f"{tuple(x.shape)}")
+            raise ValueError(
+                f"ExpertParallelMoE: x must be [T, hidden_dim={self.hidden_dim}], got shape {tuple(x.shape)}"
+            )
         if x.dtype != self.dtype:
             raise TypeError(f"ExpertParallelMoE: x must be {self.dtype} (the layer's dtype), got {x.dtype}")
         if x.shape[0] > self.max_num_tokens:
-            raise ValueError(f"ExpertParallelMoE: x has {x.shape[0]} tokens, more than max_num_tokens="
-                             f"{self.max_num_tokens}")
+            raise ValueError(
+                f"ExpertParallelMoE: x has {x.shape[0]} tokens, more than max_num_tokens={self.max_num_tokens}"
+            )
         if x.device != self.device:
             raise ValueError(f"ExpertParallelMoE: x is on {x.device}, the layer on {self.device}")
         topk_idx, topk_weights = route(x, self.router_weight, self.experts_per_token, self.normalize_topk)
         d = self.ep.dispatch(x, topk_idx, topk_weights)
-        y = expert_swiglu(d.expert_x, d.expert_offsets, d.expert_num_tokens, self.w_gate, self.w_up, self.w_down,
-                          self.layout)
+        y = expert_swiglu(
+            d.expert_x, d.expert_offsets, d.expert_num_tokens, self.w_gate, self.w_up, self.w_down, self.layout
+        )
         return self.ep.combine(y, d)
 
     # ---- lifetime ----
@@ -448,7 +490,9 @@ class ExpertParallelMoE(nn.Module):
         self.close()
 
     def extra_repr(self) -> str:
-        return (f"hidden_dim={self.hidden_dim}, ffn_dim={self.ffn_dim}, num_experts={self.num_experts}, "
-                f"experts_per_token={self.experts_per_token}, local experts {self.expert_range.start}.."
-                f"{self.expert_range.stop - 1} on rank {self.rank}/{self.world}, layout={self.layout}, "
-                f"dtype={self.dtype}")
+        return (
+            f"hidden_dim={self.hidden_dim}, ffn_dim={self.ffn_dim}, num_experts={self.num_experts}, "
+            f"experts_per_token={self.experts_per_token}, local experts {self.expert_range.start}.."
+            f"{self.expert_range.stop - 1} on rank {self.rank}/{self.world}, layout={self.layout}, "
+            f"dtype={self.dtype}"
+        )

@@ -13,8 +13,9 @@ ATOMIC_WAIT = 1
 FENCES = 2
 
 
-def message_passing(heap: SymmetricHeap, mailbox_offset: int, data_words: int, iters: int, base: int, mode: int,
-                    timeout_s: float = 5.0):
+def message_passing(
+    heap: SymmetricHeap, mailbox_offset: int, data_words: int, iters: int, base: int, mode: int, timeout_s: float = 5.0
+):
     """Ring ping-pong on every rank; returns (mismatches, timeouts, seconds of the writer loop)."""
     return ext().message_passing(heap._heap, mailbox_offset, data_words, iters, base, mode, timeout_s)
 
@@ -67,8 +68,15 @@ def floor_reserve(heap: SymmetricHeap, bytes_each_way: int, max_blocks: int):
     return region, flags, workspace
 
 
-def floor_times_us(heap: SymmetricHeap, bytes_each_way: int, blocks: int, iters_per_graph: int = 100,
-                   replays: int = 20, warmup_replays: int = 2, timeout_s: float = FLOOR_TIMEOUT_S) -> list:
+def floor_times_us(
+    heap: SymmetricHeap,
+    bytes_each_way: int,
+    blocks: int,
+    iters_per_graph: int = 100,
+    replays: int = 20,
+    warmup_replays: int = 2,
+    timeout_s: float = FLOOR_TIMEOUT_S,
+) -> list:
     """Collective. us per iteration of 2 phases (two launches of the bare exchange), one value
     per graph replay, each the max over the heap's ranks.
 
@@ -118,8 +126,13 @@ def floor_times_us(heap: SymmetricHeap, bytes_each_way: int, blocks: int, iters_
             for _ in range(iters_per_graph):
                 phase()
                 phase()
-        us = replay_times_us(graph, iters_per_graph, replays, warmup_replays,
-                             lambda: dist.all_reduce(one, op=dist.ReduceOp.MAX, group=group))  # align the ranks
+        us = replay_times_us(
+            graph,
+            iters_per_graph,
+            replays,
+            warmup_replays,
+            lambda: dist.all_reduce(one, op=dist.ReduceOp.MAX, group=group),
+        )  # align the ranks
         del graph
     t = torch.tensor(us + [float(timeouts())], dtype=torch.float64, device=dev)
     dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
@@ -160,8 +173,9 @@ def _raise_on_timeouts(count: int, group, dev, when: str) -> None:
         raise RuntimeError(f"moe_a2a: floor_exchange timed out during the {when} ({count} waits on some rank)")
 
 
-def floor_us(heap: SymmetricHeap, bytes_each_way: int, blocks: int, iters_per_graph: int = 100,
-             replays: int = 20) -> float:
+def floor_us(
+    heap: SymmetricHeap, bytes_each_way: int, blocks: int, iters_per_graph: int = 100, replays: int = 20
+) -> float:
     """Collective. The machine's floor for dispatch + combine: median over graph replays of
     the us per 2 phases of the bare exchange (max over ranks per replay, done here with the
     heap's group). See floor_times_us."""

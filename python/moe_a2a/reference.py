@@ -108,9 +108,7 @@ def experts_per_rank(num_experts: int, world: int) -> int:
     if world <= 0:
         raise ValueError(f"world must be positive, got {world}")
     if num_experts <= 0 or num_experts % world != 0:
-        raise ValueError(
-            f"num_experts ({num_experts}) must be a positive multiple of world ({world})"
-        )
+        raise ValueError(f"num_experts ({num_experts}) must be a positive multiple of world ({world})")
     return num_experts // world
 
 
@@ -206,8 +204,17 @@ def generate_all_inputs(
             raise ValueError(f"num_tokens has {len(per_rank)} entries for world {world}")
     return [
         generate_rank_inputs(
-            r, world, num_experts, topk, hidden, max_num_tokens, dtype, seed, device,
-            per_rank[r], index_dtype,
+            r,
+            world,
+            num_experts,
+            topk,
+            hidden,
+            max_num_tokens,
+            dtype,
+            seed,
+            device,
+            per_rank[r],
+            index_dtype,
         )
         for r in range(world)
     ]
@@ -226,18 +233,14 @@ def _check_all_inputs(all_inputs: Sequence, num_experts: int, world: int) -> Non
         T = inp.x.shape[0]
         if inp.topk_idx.shape[0] != T or inp.topk_weights.shape != inp.topk_idx.shape:
             raise ValueError(f"rank {r}: x, topk_idx and topk_weights disagree on T")
-        if inp.topk_idx.numel() and (
-            int(inp.topk_idx.min()) < 0 or int(inp.topk_idx.max()) >= num_experts
-        ):
+        if inp.topk_idx.numel() and (int(inp.topk_idx.min()) < 0 or int(inp.topk_idx.max()) >= num_experts):
             raise ValueError(f"rank {r}: expert id outside [0, {num_experts})")
 
 
 # --------------------------------------------------------------------------- dispatch
 
 
-def dispatch_reference(
-    all_inputs: Sequence, rank: int, num_experts: int, world: int
-) -> DispatchedTokens:
+def dispatch_reference(all_inputs: Sequence, rank: int, num_experts: int, world: int) -> DispatchedTokens:
     """Tokens and (global_expert, src_rank, src_token, k) per local expert of ``rank``."""
     _check_all_inputs(all_inputs, num_experts, world)
     epr = experts_per_rank(num_experts, world)
@@ -266,9 +269,7 @@ def dispatch_reference(
     )
 
 
-def dispatch_reference_loop(
-    all_inputs: Sequence, rank: int, num_experts: int, world: int
-) -> DispatchedTokens:
+def dispatch_reference_loop(all_inputs: Sequence, rank: int, num_experts: int, world: int) -> DispatchedTokens:
     """Token-by-token spelling of ``dispatch_reference`` (tests only)."""
     _check_all_inputs(all_inputs, num_experts, world)
     epr = experts_per_rank(num_experts, world)
@@ -283,12 +284,8 @@ def dispatch_reference_loop(
                 if e // epr == rank:
                     rows[e % epr].append(inp.x[t])
                     metas[e % epr].append([e, s, t, k])
-    tokens = [
-        torch.stack(r) if r else torch.empty(0, hidden, dtype=dtype, device=device) for r in rows
-    ]
-    meta = [
-        torch.tensor(m, dtype=torch.int64, device=device).reshape(-1, 4) for m in metas
-    ]
+    tokens = [torch.stack(r) if r else torch.empty(0, hidden, dtype=dtype, device=device) for r in rows]
+    meta = [torch.tensor(m, dtype=torch.int64, device=device).reshape(-1, 4) for m in metas]
     return DispatchedTokens(rank, tokens, meta, REFERENCE_META_COLUMNS)
 
 
@@ -363,12 +360,10 @@ def _gather_pairs(expert_y_per_rank, expert_meta_per_rank, src_rank, T, K):
         raise ValueError("no expert outputs given")
     y, pos = torch.cat(ys), torch.cat(pos)
     if pos.numel() != T * K or (
-        pos.numel() and (torch.unique(pos).numel() != T * K or int(pos.min()) < 0
-                         or int(pos.max()) >= T * K)
+        pos.numel() and (torch.unique(pos).numel() != T * K or int(pos.min()) < 0 or int(pos.max()) >= T * K)
     ):
         raise ValueError(
-            f"rank {src_rank}: expected each of its {T}x{K} (token, k) pairs exactly once, "
-            f"got {pos.numel()} pairs"
+            f"rank {src_rank}: expected each of its {T}x{K} (token, k) pairs exactly once, got {pos.numel()} pairs"
         )
     H = y.shape[-1]
     y_pairs = y.new_empty(T * K, H)
@@ -450,9 +445,7 @@ def moe_reference(all_inputs: Sequence, rank: int, num_experts: int, world: int)
     return acc.to(x.dtype)
 
 
-def moe_reference_loop(
-    all_inputs: Sequence, rank: int, num_experts: int, world: int
-) -> torch.Tensor:
+def moe_reference_loop(all_inputs: Sequence, rank: int, num_experts: int, world: int) -> torch.Tensor:
     """Token-by-token spelling of ``moe_reference`` (tests only)."""
     _check_all_inputs(all_inputs, num_experts, world)
     x, idx, w = all_inputs[rank]
@@ -485,7 +478,9 @@ def _lexsort_rows(m: torch.Tensor) -> torch.Tensor:
 
 
 def canonical_dispatch(
-    expert_x: torch.Tensor, expert_num_tokens: torch.Tensor, expert_meta: torch.Tensor,
+    expert_x: torch.Tensor,
+    expert_num_tokens: torch.Tensor,
+    expert_meta: torch.Tensor,
     rank: Optional[int] = None,
 ) -> DispatchedTokens:
     """The library's padded dispatch output of one rank, in the reference's order.
@@ -531,8 +526,7 @@ def dispatch_mismatch(actual: DispatchedTokens, expected: DispatchedTokens) -> O
         bad = (ma != me).any(dim=1).nonzero()
         if bad.numel():
             i = int(bad[0])
-            return (f"local expert {e} row {i}: (src_rank, src_token, k) = {ma[i].tolist()}, "
-                    f"expected {me[i].tolist()}")
+            return f"local expert {e} row {i}: (src_rank, src_token, k) = {ma[i].tolist()}, expected {me[i].tolist()}"
         ta, te = actual.tokens[e].cpu(), expected.tokens[e].cpu()
         if ta.dtype != te.dtype or ta.shape != te.shape:
             return f"local expert {e}: tokens {ta.dtype}{tuple(ta.shape)}, expected {te.dtype}{tuple(te.shape)}"
@@ -541,8 +535,7 @@ def dispatch_mismatch(actual: DispatchedTokens, expected: DispatchedTokens) -> O
         bad = (ta.view(bits) != te.view(bits)).any(dim=1).nonzero()
         if bad.numel():
             i = int(bad[0])
-            return (f"local expert {e} row {i} (src_rank, src_token, k) = {me[i].tolist()}: "
-                    f"token payload differs")
+            return f"local expert {e} row {i} (src_rank, src_token, k) = {me[i].tolist()}: token payload differs"
     return None
 
 

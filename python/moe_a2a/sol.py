@@ -215,9 +215,7 @@ def sol_time_us(
     ins = [float(b) for b in bytes_in_per_rank]
     if len(outs) != len(ins) or not outs:
         raise ValueError(f"need one bytes_out and one bytes_in per rank, got {len(outs)}, {len(ins)}")
-    worst = max(
-        max(o / (bw_out_GBps * 1e3), i / (bw_in_GBps * 1e3)) for o, i in zip(outs, ins)
-    )
+    worst = max(max(o / (bw_out_GBps * 1e3), i / (bw_in_GBps * 1e3)) for o, i in zip(outs, ins))
     return worst + float(latency_us)
 
 
@@ -341,7 +339,7 @@ class PhaseBound:
     bound: str
     link_us: float
     local_us: float
-    link_bytes: int   # busiest rank's max(bytes out, bytes in)
+    link_bytes: int  # busiest rank's max(bytes out, bytes in)
     local_bytes: int  # busiest rank's local bytes
 
 
@@ -362,11 +360,14 @@ def bounds(
     out = []
     for p, loc in zip(phases, (local.dispatch, local.combine)):
         us, bound = phase_bound_us(p.bytes_out, p.bytes_in, loc, bw_GBps, hbm_GBps, latency_us)
-        out.append(PhaseBound(
-            us=us, bound=bound,
-            link_us=sol_time_us(p.bytes_out, p.bytes_in, bw_GBps, bw_GBps, 0.0),
-            local_us=max(loc, default=0) / (hbm_GBps * 1e3),
-            link_bytes=max(max(o, i) for o, i in zip(p.bytes_out, p.bytes_in)),
-            local_bytes=max(loc, default=0),
-        ))
+        out.append(
+            PhaseBound(
+                us=us,
+                bound=bound,
+                link_us=sol_time_us(p.bytes_out, p.bytes_in, bw_GBps, bw_GBps, 0.0),
+                local_us=max(loc, default=0) / (hbm_GBps * 1e3),
+                link_bytes=max(max(o, i) for o, i in zip(p.bytes_out, p.bytes_in)),
+                local_bytes=max(loc, default=0),
+            )
+        )
     return tuple(out)

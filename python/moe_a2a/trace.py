@@ -82,11 +82,15 @@ class ClockMap:
         return ns - self.offset0 - round(self.slope * (ns - self.at0))
 
     def describe(self, rate_hz: int):
-        return {"offset_before_ns": self.before and self.before["offset_ns"],
-                "error_before_ns": self.before and self.before["error_ns"],
-                "offset_after_ns": self.after and self.after["offset_ns"],
-                "error_after_ns": self.after and self.after["error_ns"],
-                "drift_ppm": self.slope * 1e6, "error_ns": self.error_ns, "clock_rate_hz": rate_hz}
+        return {
+            "offset_before_ns": self.before and self.before["offset_ns"],
+            "error_before_ns": self.before and self.before["error_ns"],
+            "offset_after_ns": self.after and self.after["offset_ns"],
+            "error_after_ns": self.after and self.after["error_ns"],
+            "drift_ppm": self.slope * 1e6,
+            "error_ns": self.error_ns,
+            "clock_rate_hz": rate_hz,
+        }
 
 
 # ------------------------------------------------------------------------- building a trace
@@ -118,22 +122,39 @@ def build_trace(dumps, event_names, arg_names):
     for d in dumps:
         pid = d["rank"] + 1
         err_us = maps[d["rank"]].error_ns / 1e3
-        events += [{"name": "process_name", "ph": "M", "pid": pid, "args": {"name": f"rank {d['rank']}"}},
-                   {"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": pid}},
-                   {"name": "process_labels", "ph": "M", "pid": pid,
-                    "args": {"labels": f"clock error <= {err_us:.2f} us, dropped {d['dropped']}"}}]
+        events += [
+            {"name": "process_name", "ph": "M", "pid": pid, "args": {"name": f"rank {d['rank']}"}},
+            {"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": pid}},
+            {
+                "name": "process_labels",
+                "ph": "M",
+                "pid": pid,
+                "args": {"labels": f"clock error <= {err_us:.2f} us, dropped {d['dropped']}"},
+            },
+        ]
     tracks = {(x[0], x[1]): (x[6], x[7]) for x in rows}
     for (pid, tid), (block, wave) in sorted(tracks.items()):
-        events += [{"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
-                    "args": {"name": f"block {block} wave {wave}"}},
-                   {"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}}]
+        events += [
+            {"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": f"block {block} wave {wave}"}},
+            {"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}},
+        ]
     for pid, tid, s, e, ev, arg, block, wave in rows:
         name = event_names[ev] if 0 <= ev < len(event_names) else f"event_{ev}"
         args = {"block": block, "wave": wave}
         if 0 <= ev < len(arg_names) and arg_names[ev]:
             args[arg_names[ev]] = arg
-        events.append({"name": name, "cat": kernel_of(name), "ph": "X", "pid": pid, "tid": tid,
-                       "ts": round((s - origin) / 1e3, 3), "dur": round((e - s) / 1e3, 3), "args": args})
+        events.append(
+            {
+                "name": name,
+                "cat": kernel_of(name),
+                "ph": "X",
+                "pid": pid,
+                "tid": tid,
+                "ts": round((s - origin) / 1e3, 3),
+                "dur": round((e - s) / 1e3, 3),
+                "args": args,
+            }
+        )
 
     clock = {str(d["rank"]): maps[d["rank"]].describe(d["clock_rate_hz"]) for d in dumps}
     records = {str(d["rank"]): {k: d[k] for k in ("attempted", "dropped", "invalid", "capacity")} for d in dumps}
@@ -142,13 +163,24 @@ def build_trace(dumps, event_names, arg_names):
     return {
         "traceEvents": events,
         "displayTimeUnit": "ns",
-        "otherData": {"producer": "moe_a2a in-kernel profiler", "clock_alignment_error_us": f"{err_us:.3f}",
-                      "dropped_records": str(dropped)},
-        "moe_a2a": {"version": TRACE_VERSION, "world": len(dumps), "event_names": list(event_names),
-                    "arg_names": list(arg_names), "kernels": list(KERNELS),
-                    "waves_per_block": root["waves_per_block"], "origin_ns": origin,
-                    "clock_alignment_error_us": err_us, "clock": clock, "records": records,
-                    "dropped_records": dropped},
+        "otherData": {
+            "producer": "moe_a2a in-kernel profiler",
+            "clock_alignment_error_us": f"{err_us:.3f}",
+            "dropped_records": str(dropped),
+        },
+        "moe_a2a": {
+            "version": TRACE_VERSION,
+            "world": len(dumps),
+            "event_names": list(event_names),
+            "arg_names": list(arg_names),
+            "kernels": list(KERNELS),
+            "waves_per_block": root["waves_per_block"],
+            "origin_ns": origin,
+            "clock_alignment_error_us": err_us,
+            "clock": clock,
+            "records": records,
+            "dropped_records": dropped,
+        },
     }
 
 
@@ -171,8 +203,11 @@ def save(path, ep=None):
         json.dump(trace, f, separators=(",", ":"))
     info = trace["moe_a2a"]
     if info["dropped_records"]:
-        print(f"moe_a2a.trace: {info['dropped_records']} records did not fit the per-track buffers and were "
-              "dropped; raise AllToAll(profile_capacity=...)", file=sys.stderr)
+        print(
+            f"moe_a2a.trace: {info['dropped_records']} records did not fit the per-track buffers and were "
+            "dropped; raise AllToAll(profile_capacity=...)",
+            file=sys.stderr,
+        )
     return trace
 
 
@@ -193,8 +228,11 @@ def _ns(e):
 
 def rank_names(trace):
     """{pid: 'rank N'} from the metadata events."""
-    return {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
-            if e.get("ph") == "M" and e.get("name") == "process_name"}
+    return {
+        e["pid"]: e["args"]["name"]
+        for e in trace["traceEvents"]
+        if e.get("ph") == "M" and e.get("name") == "process_name"
+    }
 
 
 def check(trace):
@@ -205,8 +243,13 @@ def check(trace):
         return ["no traceEvents list"]
     xs = complete_events(trace)
     for e in xs:
-        ok = (isinstance(e.get("name"), str) and isinstance(e.get("pid"), int) and isinstance(e.get("tid"), int)
-              and isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur"), (int, float)))
+        ok = (
+            isinstance(e.get("name"), str)
+            and isinstance(e.get("pid"), int)
+            and isinstance(e.get("tid"), int)
+            and isinstance(e.get("ts"), (int, float))
+            and isinstance(e.get("dur"), (int, float))
+        )
         if not ok or e["pid"] < 1 or e["tid"] < 1 or e["dur"] < 0 or e["ts"] < 0:
             problems.append(f"bad event {e}")
     if problems:
@@ -222,11 +265,14 @@ def check(trace):
             while stack and _ns(stack[-1])[1] <= s:
                 stack.pop()
             if stack and t > _ns(stack[-1])[1]:
-                problems.append(f"pid {pid} tid {tid}: {e['name']} at {e['ts']} us overlaps "
-                                f"{stack[-1]['name']} at {stack[-1]['ts']} us without nesting")
+                problems.append(
+                    f"pid {pid} tid {tid}: {e['name']} at {e['ts']} us overlaps "
+                    f"{stack[-1]['name']} at {stack[-1]['ts']} us without nesting"
+                )
             if "." in e["name"] and (not stack or stack[0]["name"] != kernel_of(e["name"])):
-                problems.append(f"pid {pid} tid {tid}: {e['name']} at {e['ts']} us is outside a "
-                                f"{kernel_of(e['name'])} span")
+                problems.append(
+                    f"pid {pid} tid {tid}: {e['name']} at {e['ts']} us is outside a {kernel_of(e['name'])} span"
+                )
             stack.append(e)
     kernels = {e["name"] for e in xs if "." not in e["name"]}
     for pid, name in sorted(rank_names(trace).items()):
@@ -246,9 +292,11 @@ def summary(trace, top=5) -> str:
     xs = complete_events(trace)
     names = rank_names(trace)
     waves = info.get("waves_per_block", 1)
-    out = [f"moe_a2a trace: {len(names)} rank(s), {len(xs)} events; clock alignment error <= "
-           f"{info.get('clock_alignment_error_us', float('nan')):.3f} us; dropped records: "
-           f"{info.get('dropped_records', '?')}"]
+    out = [
+        f"moe_a2a trace: {len(names)} rank(s), {len(xs)} events; clock alignment error <= "
+        f"{info.get('clock_alignment_error_us', float('nan')):.3f} us; dropped records: "
+        f"{info.get('dropped_records', '?')}"
+    ]
     # per (pid, name, block): a kernel's block time is its first start to last end over the
     # block's waves; a stage's is the sum of its events over the block's waves.
     per_block = {}
@@ -263,13 +311,18 @@ def summary(trace, top=5) -> str:
             per_block[key] = (min(lo, s), max(hi, t))
     order = {k: i for i, k in enumerate(KERNELS)}
     stage_names = sorted({k[1] for k in per_block}, key=lambda n: (order.get(kernel_of(n), 99), n))
-    out.append("\nTime per stage per rank, us per block (kernel: first start to last end over the block's "
-               "waves; stage: sum over the block's waves)")
+    out.append(
+        "\nTime per stage per rank, us per block (kernel: first start to last end over the block's "
+        "waves; stage: sum over the block's waves)"
+    )
     out.append(f"{'stage':32s} {'rank':>6s} {'blocks':>6s} {'min':>9s} {'median':>9s} {'max':>9s}")
     for name in stage_names:
         for pid in sorted(names):
-            vals = [(v[1] - v[0]) if isinstance(v, tuple) else v
-                    for (p, n, _), v in per_block.items() if p == pid and n == name]
+            vals = [
+                (v[1] - v[0]) if isinstance(v, tuple) else v
+                for (p, n, _), v in per_block.items()
+                if p == pid and n == name
+            ]
             if vals:
                 lo, med, hi = _stats(vals)
                 out.append(f"{name:32s} {pid - 1:>6d} {len(vals):>6d} {lo / 1e3:9.2f} {med / 1e3:9.2f} {hi / 1e3:9.2f}")
@@ -293,8 +346,10 @@ def summary(trace, top=5) -> str:
         by_peer.setdefault((k, pid, peer), []).append(dur)
     for (k, pid, peer), durs in sorted(by_peer.items()):
         lo, med, hi = _stats(durs)
-        out.append(f"  {k + '.wait':20s} rank {pid - 1} waited on rank {peer}: {len(durs):4d} blocks, "
-                   f"median {med / 1e3:.2f} us, max {hi / 1e3:.2f} us")
+        out.append(
+            f"  {k + '.wait':20s} rank {pid - 1} waited on rank {peer}: {len(durs):4d} blocks, "
+            f"median {med / 1e3:.2f} us, max {hi / 1e3:.2f} us"
+        )
     return "\n".join(out)
 
 
@@ -318,8 +373,13 @@ def plot_png(trace, path) -> None:
                     bars.setdefault(e["tid"], []).append((e["ts"], max(e["dur"], 1e-3)))
             kernel = "." not in n
             for tid, b in bars.items():
-                ax.broken_barh(b, (tid - 0.5, 1.0 if kernel else 0.7), facecolors=colors[n],
-                               alpha=0.35 if kernel else 0.9, linewidth=0)
+                ax.broken_barh(
+                    b,
+                    (tid - 0.5, 1.0 if kernel else 0.7),
+                    facecolors=colors[n],
+                    alpha=0.35 if kernel else 0.9,
+                    linewidth=0,
+                )
         ax.set_ylabel(f"rank {pid - 1}\ntrack (block x waves + wave)")
         ax.invert_yaxis()
     handles = [plt.Rectangle((0, 0), 1, 1, color=colors[n], alpha=0.35 if "." not in n else 0.9) for n in names]
@@ -334,8 +394,9 @@ def plot_png(trace, path) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m moe_a2a.trace", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m moe_a2a.trace", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("summary", help="time per stage per rank, slowest blocks, waits by peer")
     s.add_argument("trace")

@@ -35,8 +35,8 @@ TEST(BumpAllocator, OffsetsAreAlignedAndConsecutive) {
   EXPECT_EQ(a.allocate(4, 16), 16u);  // 10 rounded up to 16
   EXPECT_EQ(a.used(), 20u);
   EXPECT_EQ(a.allocate(1, 256), 256u);
-  EXPECT_EQ(a.allocate(3, 1), 257u);  // align 1 packs tightly
-  EXPECT_EQ(a.allocate(8, 8), 264u);  // 260 -> 264
+  EXPECT_EQ(a.allocate(3, 1), 257u);      // align 1 packs tightly
+  EXPECT_EQ(a.allocate(8, 8), 264u);      // 260 -> 264
   EXPECT_EQ(a.allocate(0, 4096), 4096u);  // empty block still gets an aligned offset
   EXPECT_EQ(a.used(), 4096u);
   EXPECT_EQ(a.allocate(100, 4096), 4096u);  // already aligned: no padding

@@ -27,8 +27,8 @@ const std::vector<Shape> kChallengeShapes = {
 };
 // The challenge's correctness shapes.
 const std::vector<Shape> kCorrectnessShapes = {
-    {8, 2, 6144, 4},     {64, 6, 2048, 4},     {64, 6, 2048, 8},      {128, 4, 2880, 16},  {128, 4, 2880, 32},
-    {128, 8, 4096, 64},  {128, 8, 4096, 128},  {256, 8, 7168, 64},    {256, 8, 7168, 128},
+    {8, 2, 6144, 4},    {64, 6, 2048, 4},    {64, 6, 2048, 8},   {128, 4, 2880, 16},  {128, 4, 2880, 32},
+    {128, 8, 4096, 64}, {128, 8, 4096, 128}, {256, 8, 7168, 64}, {256, 8, 7168, 128},
 };
 
 EpConfig make(int32_t world, const Shape& s, int32_t rank = 0) {
@@ -141,7 +141,7 @@ TEST(EpConfig, RecvXSizeIsExact) {
   EXPECT_EQ(l.comb_w - l.comb_x, 8u * 256 * 4096 * 2);
   EXPECT_EQ(l.count_signal - l.comb_w, 256u * 8 * 4);
   EXPECT_EQ(l.group_signal - l.count_signal, kBufferAlign);  // 8 signals of 8 bytes, padded
-  EXPECT_EQ(c.max_groups(), 132);                             // min(max_tokens, 132 blocks x 1 group)
+  EXPECT_EQ(c.max_groups(), 132);                            // min(max_tokens, 132 blocks x 1 group)
   EXPECT_EQ(l.partial_signal - l.group_signal, 8u * 132 * 8);
   EXPECT_EQ(l.ready_signal - l.partial_signal, 8u * 132 * 8);
   EXPECT_EQ(l.total - l.ready_signal, 3 * kBufferAlign);
@@ -397,8 +397,15 @@ TEST(EpConfig, SignalWordsCompareInSerialOrderAcrossEveryWrap) {
   using moe_a2a::reached;
   using moe_a2a::signal_word;
   const uint32_t full = moe_a2a::kFlagErrorBit | moe_a2a::kFlagCountMask;
-  const uint64_t starts[] = {0u, 1u, 0xfffffffeull, 0xffffffffull, 0x100000000ull,
-                             (uint64_t{1} << 40) - 1, uint64_t{1} << 40, ~uint64_t{0} - 1, ~uint64_t{0}};
+  const uint64_t starts[] = {0u,
+                             1u,
+                             0xfffffffeull,
+                             0xffffffffull,
+                             0x100000000ull,
+                             (uint64_t{1} << 40) - 1,
+                             uint64_t{1} << 40,
+                             ~uint64_t{0} - 1,
+                             ~uint64_t{0}};
   for (uint64_t e : starts) {
     const uint64_t want = signal_word(e, 0);
     for (uint32_t payload : {0u, 1u, full}) {

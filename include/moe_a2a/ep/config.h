@@ -149,7 +149,7 @@ struct EpConfig {
   int32_t expert_capacity = 0;  // padded: rows per local expert; packed: rows in all
   int32_t elem_bytes = 2;       // 2: bf16 / fp16, 4: fp32
   Layout layout = Layout::kPadded;
-  int32_t num_blocks = 1;       // blocks of every EP kernel; the same on every rank
+  int32_t num_blocks = 1;  // blocks of every EP kernel; the same on every rank
   int32_t groups_per_block = kDefaultGroupsPerBlock;
 
   MOE_A2A_HD int32_t experts_per_rank() const { return num_experts / world; }
@@ -268,12 +268,12 @@ inline std::string validate(const EpConfig& c) {
   if (c.groups_per_block < 1 || c.groups_per_block > 64)
     return bad("groups_per_block must be in [1, 64], got " + std::to_string(c.groups_per_block));
   if (c.max_group_tokens() > kBlockThreads)
-    return bad("num_sms = " + std::to_string(c.num_blocks) + " is too few for max_num_tokens = " +
-               std::to_string(c.max_tokens) + ": a token group would hold more than " + std::to_string(kBlockThreads) +
-               " tokens; use at least " +
-               std::to_string((c.max_tokens + kBlockThreads * c.groups_per_block - 1) /
-                              (kBlockThreads * c.groups_per_block)) +
-               " blocks");
+    return bad(
+        "num_sms = " + std::to_string(c.num_blocks) +
+        " is too few for max_num_tokens = " + std::to_string(c.max_tokens) + ": a token group would hold more than " +
+        std::to_string(kBlockThreads) + " tokens; use at least " +
+        std::to_string((c.max_tokens + kBlockThreads * c.groups_per_block - 1) / (kBlockThreads * c.groups_per_block)) +
+        " blocks");
   return {};
 }
 

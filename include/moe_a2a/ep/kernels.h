@@ -30,13 +30,13 @@ enum class TokenType : int32_t { kBFloat16 = 0, kFloat16 = 1, kFloat32 = 2 };
 // Everything a kernel needs to find the buffers of this all-to-all, on any rank.
 struct EpContext {
   EpConfig cfg;
-  HeapLayout heap_layout;          // cfg.heap_layout(), computed once on the host
-  WorkspaceLayout ws_layout;       // cfg.workspace_layout()
-  HeapView heap;                   // peer bases
-  size_t ep_offset;                // offset of this all-to-all's region in every heap
-  uint8_t* workspace;              // local scratch, see config.h
-  ErrorRecord* error;              // host-mapped, device pointer
-  uint64_t timeout_ticks;          // bound on every wait, in wall_clock() ticks
+  HeapLayout heap_layout;     // cfg.heap_layout(), computed once on the host
+  WorkspaceLayout ws_layout;  // cfg.workspace_layout()
+  HeapView heap;              // peer bases
+  size_t ep_offset;           // offset of this all-to-all's region in every heap
+  uint8_t* workspace;         // local scratch, see config.h
+  ErrorRecord* error;         // host-mapped, device pointer
+  uint64_t timeout_ticks;     // bound on every wait, in wall_clock() ticks
   TokenType token_type;
   // Last, so the other fields keep their offsets whether or not a build profiles; all zero
   // unless profiling (see include/moe_a2a/profiler.h).
@@ -68,8 +68,8 @@ struct RecvRoute {
 
 struct DispatchArgs {
   // send half
-  const void* x;              // [num_tokens, hidden]
-  const void* topk_idx;       // [num_tokens, topk], int32 or int64
+  const void* x;         // [num_tokens, hidden]
+  const void* topk_idx;  // [num_tokens, topk], int32 or int64
   bool topk_idx_is_int64;
   const float* topk_weights;  // [num_tokens, topk]
   SendRoute route;            // written

@@ -30,9 +30,13 @@ MOE_A2A_DEVICE MOE_A2A_INLINE int wave_id() { return static_cast<int>(threadIdx.
 
 MOE_A2A_DEVICE MOE_A2A_INLINE LaneMask wave_ballot(bool pred) { return __ballot(pred); }
 template <typename T>
-MOE_A2A_DEVICE MOE_A2A_INLINE T wave_shfl(T v, int src_lane) { return __shfl(v, src_lane, kWaveSize); }
+MOE_A2A_DEVICE MOE_A2A_INLINE T wave_shfl(T v, int src_lane) {
+  return __shfl(v, src_lane, kWaveSize);
+}
 template <typename T>
-MOE_A2A_DEVICE MOE_A2A_INLINE T wave_shfl_xor(T v, int lane_mask) { return __shfl_xor(v, lane_mask, kWaveSize); }
+MOE_A2A_DEVICE MOE_A2A_INLINE T wave_shfl_xor(T v, int lane_mask) {
+  return __shfl_xor(v, lane_mask, kWaveSize);
+}
 // HIP has no __syncwarp: a wave executes in lockstep, the barrier keeps the compiler from
 // moving memory operations across this point, and the fence orders LDS/global within the wave.
 MOE_A2A_DEVICE MOE_A2A_INLINE void wave_barrier() {
@@ -48,9 +52,13 @@ MOE_A2A_DEVICE MOE_A2A_INLINE uint64_t wall_clock() { return __builtin_amdgcn_s_
 
 MOE_A2A_DEVICE MOE_A2A_INLINE LaneMask wave_ballot(bool pred) { return __ballot_sync(0xffffffffu, pred); }
 template <typename T>
-MOE_A2A_DEVICE MOE_A2A_INLINE T wave_shfl(T v, int src_lane) { return __shfl_sync(0xffffffffu, v, src_lane); }
+MOE_A2A_DEVICE MOE_A2A_INLINE T wave_shfl(T v, int src_lane) {
+  return __shfl_sync(0xffffffffu, v, src_lane);
+}
 template <typename T>
-MOE_A2A_DEVICE MOE_A2A_INLINE T wave_shfl_xor(T v, int lane_mask) { return __shfl_xor_sync(0xffffffffu, v, lane_mask); }
+MOE_A2A_DEVICE MOE_A2A_INLINE T wave_shfl_xor(T v, int lane_mask) {
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask);
+}
 MOE_A2A_DEVICE MOE_A2A_INLINE void wave_barrier() { __syncwarp(); }
 // %globaltimer counts nanoseconds (about 32 ns granularity) and is the same clock on all SMs.
 MOE_A2A_DEVICE MOE_A2A_INLINE uint64_t wall_clock() {

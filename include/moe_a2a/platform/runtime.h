@@ -78,21 +78,19 @@ class Error : public std::runtime_error {
 }  // namespace moe_a2a
 
 // MOE_A2A_CHECK(cond, "message parts ", 42, " joined by cat()")
-#define MOE_A2A_CHECK(cond, ...)                                                \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      ::moe_a2a::throw_error(__FILE__, __LINE__, ::moe_a2a::cat(__VA_ARGS__));  \
-    }                                                                           \
+#define MOE_A2A_CHECK(cond, ...)                                               \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      ::moe_a2a::throw_error(__FILE__, __LINE__, ::moe_a2a::cat(__VA_ARGS__)); \
+    }                                                                          \
   } while (0)
 
 #if defined(MOE_A2A_HAS_GPU)
-#define MOE_A2A_GPU_CHECK(expr)                                                 \
-  do {                                                                          \
-    hipError_t moe_a2a_err_ = (expr);                                           \
-    if (moe_a2a_err_ != hipSuccess) {                                           \
-      ::moe_a2a::throw_error(__FILE__, __LINE__,                                \
-                             std::string(#expr) + " failed: " +                 \
-                                 hipGetErrorString(moe_a2a_err_));              \
-    }                                                                           \
+#define MOE_A2A_GPU_CHECK(expr)                                                                                       \
+  do {                                                                                                                \
+    hipError_t moe_a2a_err_ = (expr);                                                                                 \
+    if (moe_a2a_err_ != hipSuccess) {                                                                                 \
+      ::moe_a2a::throw_error(__FILE__, __LINE__, std::string(#expr) + " failed: " + hipGetErrorString(moe_a2a_err_)); \
+    }                                                                                                                 \
   } while (0)
 #endif

@@ -16,9 +16,7 @@ namespace moe_a2a {
 // True when `v` is `target` or later in serial-number order (the difference read as signed):
 // counters that grow by one per round compare right across a wrap of 2^64, as long as the two
 // are less than 2^63 apart.
-MOE_A2A_HD inline constexpr bool reached(uint64_t v, uint64_t target) {
-  return static_cast<int64_t>(v - target) >= 0;
-}
+MOE_A2A_HD inline constexpr bool reached(uint64_t v, uint64_t target) { return static_cast<int64_t>(v - target) >= 0; }
 
 }  // namespace moe_a2a
 
@@ -30,24 +28,24 @@ namespace moe_a2a {
 
 // gfx942: acquire load = global_load sc0 sc1 + buffer_inv sc0 sc1; release store =
 // buffer_wbl2 sc0 sc1 + global_store sc0 sc1. The builtins pick those sequences for us.
-#define MOE_A2A_DEFINE_LD_ST(T)                                                              \
-  MOE_A2A_DEVICE MOE_A2A_INLINE T ld_acquire_sys(const T* p) {                              \
+#define MOE_A2A_DEFINE_LD_ST(T)                                                               \
+  MOE_A2A_DEVICE MOE_A2A_INLINE T ld_acquire_sys(const T* p) {                                \
     return __hip_atomic_load(const_cast<T*>(p), __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM); \
-  }                                                                                          \
-  MOE_A2A_DEVICE MOE_A2A_INLINE T ld_relaxed_sys(const T* p) {                              \
+  }                                                                                           \
+  MOE_A2A_DEVICE MOE_A2A_INLINE T ld_relaxed_sys(const T* p) {                                \
     return __hip_atomic_load(const_cast<T*>(p), __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM); \
-  }                                                                                          \
-  MOE_A2A_DEVICE MOE_A2A_INLINE void st_release_sys(T* p, T v) {                            \
-    __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);                   \
-  }                                                                                          \
-  MOE_A2A_DEVICE MOE_A2A_INLINE void st_relaxed_sys(T* p, T v) {                            \
-    __hip_atomic_store(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);                   \
-  }                                                                                          \
-  MOE_A2A_DEVICE MOE_A2A_INLINE T atomic_add_release_sys(T* p, T v) {                       \
-    return __hip_atomic_fetch_add(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);        \
-  }                                                                                          \
-  MOE_A2A_DEVICE MOE_A2A_INLINE T atomic_add_relaxed_gpu(T* p, T v) {                       \
-    return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);         \
+  }                                                                                           \
+  MOE_A2A_DEVICE MOE_A2A_INLINE void st_release_sys(T* p, T v) {                              \
+    __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);                    \
+  }                                                                                           \
+  MOE_A2A_DEVICE MOE_A2A_INLINE void st_relaxed_sys(T* p, T v) {                              \
+    __hip_atomic_store(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);                    \
+  }                                                                                           \
+  MOE_A2A_DEVICE MOE_A2A_INLINE T atomic_add_release_sys(T* p, T v) {                         \
+    return __hip_atomic_fetch_add(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);         \
+  }                                                                                           \
+  MOE_A2A_DEVICE MOE_A2A_INLINE T atomic_add_relaxed_gpu(T* p, T v) {                         \
+    return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);          \
   }
 MOE_A2A_DEFINE_LD_ST(uint32_t)
 MOE_A2A_DEFINE_LD_ST(uint64_t)
@@ -70,34 +68,32 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void fence_acq_rel_gpu() { __builtin_amdgcn_fence(
 
 #else  // CUDA: PTX memory-model instructions (sm_70+).
 
-#define MOE_A2A_DEFINE_LD_ST(T, SUF, CON)                                                    \
-  MOE_A2A_DEVICE MOE_A2A_INLINE T ld_acquire_sys(const T* p) {                              \
-    T v;                                                                                     \
-    asm volatile("ld.acquire.sys." SUF " %0, [%1];" : "=" CON(v) : "l"(p) : "memory");      \
-    return v;                                                                                \
-  }                                                                                          \
-  MOE_A2A_DEVICE MOE_A2A_INLINE T ld_relaxed_sys(const T* p) {                              \
-    T v;                                                                                     \
-    asm volatile("ld.relaxed.sys." SUF " %0, [%1];" : "=" CON(v) : "l"(p) : "memory");      \
-    return v;                                                                                \
-  }                                                                                          \
-  MOE_A2A_DEVICE MOE_A2A_INLINE void st_release_sys(T* p, T v) {                            \
-    asm volatile("st.release.sys." SUF " [%0], %1;" ::"l"(p), CON(v) : "memory");           \
-  }                                                                                          \
-  MOE_A2A_DEVICE MOE_A2A_INLINE void st_relaxed_sys(T* p, T v) {                            \
-    asm volatile("st.relaxed.sys." SUF " [%0], %1;" ::"l"(p), CON(v) : "memory");           \
-  }                                                                                          \
-  MOE_A2A_DEVICE MOE_A2A_INLINE T atomic_add_release_sys(T* p, T v) {                       \
-    T old;                                                                                   \
-    asm volatile("atom.release.sys.add." SUF " %0, [%1], %2;"                                \
-                 : "=" CON(old) : "l"(p), CON(v) : "memory");                                \
-    return old;                                                                              \
-  }                                                                                          \
-  MOE_A2A_DEVICE MOE_A2A_INLINE T atomic_add_relaxed_gpu(T* p, T v) {                       \
-    T old;                                                                                   \
-    asm volatile("atom.relaxed.gpu.add." SUF " %0, [%1], %2;"                                \
-                 : "=" CON(old) : "l"(p), CON(v) : "memory");                                \
-    return old;                                                                              \
+#define MOE_A2A_DEFINE_LD_ST(T, SUF, CON)                                                                  \
+  MOE_A2A_DEVICE MOE_A2A_INLINE T ld_acquire_sys(const T* p) {                                             \
+    T v;                                                                                                   \
+    asm volatile("ld.acquire.sys." SUF " %0, [%1];" : "=" CON(v) : "l"(p) : "memory");                     \
+    return v;                                                                                              \
+  }                                                                                                        \
+  MOE_A2A_DEVICE MOE_A2A_INLINE T ld_relaxed_sys(const T* p) {                                             \
+    T v;                                                                                                   \
+    asm volatile("ld.relaxed.sys." SUF " %0, [%1];" : "=" CON(v) : "l"(p) : "memory");                     \
+    return v;                                                                                              \
+  }                                                                                                        \
+  MOE_A2A_DEVICE MOE_A2A_INLINE void st_release_sys(T* p, T v) {                                           \
+    asm volatile("st.release.sys." SUF " [%0], %1;" ::"l"(p), CON(v) : "memory");                          \
+  }                                                                                                        \
+  MOE_A2A_DEVICE MOE_A2A_INLINE void st_relaxed_sys(T* p, T v) {                                           \
+    asm volatile("st.relaxed.sys." SUF " [%0], %1;" ::"l"(p), CON(v) : "memory");                          \
+  }                                                                                                        \
+  MOE_A2A_DEVICE MOE_A2A_INLINE T atomic_add_release_sys(T* p, T v) {                                      \
+    T old;                                                                                                 \
+    asm volatile("atom.release.sys.add." SUF " %0, [%1], %2;" : "=" CON(old) : "l"(p), CON(v) : "memory"); \
+    return old;                                                                                            \
+  }                                                                                                        \
+  MOE_A2A_DEVICE MOE_A2A_INLINE T atomic_add_relaxed_gpu(T* p, T v) {                                      \
+    T old;                                                                                                 \
+    asm volatile("atom.relaxed.gpu.add." SUF " %0, [%1], %2;" : "=" CON(old) : "l"(p), CON(v) : "memory"); \
+    return old;                                                                                            \
   }
 #define MOE_A2A_CON_U32(x) "r"(x)
 #define MOE_A2A_CON_U64(x) "l"(x)
@@ -110,7 +106,9 @@ MOE_A2A_DEFINE_LD_ST(uint64_t, "u64", MOE_A2A_CON_U64)
 MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t atomic_cas_sys(uint32_t* p, uint32_t expected, uint32_t desired) {
   uint32_t old;
   asm volatile("atom.acq_rel.sys.cas.b32 %0, [%1], %2, %3;"
-               : "=r"(old) : "l"(p), "r"(expected), "r"(desired) : "memory");
+               : "=r"(old)
+               : "l"(p), "r"(expected), "r"(desired)
+               : "memory");
   return old;
 }
 
@@ -131,8 +129,8 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void fence_acq_rel_gpu() { asm volatile("fence.acq
 // until it has, then take one acquire load so the data published before the flag is visible. Gives up after `timeout_ticks` of
 // wall_clock(). Returns true on success; on timeout returns false and leaves the last value
 // seen in *last_seen.
-MOE_A2A_DEVICE inline bool wait_until_at_least_sys(const uint64_t* flag, uint64_t target,
-                                                   uint64_t timeout_ticks, uint64_t* last_seen) {
+MOE_A2A_DEVICE inline bool wait_until_at_least_sys(const uint64_t* flag, uint64_t target, uint64_t timeout_ticks,
+                                                   uint64_t* last_seen) {
   // A flag that is already there (a late waiter) costs one acquire load.
   uint64_t v = ld_acquire_sys(flag);
   if (reached(v, target)) {

@@ -49,15 +49,16 @@ def _check_version() -> None:
     found = tuple(int(p) for p in re.findall(r"\d+", transformers.__version__)[:2])
     low, high = SUPPORTED
     if not low <= found < high:
-        raise ImportError(f"moe_a2a.integrations.transformers needs transformers >= {low[0]}.{low[1]}, < "
-                          f"{high[0]}.{high[1]} (the experts backend interface it plugs into); found "
-                          f"{transformers.__version__}")
+        raise ImportError(
+            f"moe_a2a.integrations.transformers needs transformers >= {low[0]}.{low[1]}, < "
+            f"{high[0]}.{high[1]} (the experts backend interface it plugs into); found "
+            f"{transformers.__version__}"
+        )
 
 
 _check_version()
 
 from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS  # noqa: E402
-
 
 # --------------------------------------------------------------------------- sharding arithmetic
 
@@ -103,7 +104,7 @@ def shard_experts_(module: torch.nn.Module, world: int, rank: int) -> range:
             continue
         if p.shape[0] != num_experts:
             raise ValueError(f"moe_a2a: {pname} has {p.shape[0]} experts, down_proj {num_experts}")
-        kept = p.detach()[local.start:local.stop].clone()  # a copy: the full tensor's memory goes
+        kept = p.detach()[local.start : local.stop].clone()  # a copy: the full tensor's memory goes
         setattr(module, pname, torch.nn.Parameter(kept, requires_grad=p.requires_grad))
     module._moe_a2a_experts = (num_experts, local)
     return local
@@ -128,8 +129,18 @@ class _Shared:
         if ep is None:
             from ..all_to_all import AllToAll
 
-            ep = AllToAll(self.group.get(), num_experts, topk, hidden, self.max_num_tokens, dtype, layout=self.layout,
-                          timeout_s=self.timeout_s, device=device, num_sms=self.num_sms)
+            ep = AllToAll(
+                self.group.get(),
+                num_experts,
+                topk,
+                hidden,
+                self.max_num_tokens,
+                dtype,
+                layout=self.layout,
+                timeout_s=self.timeout_s,
+                device=device,
+                num_sms=self.num_sms,
+            )
             self.all_to_all[key] = ep
         return ep
 
@@ -142,8 +153,9 @@ class _Shared:
 # --------------------------------------------------------------------------- the experts backend
 
 
-def grouped_linear(x: torch.Tensor, weight: torch.Tensor, offsets: torch.Tensor, counts: torch.Tensor,
-                   transposed: bool) -> torch.Tensor:
+def grouped_linear(
+    x: torch.Tensor, weight: torch.Tensor, offsets: torch.Tensor, counts: torch.Tensor, transposed: bool
+) -> torch.Tensor:
     """Per local expert e, the rows [offsets[e], offsets[e] + counts[e]) of x [rows, in] times
     expert e's weight: [E, out, in] (transformers' default, like nn.Linear) or, transposed,
     [E, in, out]. torch._grouped_mm for bf16 on compute capability >= 9.0 (rows of no expert
@@ -159,7 +171,7 @@ def grouped_linear(x: torch.Tensor, weight: torch.Tensor, offsets: torch.Tensor,
     for e in range(E):
         s, n = meta[e], meta[E + e]
         if n > 0:
-            ys.append(x[s:s + n] @ w[e])
+            ys.append(x[s : s + n] @ w[e])
             rows.append(torch.arange(s, s + n, device=x.device))
     out = x.new_zeros(x.shape[0], w.shape[-1])
     return out.index_copy(0, torch.cat(rows), torch.cat(ys)) if ys else out  # differentiable in every slice
@@ -173,27 +185,35 @@ def _row_bias(bias: torch.Tensor, offsets: torch.Tensor, rows: int) -> torch.Ten
     return bias[e]
 
 
-def experts_forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
-                    top_k_weights: torch.Tensor) -> torch.Tensor:
+def experts_forward(
+    self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor
+) -> torch.Tensor:
     """The "moe_a2a" experts implementation: dispatch -> local experts -> combine."""
     shared = getattr(self, "_moe_a2a_shared", None)
     if shared is None:
-        raise RuntimeError("moe_a2a: this experts module is not expert-parallel; call "
-                           "moe_a2a.integrations.transformers.expert_parallel(model) first")
+        raise RuntimeError(
+            "moe_a2a: this experts module is not expert-parallel; call "
+            "moe_a2a.integrations.transformers.expert_parallel(model) first"
+        )
     num_experts, _ = self._moe_a2a_experts
-    ep = shared.get(num_experts, int(top_k_index.shape[-1]), int(hidden_states.shape[-1]), hidden_states.dtype,
-                    hidden_states.device)
+    ep = shared.get(
+        num_experts, int(top_k_index.shape[-1]), int(hidden_states.shape[-1]), hidden_states.dtype, hidden_states.device
+    )
     if hidden_states.shape[0] > ep.max_num_tokens:
-        raise ValueError(f"moe_a2a: {hidden_states.shape[0]} tokens reach this MoE layer in one call, more than "
-                         f"max_num_tokens={ep.max_num_tokens}; pass a larger max_num_tokens to expert_parallel() "
-                         "(at most 4096), or feed fewer tokens per forward (smaller prefill batches)")
+        raise ValueError(
+            f"moe_a2a: {hidden_states.shape[0]} tokens reach this MoE layer in one call, more than "
+            f"max_num_tokens={ep.max_num_tokens}; pass a larger max_num_tokens to expert_parallel() "
+            "(at most 4096), or feed fewer tokens per forward (smaller prefill batches)"
+        )
     try:
         d = ep.dispatch(hidden_states, top_k_index, top_k_weights.float())
     except RuntimeError as e:
         if "timed out" in str(e):
-            raise RuntimeError(f"{e}. In a transformers model this usually means the ranks ran different numbers "
-                               "of forward passes: generate with moe_a2a.integrations.transformers.generate() "
-                               "(synced_gpus=True), and run every forward on every rank") from e
+            raise RuntimeError(
+                f"{e}. In a transformers model this usually means the ranks ran different numbers "
+                "of forward passes: generate with moe_a2a.integrations.transformers.generate() "
+                "(synced_gpus=True), and run every forward on every rank"
+            ) from e
         raise
     x = d.expert_x if ep.layout == "packed" else d.expert_x.reshape(-1, d.expert_x.shape[-1])
     offsets, counts = d.expert_offsets, d.expert_num_tokens
@@ -222,8 +242,15 @@ register()
 _models = weakref.WeakKeyDictionary()  # model -> _Shared
 
 
-def expert_parallel(model: torch.nn.Module, group=None, *, max_num_tokens: int = DEFAULT_MAX_NUM_TOKENS,
-                    layout: str = "packed", timeout_s: float = 10.0, num_sms: Optional[int] = None):
+def expert_parallel(
+    model: torch.nn.Module,
+    group=None,
+    *,
+    max_num_tokens: int = DEFAULT_MAX_NUM_TOKENS,
+    layout: str = "packed",
+    timeout_s: float = 10.0,
+    num_sms: Optional[int] = None,
+):
     """Collective over `group` (default: the world): makes `model` data-parallel + expert-
     parallel, in place, and returns it. Every rank must pass the same model (same config and
     the same weights: load or initialise it the same way everywhere).
@@ -234,8 +261,9 @@ def expert_parallel(model: torch.nn.Module, group=None, *, max_num_tokens: int =
     most 4096); the AllToAll (one per model, shared by all layers) is created at the first
     forward. Close it with close(model) (or let it be garbage collected with the model)."""
     if not dist.is_available() or not dist.is_initialized():
-        raise RuntimeError("moe_a2a: expert_parallel needs torch.distributed initialised (torchrun + "
-                           "init_process_group)")
+        raise RuntimeError(
+            "moe_a2a: expert_parallel needs torch.distributed initialised (torchrun + init_process_group)"
+        )
     group = group if group is not None else dist.group.WORLD
     if model in _models:
         raise RuntimeError("moe_a2a: this model is expert-parallel already")
@@ -246,11 +274,14 @@ def expert_parallel(model: torch.nn.Module, group=None, *, max_num_tokens: int =
     names = [name for name, _ in modules]
     agreed = all_gather((names, int(max_num_tokens), layout, float(timeout_s), num_sms), group)
     if any(a != agreed[0] for a in agreed):
-        raise RuntimeError("moe_a2a: expert_parallel was called with different models or arguments on different "
-                           f"ranks: {agreed}")
+        raise RuntimeError(
+            f"moe_a2a: expert_parallel was called with different models or arguments on different ranks: {agreed}"
+        )
     if not modules:
-        raise ValueError("moe_a2a: the model has no experts module that transformers dispatches through its experts "
-                         "interface (@use_experts_implementation)")
+        raise ValueError(
+            "moe_a2a: the model has no experts module that transformers dispatches through its experts "
+            "interface (@use_experts_implementation)"
+        )
     for name, m in modules:
         E = int(m.down_proj.shape[0])
         if E % world != 0 or E < world:

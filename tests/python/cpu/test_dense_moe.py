@@ -74,8 +74,9 @@ def test_route_gradient_is_softmax_over_the_chosen_logits(xdtype):
     (w2 * c).sum().backward()
     torch.testing.assert_close(w, w2, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(router.grad, router2.grad, rtol=1e-4, atol=1e-6)
-    torch.testing.assert_close(x.grad.float(), x2.grad.float(), rtol=1e-2 if xdtype == torch.bfloat16 else 1e-4,
-                               atol=1e-6)
+    torch.testing.assert_close(
+        x.grad.float(), x2.grad.float(), rtol=1e-2 if xdtype == torch.bfloat16 else 1e-4, atol=1e-6
+    )
     assert x.grad.dtype == xdtype and router.grad.abs().sum() > 0 and x.grad.float().abs().sum() > 0
 
 
@@ -237,8 +238,10 @@ def run_simulated(layout, impl, dtype, world=3, E=6, K=2, H=16, Fd=8, Ts=(7, 0, 
         if layout == "packed":
             cap = sum(int((i // El == d).sum()) for i in idxs) + capacity_extra
         else:
-            cap = max(int((i == e).sum()) for e in range(d * El, (d + 1) * El) for i in [torch.cat(idxs)]) \
+            cap = (
+                max(int((i == e).sum()) for e in range(d * El, (d + 1) * El) for i in [torch.cat(idxs)])
                 + capacity_extra
+            )
         ex, offs, counts, pr = simulate_dispatch(xs, idxs, d, world, E, layout, cap, 300 + d)
         sl = slice(d * El, (d + 1) * El)
         y = L.expert_swiglu(ex, offs, counts, p["w_gate"][sl], p["w_up"][sl], p["w_down"][sl], layout, impl=impl)
@@ -261,8 +264,14 @@ def run_simulated(layout, impl, dtype, world=3, E=6, K=2, H=16, Fd=8, Ts=(7, 0, 
     return outs, dense, ep_grads, dense_grads, inputs
 
 
-SIM_CASES = [("packed", "loop"), ("packed", "grouped_mm"), ("packed", "auto"), ("padded", "bmm"),
-             ("padded", "loop"), ("padded", "auto")]
+SIM_CASES = [
+    ("packed", "loop"),
+    ("packed", "grouped_mm"),
+    ("packed", "auto"),
+    ("padded", "bmm"),
+    ("padded", "loop"),
+    ("padded", "auto"),
+]
 
 
 @pytest.mark.parametrize("layout,impl", SIM_CASES, ids=[f"{a}-{b}" for a, b in SIM_CASES])
@@ -324,8 +333,7 @@ def test_expert_row_mask():
     assert L.expert_row_mask(offs, counts, 10).tolist() == [True] * 7 + [False] * 3
     offs = torch.tensor([0, 4, 8, 12], dtype=torch.int32)  # padded, capacity 4
     counts = torch.tensor([1, 0, 4], dtype=torch.int32)
-    assert L.expert_row_mask(offs, counts, 12).tolist() == \
-        [True, False, False, False] + [False] * 4 + [True] * 4
+    assert L.expert_row_mask(offs, counts, 12).tolist() == [True, False, False, False] + [False] * 4 + [True] * 4
 
 
 def test_loop_writes_zeros_and_blocks_gradients_of_unused_rows():
@@ -363,11 +371,27 @@ def test_loop_rejects_overlapping_or_out_of_range_experts():
     _, wg, wu, wd = make_weights(2, 8, 8)
     ex = torch.randn(6, 8)
     with pytest.raises(ValueError, match="local expert 1"):
-        L.expert_swiglu(ex, torch.tensor([0, 2, 6], dtype=torch.int32), torch.tensor([3, 2], dtype=torch.int32),
-                        wg, wu, wd, "packed", impl="loop")
+        L.expert_swiglu(
+            ex,
+            torch.tensor([0, 2, 6], dtype=torch.int32),
+            torch.tensor([3, 2], dtype=torch.int32),
+            wg,
+            wu,
+            wd,
+            "packed",
+            impl="loop",
+        )
     with pytest.raises(ValueError, match="outside"):
-        L.expert_swiglu(ex, torch.tensor([0, 2, 9], dtype=torch.int32), torch.tensor([2, 7], dtype=torch.int32),
-                        wg, wu, wd, "packed", impl="loop")
+        L.expert_swiglu(
+            ex,
+            torch.tensor([0, 2, 9], dtype=torch.int32),
+            torch.tensor([2, 7], dtype=torch.int32),
+            wg,
+            wu,
+            wd,
+            "packed",
+            impl="loop",
+        )
 
 
 def test_expert_swiglu_rejects_bad_arguments():
@@ -423,20 +447,23 @@ def test_init_weights_deterministic_and_sliceable():
     assert not torch.equal(wg, wu), "gate and up must be different draws"
     big = L.init_weights(256, 128, 2, 0, torch.float32, "cpu")
     for t, fan_in in ((big[0], 256), (big[1], 256), (big[2], 256), (big[3], 128)):
-        assert abs(t.std().item() * fan_in ** 0.5 - 1) < 0.05, "std must be 1/sqrt(fan_in)"
+        assert abs(t.std().item() * fan_in**0.5 - 1) < 0.05, "std must be 1/sqrt(fan_in)"
     with pytest.raises(ValueError, match="outside"):
         L.init_weights(H, Fd, E, 0, torch.float32, "cpu", experts=[6])
 
 
-@pytest.mark.parametrize("kwargs,err,match", [
-    (dict(layout="ragged"), ValueError, "layout must be one of"),
-    (dict(dtype=torch.int8), TypeError, "dtype must be one of"),
-    (dict(hidden_dim=0), ValueError, "hidden_dim must be a positive int"),
-    (dict(experts_per_token=9), ValueError, "experts_per_token"),
-    (dict(max_recv_tokens_per_expert=4), ValueError, "for layout='padded'"),
-    (dict(layout="padded", max_recv_tokens=4), ValueError, "for layout='packed'"),
-    (dict(), RuntimeError, "torch.distributed initialised"),
-])
+@pytest.mark.parametrize(
+    "kwargs,err,match",
+    [
+        (dict(layout="ragged"), ValueError, "layout must be one of"),
+        (dict(dtype=torch.int8), TypeError, "dtype must be one of"),
+        (dict(hidden_dim=0), ValueError, "hidden_dim must be a positive int"),
+        (dict(experts_per_token=9), ValueError, "experts_per_token"),
+        (dict(max_recv_tokens_per_expert=4), ValueError, "for layout='padded'"),
+        (dict(layout="padded", max_recv_tokens=4), ValueError, "for layout='packed'"),
+        (dict(), RuntimeError, "torch.distributed initialised"),
+    ],
+)
 def test_layer_argument_errors_without_a_process_group(kwargs, err, match):
     args = dict(hidden_dim=16, ffn_dim=8, num_experts=8, experts_per_token=2, max_num_tokens=4)
     args.update(kwargs)
@@ -446,11 +473,12 @@ def test_layer_argument_errors_without_a_process_group(kwargs, err, match):
 
 def test_modules_import_without_the_extension():
     python_dir = Path(__file__).resolve().parents[3] / "python"
-    code = ("import sys; sys.path.insert(0, %r)\n"
-            "import moe_a2a.layers, moe_a2a.dense_moe\n"
-            "from moe_a2a.layers import ExpertParallelMoE, expert_swiglu\n"
-            "assert 'moe_a2a._C' not in sys.modules, 'the extension was imported'\n"
-            "print('ok')\n") % str(python_dir)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ))
+    code = (
+        "import sys; sys.path.insert(0, %r)\n"
+        "import moe_a2a.layers, moe_a2a.dense_moe\n"
+        "from moe_a2a.layers import ExpertParallelMoE, expert_swiglu\n"
+        "assert 'moe_a2a._C' not in sys.modules, 'the extension was imported'\n"
+        "print('ok')\n"
+    ) % str(python_dir)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=dict(os.environ))
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]

@@ -20,9 +20,7 @@ SHAPE_IDS = [f"w{s[0]}-e{s[1]}-k{s[2]}-h{s[3]}-{str(s[5])[6:]}-{str(s[6])[6:]}" 
 
 def make_inputs(shape, seed=1234):
     world, E, K, H, max_t, dtype, idt, nt = shape
-    return ref.generate_all_inputs(
-        world, E, K, H, max_t, dtype=dtype, seed=seed, num_tokens=nt, index_dtype=idt
-    )
+    return ref.generate_all_inputs(world, E, K, H, max_t, dtype=dtype, seed=seed, num_tokens=nt, index_dtype=idt)
 
 
 def bits_equal(a, b):
@@ -83,9 +81,7 @@ def test_generation_is_deterministic_per_seed_and_rank():
     for ra, rb in zip(a, b):
         assert all(bits_equal(u, v) for u, v in zip(ra, rb))
     # Another seed gives other data (x of the same length would differ; T almost surely too).
-    assert any(
-        ra.x.shape != rc.x.shape or not torch.equal(ra.x, rc.x) for ra, rc in zip(a, c)
-    )
+    assert any(ra.x.shape != rc.x.shape or not torch.equal(ra.x, rc.x) for ra, rc in zip(a, c))
     # Ranks get different streams.
     assert not (a[0].x.shape == a[1].x.shape and torch.equal(a[0].x, a[1].x))
     # Any rank can regenerate any other rank's data on its own, whatever the world size.
@@ -224,8 +220,7 @@ def test_moe_reference_close_to_float64(shape):
     inputs = make_inputs(shape)
     for s, (x, idx, w) in enumerate(inputs):
         owners = idx.long() // (E // world)
-        exact = (w.double()[:, :, None] * (1 + owners).double()[:, :, None]
-                 * x.double()[:, None, :]).sum(dim=1)
+        exact = (w.double()[:, :, None] * (1 + owners).double()[:, :, None] * x.double()[:, None, :]).sum(dim=1)
         got = ref.moe_reference(inputs, s, E, world)
         # The challenge's tolerance; the reference itself is far inside it.
         torch.testing.assert_close(got.double(), exact, rtol=1e-2, atol=5e-3)
@@ -238,7 +233,8 @@ def test_moe_hand_example():
     idx = torch.tensor([[0, 3], [2, 1]], dtype=torch.int64)
     w = torch.tensor([[0.25, 0.75], [0.5, 0.5]])
     other = ref.Routing(
-        torch.zeros(0, 2, dtype=torch.float16), torch.zeros(0, 2, dtype=torch.int64),
+        torch.zeros(0, 2, dtype=torch.float16),
+        torch.zeros(0, 2, dtype=torch.int64),
         torch.zeros(0, 2),
     )
     inputs = [ref.Routing(x, idx, w), other]
@@ -256,8 +252,7 @@ def test_combine_rejects_missing_or_duplicated_pairs():
     ys = [d.tokens for d in ds]
     metas = [d.meta for d in ds]
     # find an expert that holds a pair of source rank 0
-    r, e = next((r, e) for r in range(world) for e in range(E // world)
-                if (metas[r][e][:, 1] == 0).any())
+    r, e = next((r, e) for r in range(world) for e in range(E // world) if (metas[r][e][:, 1] == 0).any())
     w = inputs[0].topk_weights
     dropped = [list(m) for m in metas]
     dropped_y = [list(y) for y in ys]

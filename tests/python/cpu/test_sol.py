@@ -15,11 +15,19 @@ def idx(rows, dtype=torch.int32, topk=2):
 def test_bytes_hand_example_world2():
     # 4 experts, rank 0 owns {0, 1}, rank 1 owns {2, 3}; 4 halves per token = 8 bytes.
     routing = [
-        idx([[0, 1],    # both local: crosses nothing
-             [0, 2],    # to rank 1
-             [2, 3]]),  # two experts on rank 1: sent there once
-        idx([[0, 3],    # to rank 0
-             [2, 3]]),  # local
+        idx(
+            [
+                [0, 1],  # both local: crosses nothing
+                [0, 2],  # to rank 1
+                [2, 3],
+            ]
+        ),  # two experts on rank 1: sent there once
+        idx(
+            [
+                [0, 3],  # to rank 0
+                [2, 3],
+            ]
+        ),  # local
     ]
     assert sol.traffic_matrix(routing, 4, 2).tolist() == [[0, 2], [1, 0]]
     dispatch, combine = sol.phase_bytes(routing, 4, 2, hidden=4, elem_bytes=2)
@@ -35,8 +43,13 @@ def test_bytes_hand_example_world2():
 def test_bytes_hand_example_world3_with_empty_rank():
     # 3 experts, one per rank; hidden 2 bf16 = 4 bytes per token; rank 2 has no tokens.
     routing = [
-        idx([[1, 2],    # to ranks 1 and 2
-             [0, 1]], dtype=torch.int64),  # to rank 1
+        idx(
+            [
+                [1, 2],  # to ranks 1 and 2
+                [0, 1],
+            ],
+            dtype=torch.int64,
+        ),  # to rank 1
         idx([[1, 0]], dtype=torch.int64),  # to rank 0
         torch.zeros(0, 2, dtype=torch.int64),
     ]
@@ -66,8 +79,7 @@ def test_sol_time_formula():
 def test_speed_of_light_summary():
     routing = [idx([[0, 1], [0, 2], [2, 3]]), idx([[0, 3], [2, 3]])]
     # hidden 1000 fp16: 2000 bytes per token; dispatch out = [4000, 2000], in = [2000, 4000].
-    s = sol.speed_of_light(routing, 4, 2, hidden=1000, elem_bytes=2,
-                           bw_out_GBps=2.0, bw_in_GBps=4.0, latency_us=1.0)
+    s = sol.speed_of_light(routing, 4, 2, hidden=1000, elem_bytes=2, bw_out_GBps=2.0, bw_in_GBps=4.0, latency_us=1.0)
     # dispatch: max(4000/2e3, 2000/4e3, 2000/2e3, 4000/4e3) = 2 us, + 1
     assert s.dispatch_us == pytest.approx(3.0)
     # combine: out = [2000, 4000], in = [4000, 2000] -> max(1, 1, 2, 0.5) = 2 us, + 1
@@ -96,8 +108,7 @@ def test_traffic_matches_loop_and_reference_dispatch(world, E, K, nt, idt):
     inputs = ref.generate_all_inputs(world, E, K, 8, 16, seed=11, num_tokens=nt, index_dtype=idt)
     vec = sol.traffic_matrix(inputs, E, world)  # Routing tuples are accepted too
     assert torch.equal(vec, sol.traffic_matrix_loop([i.topk_idx for i in inputs], E, world))
-    assert torch.equal(vec, sol.traffic_matrix([i.topk_idx.to(torch.int32) for i in inputs],
-                                               E, world))
+    assert torch.equal(vec, sol.traffic_matrix([i.topk_idx.to(torch.int32) for i in inputs], E, world))
     # Cross-check: the tokens rank s must send to d are the distinct (s, token) pairs that
     # the reference dispatch delivers on d.
     for d in range(world):
@@ -133,7 +144,7 @@ def test_local_bytes_closed_form():
     # rows sent (own token, distinct destination, itself included): r0: 3, r1: 5
     # (token, k) pairs on the rank: r0: 3 + 2 = 5, r1: 1 + 4 = 5; own tokens: 2 and 3
     local = sol.local_bytes(LOCAL_ROUTING, 4, 2, 4, 2)
-    assert local.dispatch == [(4 + 5) * 8, (4 + 5) * 8]               # read received + write pairs
+    assert local.dispatch == [(4 + 5) * 8, (4 + 5) * 8]  # read received + write pairs
     assert local.combine == [(5 + 4 + 3 + 2) * 8, (5 + 4 + 5 + 3) * 8]  # pairs + partials out/in + outputs
     assert sol.pairs_matrix(LOCAL_ROUTING, 4, 2).tolist() == [[0, 1], [2, 0]]
 

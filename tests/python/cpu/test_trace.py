@@ -60,7 +60,8 @@ def pingpong(peer, at_ns, n=16, one_way_ns=800, jitter=lambda i: 37 * i % 500):
 
 def make_dumps(world=2, capacity=64, dropped=0):
     ranks = [FakeRank(0, 1_000_000_000, 0)] + [
-        FakeRank(r, 100_000_000 if r % 2 else 1_000_000_000, 12_345_678 * r, drift=2e-6 * r) for r in range(1, world)]
+        FakeRank(r, 100_000_000 if r % 2 else 1_000_000_000, 12_345_678 * r, drift=2e-6 * r) for r in range(1, world)
+    ]
     base = 1_000_000_000  # the run, on the true clock
     for fr in ranks:
         for k, kernel in enumerate(trace.KERNELS[:2]):  # a forward round
@@ -77,13 +78,22 @@ def make_dumps(world=2, capacity=64, dropped=0):
                     fr.add(block, wave, stage, s + 35_000, s + 36_000, 8)  # back to back: still nested
     dumps = []
     for fr in ranks:
-        dumps.append({
-            "rank": fr.rank, "world": world, "clock_rate_hz": fr.rate, "num_blocks": 3,
-            "waves_per_block": WAVES, "capacity": capacity, "attempted": len(fr.events) + dropped,
-            "dropped": dropped if fr.rank == world - 1 else 0, "invalid": 0, "events": fr.events,
-            "clock_before": [[]] + [pingpong(p, base - 10_000_000) for p in ranks[1:]] if fr.rank == 0 else [],
-            "clock_after": [[]] + [pingpong(p, base + 10_000_000) for p in ranks[1:]] if fr.rank == 0 else [],
-        })
+        dumps.append(
+            {
+                "rank": fr.rank,
+                "world": world,
+                "clock_rate_hz": fr.rate,
+                "num_blocks": 3,
+                "waves_per_block": WAVES,
+                "capacity": capacity,
+                "attempted": len(fr.events) + dropped,
+                "dropped": dropped if fr.rank == world - 1 else 0,
+                "invalid": 0,
+                "events": fr.events,
+                "clock_before": [[]] + [pingpong(p, base - 10_000_000) for p in ranks[1:]] if fr.rank == 0 else [],
+                "clock_after": [[]] + [pingpong(p, base + 10_000_000) for p in ranks[1:]] if fr.rank == 0 else [],
+            }
+        )
     return dumps
 
 

@@ -18,6 +18,7 @@ import moe_a2a.integrations.transformers as moe_tf  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from tiny_moe_models import COMMON, build  # noqa: E402
 
+
 class OneRankAllToAll:
     """What AllToAll does at world 1, in plain torch: packed rows grouped by expert, combine =
     the router-weighted sum of each token's rows."""
@@ -34,9 +35,15 @@ class OneRankAllToAll:
         order = torch.sort(flat, stable=True).indices
         counts = torch.bincount(flat, minlength=self.num_experts)
         offsets = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
-        return types.SimpleNamespace(expert_x=x[order // K], expert_offsets=offsets.int(),
-                                     expert_num_tokens=counts.int(), order=order, K=K, T=T,
-                                     weights=topk_weights.reshape(-1)[order])
+        return types.SimpleNamespace(
+            expert_x=x[order // K],
+            expert_offsets=offsets.int(),
+            expert_num_tokens=counts.int(),
+            order=order,
+            K=K,
+            T=T,
+            weights=topk_weights.reshape(-1)[order],
+        )
 
     def combine(self, y, d):
         out = y.new_zeros(d.T, y.shape[-1])

@@ -20,9 +20,10 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "python"))
-import moe_a2a  # noqa: E402,F401  (first: sets the no-multicast environment before torch loads)
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+
+import moe_a2a  # noqa: E402,F401  (first: sets the no-multicast environment before torch loads)
 
 AGREE_TIMEOUT = datetime.timedelta(seconds=180)
 ONE_GPU = os.environ.get("MOE_A2A_TEST_ONE_GPU") == "1"

@@ -23,9 +23,10 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "python"))
-import moe_a2a  # noqa: E402  (first: sets the no-multicast environment before torch loads)
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+
+import moe_a2a  # noqa: E402  (first: sets the no-multicast environment before torch loads)
 from moe_a2a._ext import ext  # noqa: E402
 
 E_PER_RANK, K, H, T = 4, 2, 1024, 256  # a heap of several MiB: a leak per cycle shows
@@ -37,8 +38,7 @@ TIMEOUT = datetime.timedelta(seconds=60)
 
 
 def init(rank, world, port):
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=TIMEOUT)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=TIMEOUT)
 
 
 class SideBarrier:
@@ -70,8 +70,12 @@ def resources(device):
     gc.collect()
     torch.cuda.synchronize(device)
     free, _ = torch.cuda.mem_get_info(device)
-    return {"live heaps": ext().live_heaps(), "open mappings": ext().open_mappings(),
-            "file descriptors": len(os.listdir("/proc/self/fd")), "free MiB": free / 2**20}
+    return {
+        "live heaps": ext().live_heaps(),
+        "open mappings": ext().open_mappings(),
+        "file descriptors": len(os.listdir("/proc/self/fd")),
+        "free MiB": free / 2**20,
+    }
 
 
 def new_all_to_all(world, device):

@@ -12,10 +12,24 @@ import torch.distributed as dist
 import moe_a2a
 from moe_a2a import reference as ref
 
-CHALLENGE_CORRECTNESS = [(8, 2, 6144, 4), (64, 6, 2048, 4), (64, 6, 2048, 8), (128, 4, 2880, 16), (128, 4, 2880, 32),
-                         (128, 8, 4096, 64), (128, 8, 4096, 128), (256, 8, 7168, 64), (256, 8, 7168, 128)]
-CHALLENGE_BENCHMARK = [(8, 2, 6144, 16), (64, 6, 2048, 32), (128, 4, 2880, 128), (128, 8, 4096, 256),
-                       (256, 8, 7168, 256)]
+CHALLENGE_CORRECTNESS = [
+    (8, 2, 6144, 4),
+    (64, 6, 2048, 4),
+    (64, 6, 2048, 8),
+    (128, 4, 2880, 16),
+    (128, 4, 2880, 32),
+    (128, 8, 4096, 64),
+    (128, 8, 4096, 128),
+    (256, 8, 7168, 64),
+    (256, 8, 7168, 128),
+]
+CHALLENGE_BENCHMARK = [
+    (8, 2, 6144, 16),
+    (64, 6, 2048, 32),
+    (128, 4, 2880, 128),
+    (128, 8, 4096, 256),
+    (256, 8, 7168, 256),
+]
 
 
 def fits(num_experts, world):
@@ -35,15 +49,16 @@ def expert_rows(d):
     H = d.expert_x.shape[-1]
     x, meta, w = d.expert_x.reshape(-1, H), d.expert_meta.reshape(-1, 3), d.expert_weights.reshape(-1)
     offsets, counts = d.expert_offsets.tolist(), d.expert_num_tokens.tolist()
-    return [(x[o:o + n], meta[o:o + n], w[o:o + n]) for o, n in zip(offsets, counts)]
+    return [(x[o : o + n], meta[o : o + n], w[o : o + n]) for o, n in zip(offsets, counts)]
 
 
 def check_layout(d, layout):
     offsets, counts = d.expert_offsets.tolist(), d.expert_num_tokens.tolist()
     E_local = len(counts)
     if layout == "packed":
-        assert offsets[0] == 0 and all(offsets[e + 1] == offsets[e] + counts[e] for e in range(E_local)), \
+        assert offsets[0] == 0 and all(offsets[e + 1] == offsets[e] + counts[e] for e in range(E_local)), (
             f"packed offsets {offsets} do not follow the counts {counts}"
+        )
         assert offsets[-1] <= d.expert_x.shape[0]
     else:
         cap = d.expert_x.shape[1]
@@ -58,13 +73,16 @@ def check_dispatch(d, inputs, rank, world, num_experts):
     x_pad = torch.zeros(len(rows), cap, H, dtype=d.expert_x.dtype, device=d.expert_x.device)
     meta_pad = torch.zeros(len(rows), cap, 3, dtype=torch.int32, device=d.expert_x.device)
     for e, (x, meta, _) in enumerate(rows):
-        x_pad[e, :len(x)], meta_pad[e, :len(x)] = x, meta
+        x_pad[e, : len(x)], meta_pad[e, : len(x)] = x, meta
     got = ref.canonical_dispatch(x_pad, d.expert_num_tokens, meta_pad, rank)
     ref.assert_dispatch_matches(got, ref.dispatch_reference(inputs, rank, num_experts, world))
     # Every delivered (src, token, k) carries that pair's router weight.
     for e, (_, meta, weights) in enumerate(rows):
-        want = torch.stack([inputs[int(s)].topk_weights[int(t), int(k)] for s, t, k in meta.long().tolist()]) \
-            if len(meta) else torch.empty(0)
+        want = (
+            torch.stack([inputs[int(s)].topk_weights[int(t), int(k)] for s, t, k in meta.long().tolist()])
+            if len(meta)
+            else torch.empty(0)
+        )
         assert torch.equal(weights.cpu(), want.float()), f"rank {rank} expert {e}: weights differ"
 
 
@@ -84,8 +102,7 @@ def run_round(ep, inputs, rank, world, num_experts, check=True):
 
 @pytest.mark.parametrize("layout", ["padded", "packed"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-@pytest.mark.parametrize("shape", CHALLENGE_CORRECTNESS + CHALLENGE_BENCHMARK,
-                         ids=lambda s: "E{}K{}H{}T{}".format(*s))
+@pytest.mark.parametrize("shape", CHALLENGE_CORRECTNESS + CHALLENGE_BENCHMARK, ids=lambda s: "E{}K{}H{}T{}".format(*s))
 def test_challenge_shapes(shape, dtype, layout, world, rank):
     E, K, H, T = shape
     if not fits(E, world):
@@ -116,7 +133,9 @@ def edge_inputs(case, world, E, K, H, T, dtype):
             idx = torch.arange(K, dtype=torch.int32).repeat(n, 1)
         elif case == "one_rank":  # every token's experts all live on the last rank
             base = (world - 1) * (E // world)
-            idx = (base + torch.stack([torch.randperm(E // world, generator=gen)[:K] for _ in range(n)])).to(torch.int32)
+            idx = (base + torch.stack([torch.randperm(E // world, generator=gen)[:K] for _ in range(n)])).to(
+                torch.int32
+            )
         else:
             raise ValueError(case)
         out.append(ref.Routing(r.x, idx, r.topk_weights))
@@ -124,8 +143,9 @@ def edge_inputs(case, world, E, K, H, T, dtype):
 
 
 @pytest.mark.parametrize("layout", ["padded", "packed"])
-@pytest.mark.parametrize("case", ["rank0_no_tokens", "all_ranks_no_tokens", "max_tokens", "int64_ids", "one_expert",
-                                  "one_rank"])
+@pytest.mark.parametrize(
+    "case", ["rank0_no_tokens", "all_ranks_no_tokens", "max_tokens", "int64_ids", "one_expert", "one_rank"]
+)
 def test_edge_cases(case, layout, world, rank):
     E, K, H, T = 64, 6, 2880, 32
     with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16, layout=layout) as ep:
@@ -197,8 +217,9 @@ def test_cuda_graph_replay_matches_eager(world, rank):
             ep.synchronize()
             eager = step()
             assert torch.equal(static_out.view(torch.int16), eager.view(torch.int16)), f"seed {seed}: graph != eager"
-            torch.testing.assert_close(static_out.float(), ref.moe_reference(inputs, rank, E, world).float(),
-                                       rtol=1e-2, atol=5e-3)
+            torch.testing.assert_close(
+                static_out.float(), ref.moe_reference(inputs, rank, E, world).float(), rtol=1e-2, atol=5e-3
+            )
 
 
 @pytest.mark.parametrize("ops", ["fused", "split"])
@@ -211,7 +232,8 @@ def test_torch_compile_matches_eager(ops, world, rank):
         def layer(x, idx, w):
             if ops == "fused":
                 ex, counts, offsets, meta, weights, src_tokens, token, pos, dest_mask = torch.ops.moe_a2a.dispatch(
-                    engine, state, x, idx, w)
+                    engine, state, x, idx, w
+                )
                 y = (ex.float() * (1 + rank)).to(ex.dtype)
                 return torch.ops.moe_a2a.combine(engine, state, y, weights, src_tokens, token, pos, dest_mask)
             dest_mask = torch.ops.moe_a2a.dispatch_send(engine, state, x, idx, w)
@@ -227,8 +249,9 @@ def test_torch_compile_matches_eager(ops, world, rank):
             eager = layer(*inputs[rank])
             ep.synchronize()
             assert torch.equal(out.view(torch.int16), eager.view(torch.int16))
-            torch.testing.assert_close(out.float(), ref.moe_reference(inputs, rank, E, world).float(),
-                                       rtol=1e-2, atol=5e-3)
+            torch.testing.assert_close(
+                out.float(), ref.moe_reference(inputs, rank, E, world).float(), rtol=1e-2, atol=5e-3
+            )
 
 
 @pytest.mark.parametrize("layout", ["padded", "packed"])
@@ -251,8 +274,9 @@ def test_split_calls_overlap_other_work(layout, world, rank):
             out = ep.combine_recv(sent)
             fused = run_round(ep, inputs, rank, world, E)
             assert torch.equal(out.view(torch.int16), fused.view(torch.int16)), "split calls differ from fused"
-            torch.testing.assert_close(out.cpu().float(), ref.moe_reference(inputs, rank, E, world).float(),
-                                       rtol=1e-2, atol=5e-3)
+            torch.testing.assert_close(
+                out.cpu().float(), ref.moe_reference(inputs, rank, E, world).float(), rtol=1e-2, atol=5e-3
+            )
 
 
 @pytest.mark.parametrize("num_sms", [1, 3, 8])
@@ -260,11 +284,17 @@ def test_few_blocks_many_groups(num_sms, world, rank):
     """Grids far smaller than the token count: each block sends and receives many token groups
     (8 groups of up to 128 tokens with one block)."""
     E, K, H, T = 8 * world, 3, 512, 1024
-    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16, layout="packed", num_sms=num_sms,
-                          groups_per_block=8) as ep:
+    with moe_a2a.AllToAll(
+        dist.group.WORLD, E, K, H, T, torch.bfloat16, layout="packed", num_sms=num_sms, groups_per_block=8
+    ) as ep:
         num_tokens = [T - 37 * r for r in range(world)]  # uneven group splits per source
-        run_round(ep, ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=81, num_tokens=num_tokens),
-                  rank, world, E)
+        run_round(
+            ep,
+            ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=81, num_tokens=num_tokens),
+            rank,
+            world,
+            E,
+        )
 
 
 def test_too_few_blocks_for_max_tokens_raises(world):
@@ -300,13 +330,20 @@ def test_rounds_across_epoch_wrap(start, world, rank):
 
 # ---- bad input: a clear exception on every rank, never a hang, never a stray write ----
 
+
 def bad_variants(x, idx, w, T_max):
     return {
         "x float32": ((x.float(), idx, w), "x must be"),
         "x wrong hidden": ((x[:, :-8].contiguous(), idx, w), "x must be"),
         "x on cpu": ((x.cpu(), idx, w), "x must be a GPU tensor"),
-        "too many tokens": ((x.repeat(T_max + 1, 1)[: T_max + 1], idx.repeat(T_max + 1, 1)[: T_max + 1],
-                             w.repeat(T_max + 1, 1)[: T_max + 1]), "more than max_num_tokens"),
+        "too many tokens": (
+            (
+                x.repeat(T_max + 1, 1)[: T_max + 1],
+                idx.repeat(T_max + 1, 1)[: T_max + 1],
+                w.repeat(T_max + 1, 1)[: T_max + 1],
+            ),
+            "more than max_num_tokens",
+        ),
         "idx wrong topk": ((x, idx[:, :-1].contiguous(), w), "topk_idx must be"),
         "idx float": ((x, idx.float(), w), "topk_idx must be int32 or int64"),
         "weights fp16": ((x, idx, w.half()), "topk_weights must be float32"),
@@ -352,8 +389,9 @@ def test_bad_expert_id_is_caught_on_device(bad_id, world, rank):
     guard.fill_(0x5A5A5A5A)
     try:
         with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16) as ep:
-            inputs = ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=41, num_tokens=T,
-                                             index_dtype=torch.int64)
+            inputs = ref.generate_all_inputs(
+                world, E, K, H, T, torch.bfloat16, seed=41, num_tokens=T, index_dtype=torch.int64
+            )
             x, idx, w = to_device(inputs)[rank]
             if rank == 0:
                 idx = idx.clone()
@@ -387,8 +425,9 @@ def test_capacity_overflow_raises_everywhere(layout, world, rank):
             assert int(d.expert_num_tokens.max()) <= limit
         else:
             assert int(d.expert_offsets[-1]) <= limit and int(d.expert_num_tokens.sum()) <= limit
-        run_round(ep, ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=62, num_tokens=1), rank,
-                  world, E)  # reported once; a round that fits is clean
+        run_round(
+            ep, ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=62, num_tokens=1), rank, world, E
+        )  # reported once; a round that fits is clean
 
 
 def test_missing_peer_times_out(world, rank):

@@ -15,8 +15,7 @@ import torch.distributed as dist
 import moe_a2a
 from moe_a2a import reference as ref
 
-CASES = [("padded", torch.float32), ("packed", torch.float32), ("padded", torch.bfloat16),
-         ("packed", torch.bfloat16)]
+CASES = [("padded", torch.float32), ("packed", torch.float32), ("padded", torch.bfloat16), ("packed", torch.bfloat16)]
 # fp32 transport: sums of a few fp32 products. bf16: the rows themselves are rounded to bf16
 # (8 bits of mantissa) on the way and the dot products see bf16 inputs.
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}
@@ -36,7 +35,7 @@ def one_round(ep, x, idx, w, rank):
     return ep.combine(d.expert_x * (1.0 + rank), d), d
 
 
-@pytest.mark.parametrize("layout,dtype", CASES, ids=[f"{l}-{str(d)[6:]}" for l, d in CASES])
+@pytest.mark.parametrize("layout,dtype", CASES, ids=[f"{lay}-{str(d)[6:]}" for lay, d in CASES])
 @pytest.mark.parametrize("tokens", ["random", "rank0_empty"])
 def test_gradients_match_closed_form(layout, dtype, tokens, world, rank):
     E, K, H, T = 8 * world, 4, 512, 24
@@ -74,7 +73,7 @@ def test_rows_of_no_expert_get_zero_gradient(layout, world, rank):
         flat = grad_y.reshape(-1, H)
         used = torch.zeros(flat.shape[0], dtype=torch.bool, device=flat.device)
         for o, n in zip(d.expert_offsets.tolist(), d.expert_num_tokens.tolist()):
-            used[o:o + n] = True
+            used[o : o + n] = True
         assert not flat[~used].any(), "rows of no expert got a nonzero gradient"
         # Used rows: the router weight of that (token, k) times a row of ones.
         want = d.expert_weights.reshape(-1)[used].unsqueeze(1).expand(-1, H)
@@ -110,5 +109,9 @@ def test_split_calls_refuse_to_drop_gradients(world, rank):
         d = ep.dispatch_recv(ep.dispatch_send(x, idx, w))
         out = ep.combine_recv(ep.combine_send(d.expert_x * (1.0 + rank), d))
         ep.synchronize()
-        torch.testing.assert_close(out, ref.moe_reference([ref.Routing(*(t.cuda() for t in r)) for r in inputs],
-                                                          rank, E, world), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(
+            out,
+            ref.moe_reference([ref.Routing(*(t.cuda() for t in r)) for r in inputs], rank, E, world),
+            rtol=1e-5,
+            atol=1e-5,
+        )

@@ -26,8 +26,19 @@ def worker_env() -> dict:
     """This process's environment without what torchrun set for it: under torchrun,
     TORCHELASTIC_USE_AGENT_STORE makes init_process_group a client of torchrun's store, and the
     workers must run their own."""
-    launcher = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
-                "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT"}
+    launcher = {
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "GROUP_RANK",
+        "GROUP_WORLD_SIZE",
+        "ROLE_RANK",
+        "ROLE_WORLD_SIZE",
+        "ROLE_NAME",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+    }
     return {k: v for k, v in os.environ.items() if k not in launcher and not k.startswith("TORCHELASTIC_")}
 
 
@@ -41,4 +52,5 @@ def test_lifetime_scenario(scenario, rank, world):
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"rank {rank}: {scenario} did not finish in {TIMEOUT_S} s:\n{e.stdout}\n{e.stderr}")
     assert run.returncode == 0 and "ok" in run.stdout, (
-        f"rank {rank}: {scenario} failed (exit {run.returncode}):\n{run.stdout[-3000:]}\n{run.stderr[-6000:]}")
+        f"rank {rank}: {scenario} failed (exit {run.returncode}):\n{run.stdout[-3000:]}\n{run.stderr[-6000:]}"
+    )

@@ -158,12 +158,17 @@ FORWARD_SHAPES = {
     "small_rank0_empty": (lambda w: 8 * w, 2, 256, 128, 32, "rank0_empty"),
     "deepseek_like": (deepseek_experts, 8, 7168, 256, 64, "full"),
 }
-FORWARD_CASES = [(s, lay, dt) for s in FORWARD_SHAPES for lay in LAYOUTS
-                 for dt in ([torch.bfloat16] if s == "deepseek_like" else [torch.bfloat16, torch.float32])]
+FORWARD_CASES = [
+    (s, lay, dt)
+    for s in FORWARD_SHAPES
+    for lay in LAYOUTS
+    for dt in ([torch.bfloat16] if s == "deepseek_like" else [torch.bfloat16, torch.float32])
+]
 
 
-@pytest.mark.parametrize("shape,layout,dtype", FORWARD_CASES,
-                         ids=[f"{s}-{lay}-{str(dt)[6:]}" for s, lay, dt in FORWARD_CASES])
+@pytest.mark.parametrize(
+    "shape,layout,dtype", FORWARD_CASES, ids=[f"{s}-{lay}-{str(dt)[6:]}" for s, lay, dt in FORWARD_CASES]
+)
 def test_forward_matches_dense(shape, layout, dtype, world, rank):
     experts, K, H, Fd, T_max, pattern = FORWARD_SHAPES[shape]
     E, seed = experts(world), 11
@@ -171,8 +176,10 @@ def test_forward_matches_dense(shape, layout, dtype, world, rank):
     x = tokens(seed, rank, Ts[rank], H, dtype)
     weights = full_weights(H, Fd, E, seed, dtype)
     big = H * Fd * E > (1 << 26)
-    with exact_fp32(), ExpertParallelMoE(H, Fd, E, K, T_max, dtype=dtype, layout=layout,
-                                         init_seed=None if big else seed) as layer:
+    with (
+        exact_fp32(),
+        ExpertParallelMoE(H, Fd, E, K, T_max, dtype=dtype, layout=layout, init_seed=None if big else seed) as layer,
+    ):
         lo, hi = layer.expert_range.start, layer.expert_range.stop
         if big:  # drawing the local experts again on the CPU would only repeat the cached work
             layer.load_full_weights(*weights)
@@ -194,13 +201,18 @@ def test_forward_matches_dense(shape, layout, dtype, world, rank):
 
 # --------------------------------------------------------------------------- backward
 
-BACKWARD_CASES = [(torch.float32, "packed", "varied"), (torch.float32, "padded", "varied"),
-                  (torch.float32, "packed", "rank0_empty"), (torch.bfloat16, "packed", "varied"),
-                  (torch.bfloat16, "padded", "varied")]
+BACKWARD_CASES = [
+    (torch.float32, "packed", "varied"),
+    (torch.float32, "padded", "varied"),
+    (torch.float32, "packed", "rank0_empty"),
+    (torch.bfloat16, "packed", "varied"),
+    (torch.bfloat16, "padded", "varied"),
+]
 
 
-@pytest.mark.parametrize("dtype,layout,pattern", BACKWARD_CASES,
-                         ids=[f"{str(d)[6:]}-{lay}-{p}" for d, lay, p in BACKWARD_CASES])
+@pytest.mark.parametrize(
+    "dtype,layout,pattern", BACKWARD_CASES, ids=[f"{str(d)[6:]}-{lay}-{p}" for d, lay, p in BACKWARD_CASES]
+)
 def test_backward_matches_dense(dtype, layout, pattern, world, rank):
     E, K, H, Fd, T_max, seed = 4 * world, 2, 128, 64, 24, 21
     Ts = tokens_per_rank(pattern, world, T_max, seed)
@@ -222,12 +234,11 @@ def test_backward_matches_dense(dtype, layout, pattern, world, rank):
 
         check_close(out, dense[rank].detach(), dtype, f"rank {rank} output")
         check_close(grad_of(x), grad_of(xd[rank]), dtype, f"rank {rank} grad x", grad=True)
-        for name, p, full in zip(("w_gate", "w_up", "w_down"), (layer.w_gate, layer.w_up, layer.w_down),
-                                 dense_params[1:]):
-            check_close(p.grad, full.grad[lo:hi], dtype, f"rank {rank} grad {name} (experts {lo}..{hi - 1})",
-                        grad=True)
-        check_close(layer.router_weight.grad, dense_params[0].grad, dtype, "router grad summed over ranks",
-                    grad=True)
+        for name, p, full in zip(
+            ("w_gate", "w_up", "w_down"), (layer.w_gate, layer.w_up, layer.w_down), dense_params[1:]
+        ):
+            check_close(p.grad, full.grad[lo:hi], dtype, f"rank {rank} grad {name} (experts {lo}..{hi - 1})", grad=True)
+        check_close(layer.router_weight.grad, dense_params[0].grad, dtype, "router grad summed over ranks", grad=True)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
@@ -244,8 +255,9 @@ def test_topk_weights_gradient_functional(layout, dtype, world, rank):
         idx, w0 = dm.route(x0, weights[0], K)
         x, w = leaf(x0), leaf(w0)
         d = layer.ep.dispatch(x, idx, w)
-        y = L.expert_swiglu(d.expert_x, d.expert_offsets, d.expert_num_tokens, layer.w_gate, layer.w_up,
-                            layer.w_down, layout)
+        y = L.expert_swiglu(
+            d.expert_x, d.expert_offsets, d.expert_num_tokens, layer.w_gate, layer.w_up, layer.w_down, layout
+        )
         out = layer.ep.combine(y, d)
         (out.float() * g).sum().backward()
         layer.ep.synchronize()
@@ -278,6 +290,7 @@ def test_gradcheck_dispatch_combine_float32(layout, world, rank):
     idx = torch.stack([torch.randperm(E, generator=gen)[:K] for _ in range(T)]).cuda()
     w = torch.rand(T, K, generator=gen).cuda().requires_grad_()
     with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float32, layout=layout) as ep:
+
         def fn(x, w):
             d = ep.dispatch(x, idx, w)
             flat = d.expert_x.reshape(-1, H)
@@ -340,11 +353,17 @@ def test_training_matches_dense_float32(world, rank):
                 for p in dense_params:
                     p -= lr * p.grad
         layer.ep.synchronize()
-        torch.testing.assert_close(torch.tensor(ep_losses), torch.tensor(dense_losses), rtol=1e-4, atol=0,
-                                   msg=lambda m: f"total loss per step, EP {ep_losses} vs dense {dense_losses}: {m}")
+        torch.testing.assert_close(
+            torch.tensor(ep_losses),
+            torch.tensor(dense_losses),
+            rtol=1e-4,
+            atol=0,
+            msg=lambda m: f"total loss per step, EP {ep_losses} vs dense {dense_losses}: {m}",
+        )
         assert all(b < a for a, b in zip(ep_losses, ep_losses[1:])), f"loss did not go down every step: {ep_losses}"
-        for name, p, full in zip(("w_gate", "w_up", "w_down"), (layer.w_gate, layer.w_up, layer.w_down),
-                                 dense_params[1:]):
+        for name, p, full in zip(
+            ("w_gate", "w_up", "w_down"), (layer.w_gate, layer.w_up, layer.w_down), dense_params[1:]
+        ):
             check_close(p.detach(), full.detach()[lo:hi], torch.float32, f"{name} after {steps} steps")
         check_close(layer.router_weight.detach(), dense_params[0].detach(), torch.float32, "router after training")
         routers = [torch.empty_like(layer.router_weight) for _ in range(world)]
@@ -362,6 +381,7 @@ def test_torch_compile_matches_eager(dtype, world, rank):
     x0 = tokens(seed, rank, T, H, dtype)
     g = tokens(seed + 1, rank, T, H, torch.float32)
     with exact_fp32(), ExpertParallelMoE(H, Fd, E, K, T, dtype=dtype, init_seed=seed) as layer:
+
         def run(module):
             layer.zero_grad(set_to_none=True)
             x = leaf(x0)
@@ -375,8 +395,9 @@ def test_torch_compile_matches_eager(dtype, world, rank):
             compiled = run(torch.compile(layer))
             layer.ep.synchronize()
         except Exception as e:
-            raise AssertionError(f"torch.compile(ExpertParallelMoE) forward/backward raised "
-                                 f"{type(e).__name__}: {e}") from e
+            raise AssertionError(
+                f"torch.compile(ExpertParallelMoE) forward/backward raised {type(e).__name__}: {e}"
+            ) from e
         check_close(compiled[0], eager[0], dtype, "torch.compile output vs eager")
         check_close(compiled[1], eager[1], dtype, "torch.compile grad x vs eager", grad=True)
         for n in eager[2]:
