@@ -38,7 +38,8 @@ struct DispatchShared {
   SourceRows batch;  // the token groups being placed
 };
 
-// Read as int64 so that an out-of-range int64 id cannot wrap into the valid range.
+// Read as int64 so that an out-of-range int64 id cannot wrap into the valid range. A masked slot
+// (kMaskedSlot) is not valid: it is skipped where a bad id would be reported.
 MOE_A2A_DEVICE int64_t read_expert(const DispatchArgs& a, size_t i) {
   return a.topk_idx_is_int64 ? static_cast<const int64_t*>(a.topk_idx)[i]
                              : static_cast<int64_t>(static_cast<const int32_t*>(a.topk_idx)[i]);
@@ -68,7 +69,7 @@ MOE_A2A_DEVICE void send_counts(const EpBuffers& b, const DispatchArgs& a, Dispa
       if (base + u * static_cast<int>(blockDim.x) >= n) break;
       if (valid_expert(cfg, ids[u]))
         atomic_add_relaxed_block(sh.pairs + ids[u], 1u);
-      else
+      else if (ids[u] != kMaskedSlot)
         bad = true;
     }
   }
@@ -120,6 +121,7 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
     for (int k = 0; k < kMaxTopk; ++k) {
       if (k >= cfg.topk) break;
       const int64_t e = ids[k];
+      if (e == kMaskedSlot) continue;  // an unused slot: no row, its weight ignored
       if (!valid_expert(cfg, e)) {
         const int32_t shown = e < INT32_MIN ? INT32_MIN : (e > INT32_MAX ? INT32_MAX : static_cast<int32_t>(e));
         report_error(b.c, ErrorCode::kBadExpertId, -1, shown, t, cfg.num_experts, 0);

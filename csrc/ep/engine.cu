@@ -231,7 +231,7 @@ std::string EpEngine::describe(const ErrorRecord& e) const {
     }
     case ErrorCode::kBadExpertId:
       return cat("rank ", me, ": topk_idx holds expert id ", e.detail, " at token ", e.index, ", outside [0, ",
-                 e.expected, "); that (token, k) was not sent");
+                 e.expected, ") and not -1 (an unused slot); that (token, k) was not sent");
     case ErrorCode::kCapacityOverflow:
       if (ctx_.cfg.packed()) {
         return cat("rank ", me, ": received ", e.seen, " (token, expert) rows in total but max_recv_tokens is ",

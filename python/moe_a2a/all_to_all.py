@@ -34,6 +34,7 @@ import torch.distributed as dist
 from ._collective import GroupRef, require_same
 from ._ext import ext
 from .heap import DEFAULT_CLOSE_TIMEOUT_S, SymmetricHeap
+from .reference import MASKED_SLOT  # a topk_idx entry that marks an unused slot (EpConfig kMaskedSlot)
 
 _DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
 LAYOUTS = ("padded", "packed")
@@ -377,7 +378,10 @@ class AllToAll:
 
     # ---- fused calls (differentiable) ----
     def dispatch(self, x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor) -> Dispatched:
-        """Differentiable with respect to x. The gradient of topk_weights comes from combine."""
+        """Differentiable with respect to x. The gradient of topk_weights comes from combine.
+
+        A topk_idx entry of -1 is an unused slot: no row is sent for it, its weight is ignored,
+        combine skips it, and its weight's gradient is 0. Other negative ids are bad input."""
         self._check_open()
         if _needs_grad(x):
             # topk_weights goes in detached: its gradient is combine's business, so this
@@ -386,6 +390,10 @@ class AllToAll:
         else:
             out = _dispatch_round(self._engine, self._state, x, topk_idx, topk_weights)
         self._round += 1
+        if _needs_grad(topk_weights):
+            # No expert answers for an unused slot, so combine's backward leaves its weight
+            # gradient undefined; differentiating through this mask makes it 0.
+            topk_weights = topk_weights.masked_fill(topk_idx == MASKED_SLOT, 0.0)
         return self._dispatched(self._round, out, topk_weights)
 
     def combine(self, expert_y: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:

@@ -8,7 +8,8 @@ Semantics, for ``world`` ranks and ``num_experts`` experts owned in contiguous b
 ``e % (num_experts // world)``):
 
 * every rank ``s`` holds ``x`` [T_s, H] (fp16/bf16), ``topk_idx`` [T_s, topk] (int32 or
-  int64, distinct experts per token) and ``topk_weights`` [T_s, topk] fp32;
+  int64, distinct experts per token; -1 marks an unused slot, which is neither dispatched
+  nor combined) and ``topk_weights`` [T_s, topk] fp32;
 * **dispatch** delivers to each local expert every (token, k) pair that chose it, with
   metadata (global_expert, src_rank, src_token, k). Token order inside an expert is free
   in the library; the reference sorts it canonically by (src_rank, src_token, k);
@@ -27,6 +28,9 @@ import dataclasses
 from typing import NamedTuple, Optional, Sequence, Union
 
 import torch
+
+# A topk_idx entry that marks an unused slot.
+MASKED_SLOT = -1
 
 __all__ = [
     "Routing",
@@ -233,8 +237,8 @@ def _check_all_inputs(all_inputs: Sequence, num_experts: int, world: int) -> Non
         T = inp.x.shape[0]
         if inp.topk_idx.shape[0] != T or inp.topk_weights.shape != inp.topk_idx.shape:
             raise ValueError(f"rank {r}: x, topk_idx and topk_weights disagree on T")
-        if inp.topk_idx.numel() and (int(inp.topk_idx.min()) < 0 or int(inp.topk_idx.max()) >= num_experts):
-            raise ValueError(f"rank {r}: expert id outside [0, {num_experts})")
+        if inp.topk_idx.numel() and (int(inp.topk_idx.min()) < MASKED_SLOT or int(inp.topk_idx.max()) >= num_experts):
+            raise ValueError(f"rank {r}: expert id outside [0, {num_experts}) and not {MASKED_SLOT} (an unused slot)")
 
 
 # --------------------------------------------------------------------------- dispatch
@@ -250,7 +254,7 @@ def dispatch_reference(all_inputs: Sequence, rank: int, num_experts: int, world:
         idx = inp.topk_idx.long()
         K = idx.shape[1]
         flat = idx.reshape(-1)  # row-major, so pairs come out in (src_token, k) order
-        pair = torch.nonzero(flat // epr == rank).squeeze(1)
+        pair = torch.nonzero((flat != MASKED_SLOT) & (flat // epr == rank)).squeeze(1)
         src_token, k = pair // K, pair % K
         tokens.append(inp.x.index_select(0, src_token))
         meta.append(torch.stack([flat[pair], torch.full_like(pair, s), src_token, k], dim=1))
@@ -281,7 +285,7 @@ def dispatch_reference_loop(all_inputs: Sequence, rank: int, num_experts: int, w
         idx = inp.topk_idx.tolist()
         for t, experts in enumerate(idx):
             for k, e in enumerate(experts):
-                if e // epr == rank:
+                if e != MASKED_SLOT and e // epr == rank:
                     rows[e % epr].append(inp.x[t])
                     metas[e % epr].append([e, s, t, k])
     tokens = [torch.stack(r) if r else torch.empty(0, hidden, dtype=dtype, device=device) for r in rows]
@@ -435,13 +439,14 @@ def moe_reference(all_inputs: Sequence, rank: int, num_experts: int, world: int)
     _check_all_inputs(all_inputs, num_experts, world)
     x, idx, w = all_inputs[rank]
     factor = (1 + owner_rank(idx.long(), num_experts, world)).float()  # [T, K]
+    used = idx.long() != MASKED_SLOT
     acc = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
     wf = w.float()
     for k in range(idx.shape[1]):
         # Same two roundings as _fake_gemm and the same accumulation as
-        # combine_pairs_reference, pair by pair.
+        # combine_pairs_reference, pair by pair; an unused slot adds nothing (not even a 0).
         y = (x.float() * factor[:, k : k + 1]).to(x.dtype)
-        acc += wf[:, k : k + 1] * y.float()
+        acc = torch.where(used[:, k : k + 1], acc + wf[:, k : k + 1] * y.float(), acc)
     return acc.to(x.dtype)
 
 
@@ -453,6 +458,8 @@ def moe_reference_loop(all_inputs: Sequence, rank: int, num_experts: int, world:
     for t in range(x.shape[0]):
         acc = torch.zeros(x.shape[1], dtype=torch.float32, device=x.device)
         for k, e in enumerate(idx[t].tolist()):
+            if e == MASKED_SLOT:
+                continue
             r = owner_rank(e, num_experts, world)
             y = (x[t].float() * float(1 + r)).to(x.dtype)
             acc = acc + w[t, k].float() * y.float()

@@ -55,6 +55,9 @@
 namespace moe_a2a {
 
 inline constexpr int kMaxTopk = 16;
+// A topk_idx entry of -1 marks an unused slot: no row is sent for it, its weight is ignored, and
+// combine skips it (other negative ids are bad input).
+inline constexpr int kMaskedSlot = -1;
 inline constexpr int kMaxExperts = 512;
 inline constexpr int kMaxHidden = 16384;
 inline constexpr int kMaxTokensPerRank = 4096;

@@ -365,3 +365,44 @@ def test_canonical_dispatch_detects_errors():
         ref.canonical_dispatch(ex, counts, meta)
     with pytest.raises(ValueError):
         ref.canonical_dispatch(ex, counts[:-1], meta)
+
+
+# --------------------------------------------------------------------------- masked slots
+
+
+def mask_slots(inputs, seed=7, fraction=0.3):
+    """The inputs with about `fraction` of the (token, k) slots set to -1 (unused); each rank
+    keeps one token fully masked when it has tokens."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for x, idx, w in inputs:
+        masked = torch.rand(idx.shape, generator=g) < fraction
+        if idx.shape[0]:
+            masked[0] = True
+        out.append(ref.Routing(x, idx.masked_fill(masked, ref.MASKED_SLOT), w))
+    return out
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=SHAPE_IDS)
+def test_masked_slots_are_neither_dispatched_nor_combined(shape):
+    world, E = shape[0], shape[1]
+    inputs = mask_slots(make_inputs(shape))
+    for r in range(world):
+        got, loop = ref.dispatch_reference(inputs, r, E, world), ref.dispatch_reference_loop(inputs, r, E, world)
+        for e in range(E // world):
+            assert torch.equal(got.meta[e], loop.meta[e]) and torch.equal(got.tokens[e], loop.tokens[e]), (r, e)
+        assert all(int(m[:, 0].min()) >= 0 for m in got.meta if len(m)), "a masked slot was dispatched"
+        assert bits_equal(ref.moe_reference(inputs, r, E, world), ref.moe_reference_loop(inputs, r, E, world))
+        x = inputs[r].x
+        if x.shape[0]:
+            assert torch.all(ref.moe_reference(inputs, r, E, world)[0] == 0), "a fully masked token is not zero"
+
+
+def test_other_negative_ids_are_rejected():
+    inputs = make_inputs(SHAPES[0])
+    x, idx, w = inputs[0]
+    bad = idx.clone()
+    bad[0, 0] = -2
+    inputs[0] = ref.Routing(x, bad, w)
+    with pytest.raises(ValueError, match="not -1"):
+        ref.moe_reference(inputs, 0, SHAPES[0][1], SHAPES[0][0])
