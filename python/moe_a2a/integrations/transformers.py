@@ -302,13 +302,42 @@ def expert_parallel(
 def generate(model, *args, **kwargs):
     """model.generate(...) with synced_gpus=True: every rank keeps running forward passes until
     every rank's sequences are done, so the MoE layers' collective calls line up. Collective
-    over the default process group (transformers synchronises over it)."""
+    over the default process group (transformers synchronises over it).
+
+    A rank with no sequences passes input_ids=None (and no other inputs): it takes part with
+    0 tokens in every forward pass the other ranks run, and returns None."""
     if model not in _models:
         raise RuntimeError("moe_a2a: generate() is for models made expert-parallel with expert_parallel()")
     if kwargs.get("synced_gpus") is False:
         raise ValueError("moe_a2a: an expert-parallel model must generate with synced_gpus=True")
+    if not args and kwargs.get("input_ids", 0) is None:
+        return _take_part_idle(model)
     kwargs["synced_gpus"] = True
     return model.generate(*args, **kwargs)
+
+
+def _take_part_idle(model) -> None:
+    """The collective calls of transformers' synced_gpus loop with nothing to generate: each
+    step, the "anyone unfinished?" all-reduce (this rank says no), then what a forward pass
+    does collectively: every MoE layer's dispatch and combine, in layer order, with 0 tokens
+    (the rest of the model has no collective call and is skipped), until no rank is unfinished."""
+    modules = [m for _, m in experts_modules(model)]
+    device = modules[0].down_proj.device
+    while True:
+        unfinished = torch.zeros((), device=device)
+        dist.all_reduce(unfinished, op=dist.ReduceOp.SUM)
+        if unfinished.item() == 0.0:
+            return None
+        with torch.no_grad():
+            for m in modules:
+                hidden = m.down_proj.shape[2] if m.is_transposed else m.down_proj.shape[1]
+                topk = int(m.config.num_experts_per_tok)
+                experts_forward(
+                    m,
+                    m.down_proj.new_empty(0, hidden),
+                    torch.empty(0, topk, dtype=torch.long, device=device),
+                    torch.empty(0, topk, device=device),
+                )
 
 
 def close(model) -> None:

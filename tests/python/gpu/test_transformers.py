@@ -54,15 +54,75 @@ def test_expert_parallel_model_matches_the_full_model(name, dtype, rank, world):
 
 
 def test_generate_keeps_ranks_that_stop_at_different_steps_in_line(rank, world):
-    """Rank r asks for 3 + 2r new tokens (no EOS), so rank 0 is done first and must keep
-    taking part in the MoE calls of the others; every rank's tokens equal the full model's."""
+    """Rank r asks for 32 - 8r new tokens (no EOS), so rank 0 is done last and the others must
+    keep taking part in its MoE calls; every rank's tokens, and its logits at prefill and at
+    every decode step, equal the full model's."""
     reference, model = models("mixtral", torch.float32)
     try:
         ids = rank_inputs(rank, batch=1)
-        kwargs = dict(max_new_tokens=3 + 2 * rank, do_sample=False, eos_token_id=None, pad_token_id=0)
+        kwargs = dict(
+            max_new_tokens=max(1, 32 - 8 * rank),
+            do_sample=False,
+            eos_token_id=None,
+            pad_token_id=0,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
         want = reference.generate(ids, **kwargs)
         got = moe_tf.generate(model, ids, **kwargs)
-        assert torch.equal(got, want), f"rank {rank}: {got.tolist()} != {want.tolist()}"
+        assert torch.equal(got.sequences, want.sequences), (
+            f"rank {rank}: {got.sequences.tolist()} != {want.sequences.tolist()}"
+        )
+        assert len(got.logits) == len(want.logits) == kwargs["max_new_tokens"]
+        for step, (g, w) in enumerate(zip(got.logits, want.logits)):
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4, msg=lambda m: f"rank {rank} step {step}: {m}")
+    finally:
+        moe_tf.close(model)
+
+
+def test_generate_with_a_rank_that_has_no_sequences(rank, world):
+    """The last rank has nothing to generate: it takes part with 0 tokens until the others are
+    done; the others' tokens are the full model's, with different prompt counts per rank."""
+    reference, model = models("deepseek_v3", torch.float32)
+    try:
+        kwargs = dict(max_new_tokens=6, do_sample=False, eos_token_id=None, pad_token_id=0)
+        if rank == world - 1:
+            assert moe_tf.generate(model, input_ids=None, **kwargs) is None
+        else:
+            ids = rank_inputs(rank, batch=1 + rank)
+            got = moe_tf.generate(model, ids, **kwargs)
+            assert torch.equal(got, reference.generate(ids, **kwargs)), f"rank {rank}: tokens differ"
+    finally:
+        moe_tf.close(model)
+
+
+def test_training_step_gradients_match_the_full_model(rank, world):
+    """One backward pass: each rank's loss on its own sequences. A local expert's gradient
+    collects every rank's tokens routed to it, so it equals the full model's gradient of the
+    sum of all ranks' losses, sliced; the replicated router's gradient, summed over ranks (as
+    data parallelism does), equals the full model's too."""
+    reference, model = models("qwen3_moe", torch.float32)
+    try:
+        model.train()
+        reference.train()
+        loss = model(rank_inputs(rank)).logits.square().mean()
+        loss.backward()
+        full = sum(reference(rank_inputs(r)).logits.square().mean() for r in range(world))
+        full.backward()
+        for (name, m), (_, ref_m) in zip(moe_tf.experts_modules(model), moe_tf.experts_modules(reference)):
+            local = moe_tf.local_expert_range(ref_m.down_proj.shape[0], world, rank)
+            for p in ("gate_up_proj", "down_proj"):
+                want = getattr(ref_m, p).grad[local.start : local.stop]
+                torch.testing.assert_close(
+                    getattr(m, p).grad, want, rtol=1e-3, atol=1e-6, msg=lambda s: f"{name}.{p}: {s}"
+                )
+        routers = [(n, p) for n, p in model.named_parameters() if n.endswith("mlp.gate.weight")]
+        assert routers, "no router found"
+        ref_params = dict(reference.named_parameters())
+        for n, p in routers:
+            g = p.grad.clone()
+            torch.distributed.all_reduce(g)
+            torch.testing.assert_close(g, ref_params[n].grad, rtol=1e-3, atol=1e-6, msg=lambda s: f"{n}: {s}")
     finally:
         moe_tf.close(model)
 
