@@ -36,21 +36,32 @@ moe_a2a::Layout layout_of(const std::string& name) {
   MOE_A2A_TORCH_CHECK(false, "moe_a2a: layout must be \"padded\" or \"packed\", got \"", name, "\"");
 }
 
-// Everything but the rank; `dtype` and `layout` as the Python API spells them.
-EpConfig make_config(int world, int rank, int num_experts, int topk, int hidden, int max_tokens, int capacity,
-                     const std::string& dtype, const std::string& layout, int num_blocks, int groups_per_block) {
+// The one EpConfig of an all-to-all, from the Python API's names (dtype and layout spelled as
+// there); `rank` is the caller's. Every config helper below takes it.
+EpConfig make_config(const py::kwargs& kw) {
+  static const char* const kKnown[] = {"world",  "rank",       "num_experts",      "topk",
+                                       "hidden", "max_tokens", "capacity",         "dtype",
+                                       "layout", "num_blocks", "groups_per_block", "expert_alignment"};
+  for (const auto& item : kw) {
+    const std::string key = py::str(item.first);
+    bool known = false;
+    for (const char* k : kKnown) known = known || key == k;
+    MOE_A2A_TORCH_CHECK(known, "moe_a2a: unknown EpConfig field ", key);
+  }
+  auto get = [&](const char* k, int fallback) { return kw.contains(k) ? kw[k].cast<int>() : fallback; };
   EpConfig c;
-  c.world = world;
-  c.rank = rank;
-  c.num_experts = num_experts;
-  c.topk = topk;
-  c.hidden = hidden;
-  c.max_tokens = max_tokens;
-  c.expert_capacity = capacity;
-  c.elem_bytes = static_cast<int32_t>(c10::elementSize(token_dtype(dtype)));
-  c.layout = layout_of(layout);
-  c.num_blocks = num_blocks;
-  c.groups_per_block = groups_per_block;
+  c.world = get("world", 0);
+  c.rank = get("rank", 0);
+  c.num_experts = get("num_experts", 0);
+  c.topk = get("topk", 0);
+  c.hidden = get("hidden", 0);
+  c.max_tokens = get("max_tokens", 0);
+  c.expert_capacity = get("capacity", 1);
+  c.elem_bytes = static_cast<int32_t>(c10::elementSize(token_dtype(kw["dtype"].cast<std::string>())));
+  c.layout = layout_of(kw["layout"].cast<std::string>());
+  c.num_blocks = get("num_blocks", 1);
+  c.groups_per_block = get("groups_per_block", moe_a2a::kDefaultGroupsPerBlock);
+  c.expert_alignment = get("expert_alignment", 1);
   return c;
 }
 
@@ -154,36 +165,22 @@ PYBIND11_MODULE(_C, m) {
   m.def("open_mappings", &SymmetricHeap::open_mappings);
 
   // ---- EP engine ----
-  // Config helpers take (world, rank, num_experts, topk, hidden, max_tokens, capacity, dtype, layout,
-  // num_blocks, groups_per_block).
-  m.def("validate_config",
-        [](int world, int rank, int num_experts, int topk, int hidden, int max_tokens, int capacity,
-           const std::string& dtype, const std::string& layout, int num_blocks, int groups_per_block) {
-          return moe_a2a::validate(make_config(world, rank, num_experts, topk, hidden, max_tokens, capacity, dtype,
-                                               layout, num_blocks, groups_per_block));
+  // The config helpers take the config's fields as keyword arguments (make_config): world, rank,
+  // num_experts, topk, hidden, max_tokens, capacity, dtype, layout, num_blocks, groups_per_block,
+  // expert_alignment.
+  m.def("validate_config", [](const py::kwargs& kw) { return moe_a2a::validate(make_config(kw)); });
+  m.def("default_capacity",
+        [](size_t budget, const py::kwargs& kw) { return moe_a2a::default_expert_capacity(make_config(kw), budget); });
+  m.def("ep_region_bytes", [](const py::kwargs& kw) { return make_config(kw).heap_layout().total; });
+  m.def("create_engine",
+        [](std::shared_ptr<SymmetricHeap> heap, size_t ep_offset, double timeout_s, const py::kwargs& kw) {
+          EpConfig c = make_config(kw);
+          MOE_A2A_TORCH_CHECK(c.world == heap->world() && c.rank == heap->rank(), "moe_a2a: config of rank ", c.rank,
+                              " of ", c.world, " for the heap of rank ", heap->rank(), " of ", heap->world());
+          const at::ScalarType st = token_dtype(kw["dtype"].cast<std::string>());
+          auto engine = std::make_shared<moe_a2a::EpEngine>(c, token_type(st), std::move(heap), ep_offset, timeout_s);
+          return moe_a2a::register_engine(std::move(engine), st);
         });
-  m.def("default_capacity", [](int world, int num_experts, int topk, int hidden, int max_tokens,
-                               const std::string& dtype, const std::string& layout, size_t budget) {
-    return moe_a2a::default_expert_capacity(
-        make_config(world, 0, num_experts, topk, hidden, max_tokens, 1, dtype, layout, 1, 1), budget);
-  });
-  m.def("ep_region_bytes",
-        [](int world, int num_experts, int topk, int hidden, int max_tokens, int capacity, const std::string& dtype,
-           const std::string& layout, int num_blocks, int groups_per_block) {
-          return make_config(world, 0, num_experts, topk, hidden, max_tokens, capacity, dtype, layout, num_blocks,
-                             groups_per_block)
-              .heap_layout()
-              .total;
-        });
-  m.def("create_engine", [](std::shared_ptr<SymmetricHeap> heap, int num_experts, int topk, int hidden, int max_tokens,
-                            int capacity, const std::string& dtype, const std::string& layout, int num_blocks,
-                            int groups_per_block, size_t ep_offset, double timeout_s) {
-    const EpConfig c = make_config(heap->world(), heap->rank(), num_experts, topk, hidden, max_tokens, capacity, dtype,
-                                   layout, num_blocks, groups_per_block);
-    const at::ScalarType st = token_dtype(dtype);
-    auto engine = std::make_shared<moe_a2a::EpEngine>(c, token_type(st), std::move(heap), ep_offset, timeout_s);
-    return moe_a2a::register_engine(std::move(engine), st);
-  });
   m.def("engine_set_rounds_for_test", [](int64_t id, uint64_t rounds) {
     auto& e = moe_a2a::engine_by_id(id);
     const c10::cuda::CUDAGuard guard(e.heap().device());

@@ -45,12 +45,25 @@ __global__ void __launch_bounds__(kEpBlock) output_grad_send_kernel(EpContext c,
 }
 
 // Whether flat row `row` of expert_x holds no (token, k): padded, past its expert's count;
-// packed, past the last expert's rows. Rows fit in int: at most 256 local experts x 32768
-// padded rows, or 524288 packed rows.
+// packed, past the last expert's rows or in the padding after an expert's rows
+// (expert_alignment > 1). Rows fit in int: at most 256 local experts x 32768 padded rows, or
+// 524288 + 256 x 1023 packed rows.
 MOE_A2A_DEVICE bool row_of_no_expert(const EpConfig& cfg, const OutputGradRecvArgs& a, int row) {
-  if (cfg.packed()) return row >= a.expert_offsets[cfg.experts_per_rank()];
-  const int e = row / cfg.expert_capacity;
-  return row - e * cfg.expert_capacity >= a.expert_num_tokens[e];
+  if (!cfg.packed()) {
+    const int e = row / cfg.expert_capacity;
+    return row - e * cfg.expert_capacity >= a.expert_num_tokens[e];
+  }
+  const int experts = cfg.experts_per_rank();
+  if (row >= a.expert_offsets[experts]) return true;
+  int lo = 0, hi = experts - 1;  // the last expert whose segment starts at or before the row
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (a.expert_offsets[mid] <= row)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return row - a.expert_offsets[lo] >= a.expert_num_tokens[lo];
 }
 
 template <TokenType kType>

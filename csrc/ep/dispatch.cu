@@ -202,8 +202,8 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
 
 // ---------------------------------------------------------------- receive half
 // Rows of expert_x that each local expert may use: [first[e], first[e] + limit[e]). Padded:
-// e * capacity and capacity. Packed: prefix sums of the experts' totals, and as many rows as
-// fit before the end of the buffer.
+// e * capacity and capacity. Packed: prefix sums of the experts' totals, each rounded up to
+// expert_alignment, and as many rows as fit before the end of the buffer.
 MOE_A2A_DEVICE void expert_segments(const EpBuffers& b, DispatchShared& sh) {
   using Scan = BlockScan<int, kEpBlock>;
   __shared__ typename Scan::TempStorage scan_tmp;
@@ -217,7 +217,7 @@ MOE_A2A_DEVICE void expert_segments(const EpBuffers& b, DispatchShared& sh) {
     }
   }
   int before = 0, all = 0;
-  Scan::exclusive_sum(scan_tmp, n, before, all);
+  Scan::exclusive_sum(scan_tmp, cfg.packed() ? cfg.aligned_rows(n) : n, before, all);
   if (e < cfg.experts_per_rank()) {
     sh.seg_total[e] = n;
     const int cap = cfg.expert_capacity;
@@ -226,6 +226,22 @@ MOE_A2A_DEVICE void expert_segments(const EpBuffers& b, DispatchShared& sh) {
   }
   if (threadIdx.x == 0) sh.all_rows = all;
   __syncthreads();
+}
+
+// Packed with expert_alignment > 1: the rows between each expert's last row and the start of
+// the next segment are zeros, so a grouped GEMM over whole segments (and its weight gradient)
+// reads no garbage. Block b clears the padding of experts b, b + G, ...; no row is placed there.
+MOE_A2A_DEVICE void zero_padding_rows(const EpBuffers& b, const DispatchArgs& a, const DispatchShared& sh) {
+  const EpConfig& cfg = b.c.cfg;
+  const int vecs = b.vecs_per_row();
+  Vec16* out = static_cast<Vec16*>(a.expert_x);
+  for (int e = blockIdx.x; e < cfg.experts_per_rank(); e += gridDim.x) {
+    const int first = sh.seg_first[e] + min(sh.seg_total[e], sh.seg_limit[e]);
+    const int end = min(sh.seg_first[e] + cfg.aligned_rows(sh.seg_total[e]), cfg.expert_capacity);
+    const size_t n = end > first ? static_cast<size_t>(end - first) * vecs : 0;
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x)
+      out[static_cast<size_t>(first) * vecs + i] = Vec16{0u, 0u, 0u, 0u};
+  }
 }
 
 // Waits for every source's counts, then lays out the experts' segments; block 0 writes them
@@ -243,6 +259,7 @@ MOE_A2A_DEVICE bool receive_counts(const EpBuffers& b, const DispatchArgs& a, Di
     sh.src_tokens[threadIdx.x] = min(static_cast<int>(sh.payload[threadIdx.x] & kFlagCountMask), cfg.max_tokens);
   }
   expert_segments(b, sh);  // synchronises the block
+  if (cfg.expert_alignment > 1) zero_padding_rows(b, a, sh);
   if (blockIdx.x == 0) {
     const int local = cfg.experts_per_rank();
     if (threadIdx.x < cfg.world) a.recv_route.src_tokens[threadIdx.x] = sh.src_tokens[threadIdx.x];

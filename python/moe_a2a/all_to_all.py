@@ -67,8 +67,9 @@ class Dispatched:
     expert_x:          padded [E_local, capacity, H]; packed [capacity, H]
     expert_num_tokens: [E_local] int32, on the device
     expert_offsets:    [E_local + 1] int32, on the device: first row of each expert; packed:
-                       expert_offsets[e + 1] = expert_offsets[e] + expert_num_tokens[e], so
-                       expert_offsets[1:] are the group ends of torch._grouped_mm
+                       expert_offsets[e + 1] = expert_offsets[e] + expert_num_tokens[e] rounded
+                       up to expert_alignment (default 1: no padding; padding rows are zeros),
+                       so expert_offsets[1:] are the group ends of torch._grouped_mm
     expert_meta:       [..rows.., 3] int32: source rank, source token, k
     expert_weights:    [..rows..] float32: the router weight of that (token, k)
 
@@ -196,6 +197,7 @@ class AllToAll:
         device: Optional[torch.device] = None,
         num_sms: Optional[int] = None,
         groups_per_block: Optional[int] = None,
+        expert_alignment: int = 1,
         profile: bool = False,
         profile_capacity: int = DEFAULT_PROFILE_CAPACITY,
     ):
@@ -204,6 +206,13 @@ class AllToAll:
         layout: "padded" (expert_x [E_local, capacity, H], capacity = max_recv_tokens_per_expert)
         or "packed" (expert_x [capacity, H], capacity = max_recv_tokens, all local experts'
         rows back to back). dtype: bfloat16, float16 or float32 tokens.
+
+        expert_alignment (packed only, default 1): every expert's rows start at a multiple of
+        it, for grouped GEMMs with M-tile constraints. Expert e's segment is then
+        [expert_offsets[e], expert_offsets[e + 1]) with expert_offsets[e + 1] - expert_offsets[e]
+        = expert_num_tokens[e] rounded up to the alignment; its padding rows are zeros (so a
+        GEMM over whole segments, and its weight gradient, see no garbage). The default
+        capacity includes the worst-case padding, E_local x (alignment - 1) rows.
 
         num_sms: blocks (one per compute unit) that every kernel of this all-to-all uses, at
         most the device's compute units (the default); fewer leave the rest to work that
@@ -247,96 +256,54 @@ class AllToAll:
         if self.profile and not 1 <= int(profile_capacity) <= (1 << 20):
             raise ValueError(f"moe_a2a: profile_capacity must be in [1, 2^20], got {profile_capacity}")
         name = _DTYPES[dtype]
-        asked = max_recv_tokens if layout == "packed" else max_recv_tokens_per_expert
-        if asked is None:
-            capacity = (
-                C.default_capacity(
-                    self.world,
-                    self.num_experts,
-                    self.experts_per_token,
-                    self.hidden_dim,
-                    self.max_num_tokens,
-                    name,
-                    layout,
-                    DEFAULT_OUTPUT_BUDGET_BYTES,
-                )
-                if self.num_experts % max(self.world, 1) == 0 and self.num_experts >= self.world
-                else 1
-            )
-        else:
-            capacity = int(asked)
-        self.capacity = capacity
         dev = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
         sms = torch.cuda.get_device_properties(dev).multi_processor_count
         self.num_sms = sms if num_sms is None else int(num_sms)
         if groups_per_block is None:
             groups_per_block = int(os.environ.get("MOE_A2A_GROUPS_PER_BLOCK", DEFAULT_GROUPS_PER_BLOCK))
         self.groups_per_block = int(groups_per_block)
-        grid = (self.num_sms, self.groups_per_block)
-        config = (
-            self.world,
-            self.num_experts,
-            self.experts_per_token,
-            self.hidden_dim,
-            self.max_num_tokens,
-            self.capacity,
-            name,
-            layout,
-            float(timeout_s),
-            self.profile,
-            *grid,
+        self.expert_alignment = int(expert_alignment)
+        # The config, in one place: the compiled core's EpConfig fields (csrc/bindings/module.cpp
+        # make_config), validated there with these names.
+        config = dict(
+            world=self.world,
+            rank=self.rank,
+            num_experts=self.num_experts,
+            topk=self.experts_per_token,
+            hidden=self.hidden_dim,
+            max_tokens=self.max_num_tokens,
+            dtype=name,
+            layout=layout,
+            num_blocks=self.num_sms,
+            groups_per_block=self.groups_per_block,
+            expert_alignment=self.expert_alignment,
         )
+        asked = max_recv_tokens if layout == "packed" else max_recv_tokens_per_expert
+        if asked is not None:
+            self.capacity = int(asked)
+        elif self.num_experts % max(self.world, 1) == 0 and self.num_experts >= self.world:
+            self.capacity = C.default_capacity(DEFAULT_OUTPUT_BUDGET_BYTES, **config)
+        else:
+            self.capacity = 1  # validate_config names the real problem
+        config["capacity"] = self.capacity
+        same_everywhere = {k: v for k, v in config.items() if k != "rank"}
         require_same(
-            "the AllToAll config (world, experts, topk, hidden, max tokens, capacity, dtype, layout, "
-            "timeout, profile, num_sms, groups_per_block)",
-            config,
+            f"the AllToAll config ({', '.join(same_everywhere)}, timeout_s, profile)",
+            (same_everywhere, float(timeout_s), self.profile),
             group,
         )
-        problem = C.validate_config(
-            self.world,
-            self.rank,
-            self.num_experts,
-            self.experts_per_token,
-            self.hidden_dim,
-            self.max_num_tokens,
-            self.capacity,
-            name,
-            layout,
-            *grid,
-        )
+        problem = C.validate_config(**config)
         if problem:
             raise ValueError(f"moe_a2a: {problem}")
         self.experts_per_rank = self.num_experts // self.world
 
-        region = C.ep_region_bytes(
-            self.world,
-            self.num_experts,
-            self.experts_per_token,
-            self.hidden_dim,
-            self.max_num_tokens,
-            self.capacity,
-            name,
-            layout,
-            *grid,
-        )
+        region = C.ep_region_bytes(**config)
         mailbox = C.profiler_mailbox_bytes() if self.profile else 0  # clock-sync ping-pong
         self.heap = SymmetricHeap(group, region + mailbox, device)
         self.device = self.heap.device
         offset = self.heap.alloc_bytes(region, 256)
         self.heap_bytes = region
-        self._engine = C.create_engine(
-            self.heap._heap,
-            self.num_experts,
-            self.experts_per_token,
-            self.hidden_dim,
-            self.max_num_tokens,
-            self.capacity,
-            name,
-            layout,
-            *grid,
-            offset,
-            float(timeout_s),
-        )
+        self._engine = C.create_engine(self.heap._heap, offset, float(timeout_s), **config)
         # Closes at garbage collection or interpreter exit unless close() ran first.
         self._finalizer = weakref.finalize(self, _close_engine, self._engine, self.heap, DEFAULT_CLOSE_TIMEOUT_S)
         if self.profile:

@@ -420,6 +420,32 @@ TEST(EpConfig, SignalWordsCompareInSerialOrderAcrossEveryWrap) {
   EXPECT_EQ(moe_a2a::kFlagErrorBit | moe_a2a::kFlagCountMask, (1u << moe_a2a::kSignalPayloadBits) - 1u);
 }
 
+TEST(EpConfig, ExpertAlignmentPadsThePackedSegments) {
+  moe_a2a::EpConfig c;
+  c.world = 2;
+  c.num_experts = 16;
+  c.topk = 4;
+  c.hidden = 512;
+  c.max_tokens = 40;
+  c.layout = moe_a2a::Layout::kPacked;
+  c.num_blocks = 8;
+  const size_t plain = c.worst_case_capacity();
+  c.expert_alignment = 16;
+  EXPECT_EQ(c.worst_case_capacity(), plain + 8 * 15);  // 8 local experts, up to 15 padding rows each
+  EXPECT_EQ(c.aligned_rows(0), 0);
+  EXPECT_EQ(c.aligned_rows(1), 16);
+  EXPECT_EQ(c.aligned_rows(16), 16);
+  EXPECT_EQ(c.aligned_rows(17), 32);
+  c.expert_capacity = static_cast<int32_t>(c.worst_case_capacity());
+  EXPECT_EQ(moe_a2a::validate(c), "");
+  c.expert_alignment = 0;
+  EXPECT_NE(moe_a2a::validate(c).find("expert_alignment"), std::string::npos);
+  c.expert_alignment = 16;
+  c.layout = moe_a2a::Layout::kPadded;
+  c.expert_capacity = 8;
+  EXPECT_NE(moe_a2a::validate(c).find("expert_alignment is for"), std::string::npos);
+}
+
 // The helpers are constexpr: usable in static_asserts and from device code alike.
 static_assert(moe_a2a::reached(0, ~uint64_t{0}), "epoch 0 comes after 2^64 - 1");
 static_assert(moe_a2a::align_up(300, moe_a2a::kBufferAlign) == 512, "align_up");

@@ -69,6 +69,7 @@ inline constexpr int kBlockThreads = 256;
 // better inside a block, fewer cost fewer signals.
 inline constexpr int kDefaultGroupsPerBlock = 1;
 inline constexpr int kMaxBlocks = 1024;
+inline constexpr int kMaxExpertAlignment = 1024;
 
 // Kernels that publish once per grid (the last block to finish publishes), each with its
 // own done counter.
@@ -154,6 +155,9 @@ struct EpConfig {
   Layout layout = Layout::kPadded;
   int32_t num_blocks = 1;  // blocks of every EP kernel; the same on every rank
   int32_t groups_per_block = kDefaultGroupsPerBlock;
+  // Packed: every expert's rows start at a multiple of this (its segment is padded up to one);
+  // 1 = no padding. Padded layout: 1.
+  int32_t expert_alignment = 1;
 
   MOE_A2A_HD int32_t experts_per_rank() const { return num_experts / world; }
   MOE_A2A_HD int32_t owner_rank(int32_t expert) const { return expert / experts_per_rank(); }
@@ -179,11 +183,17 @@ struct EpConfig {
   MOE_A2A_HD int32_t max_group_tokens() const { return (max_tokens + max_groups() - 1) / max_groups(); }
 
   // The worst case: padded, every token of every rank picked one expert; packed, every token
-  // of every rank picked min(topk, experts_per_rank) experts of this rank.
+  // of every rank picked min(topk, experts_per_rank) experts of this rank, and every expert's
+  // segment ends expert_alignment - 1 rows short of the next multiple.
   MOE_A2A_HD size_t worst_case_capacity() const {
     if (!packed()) return rows_per_rank();
     const int32_t per_token = topk < experts_per_rank() ? topk : experts_per_rank();
-    return rows_per_rank() * static_cast<size_t>(per_token);
+    return rows_per_rank() * static_cast<size_t>(per_token) +
+           static_cast<size_t>(experts_per_rank()) * static_cast<size_t>(expert_alignment - 1);
+  }
+  // Rows an expert with n rows takes in the packed layout, padding included.
+  MOE_A2A_HD int32_t aligned_rows(int32_t n) const {
+    return (n + expert_alignment - 1) / expert_alignment * expert_alignment;
   }
   // Rows of expert_x seen as [rows, hidden].
   MOE_A2A_HD size_t output_rows() const {
@@ -259,6 +269,12 @@ inline std::string validate(const EpConfig& c) {
   if (c.max_tokens < 1 || c.max_tokens > kMaxTokensPerRank)
     return bad("max_num_tokens must be in [1, 4096], got " + std::to_string(c.max_tokens));
   if (c.layout != Layout::kPadded && c.layout != Layout::kPacked) return bad("layout must be padded or packed");
+  // before the capacity: the worst case depends on it
+  if (c.expert_alignment < 1 || c.expert_alignment > kMaxExpertAlignment)
+    return bad("expert_alignment must be in [1, " + std::to_string(kMaxExpertAlignment) + "], got " +
+               std::to_string(c.expert_alignment));
+  if (!c.packed() && c.expert_alignment != 1)
+    return bad("expert_alignment is for layout=\"packed\" (padded segments start at multiples of the capacity)");
   if (c.expert_capacity < 1 || static_cast<size_t>(c.expert_capacity) > c.worst_case_capacity())
     return bad(std::string(c.packed() ? "max_recv_tokens must be in [1, world * max_num_tokens * min(topk, experts "
                                         "per rank)] = [1, "

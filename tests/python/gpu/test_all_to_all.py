@@ -52,14 +52,18 @@ def expert_rows(d):
     return [(x[o : o + n], meta[o : o + n], w[o : o + n]) for o, n in zip(offsets, counts)]
 
 
-def check_layout(d, layout):
+def check_layout(d, layout, alignment=1):
     offsets, counts = d.expert_offsets.tolist(), d.expert_num_tokens.tolist()
     E_local = len(counts)
     if layout == "packed":
-        assert offsets[0] == 0 and all(offsets[e + 1] == offsets[e] + counts[e] for e in range(E_local)), (
-            f"packed offsets {offsets} do not follow the counts {counts}"
+        padded = [-(-n // alignment) * alignment for n in counts]  # each count rounded up to the alignment
+        assert offsets[0] == 0 and all(offsets[e + 1] == offsets[e] + padded[e] for e in range(E_local)), (
+            f"packed offsets {offsets} do not follow the counts {counts} (alignment {alignment})"
         )
         assert offsets[-1] <= d.expert_x.shape[0]
+        for e in range(E_local):  # the padding rows are zeros
+            pad = d.expert_x[offsets[e] + counts[e] : offsets[e + 1]]
+            assert torch.all(pad == 0), f"expert {e}: padding rows are not zero"
     else:
         cap = d.expert_x.shape[1]
         assert offsets == [e * cap for e in range(E_local + 1)], f"padded offsets {offsets}"
@@ -92,7 +96,7 @@ def run_round(ep, inputs, rank, world, num_experts, check=True):
     out = ep.combine(fake_grouped_gemm(d, rank), d)
     ep.synchronize()
     if check:
-        check_layout(d, ep.layout)
+        check_layout(d, ep.layout, ep.expert_alignment)
         check_dispatch(d, inputs, rank, world, num_experts)
         want = ref.moe_reference(inputs, rank, num_experts, world)
         assert out.shape == want.shape and out.dtype == want.dtype
@@ -277,6 +281,37 @@ def test_split_calls_overlap_other_work(layout, world, rank):
             torch.testing.assert_close(
                 out.cpu().float(), ref.moe_reference(inputs, rank, E, world).float(), rtol=1e-2, atol=5e-3
             )
+
+
+@pytest.mark.parametrize("alignment", [16, 128])
+def test_expert_alignment(alignment, world, rank):
+    """expert_alignment (packed): every expert's segment starts at a multiple of it, the padding
+    rows are zeros in expert_x and in the gradient combine's backward returns for it, data and
+    gradients are as without it, and the default capacity holds the worst-case padding."""
+    E, K, H, T = 8 * world, 4, 512, 40
+    with moe_a2a.AllToAll(
+        dist.group.WORLD, E, K, H, T, torch.float32, layout="packed", expert_alignment=alignment
+    ) as ep:
+        assert ep.capacity == world * T * min(K, E // world) + (E // world) * (alignment - 1)
+        for seed in (91, 92):
+            inputs = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=seed)
+            run_round(ep, inputs, rank, world, E)  # offsets follow the aligned counts, padding zero, data right
+        x, idx, w = to_device(inputs)[rank]
+        xg = x.clone().requires_grad_()
+        d = ep.dispatch(xg, idx, w)
+        offsets, counts = d.expert_offsets.tolist(), d.expert_num_tokens.tolist()
+        assert all(o % alignment == 0 for o in offsets[:-1]), offsets
+        y = d.expert_x * (1.0 + rank)
+        y.retain_grad()
+        ep.combine(y, d).sum().backward()
+        ep.synchronize()
+        for e in range(E // world):
+            pad = y.grad[offsets[e] + counts[e] : offsets[e + 1]]
+            assert torch.all(pad == 0), f"expert {e}: the gradient of its padding rows is not zero"
+        factor = (1.0 + idx // (E // world)).float()
+        torch.testing.assert_close(xg.grad, (w * factor).sum(-1, keepdim=True).expand_as(x), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="expert_alignment"):
+        moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float32, layout="padded", expert_alignment=16)
 
 
 def masked_inputs(world, E, K, H, T, dtype, seed):
