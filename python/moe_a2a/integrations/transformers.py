@@ -317,27 +317,33 @@ def generate(model, *args, **kwargs):
 
 
 def _take_part_idle(model) -> None:
-    """The collective calls of transformers' synced_gpus loop with nothing to generate: each
-    step, the "anyone unfinished?" all-reduce (this rank says no), then what a forward pass
-    does collectively: every MoE layer's dispatch and combine, in layer order, with 0 tokens
-    (the rest of the model has no collective call and is skipped), until no rank is unfinished."""
+    """The collective calls of transformers' synced_gpus generation with nothing to generate.
+    What a forward pass does collectively is every MoE layer's dispatch and combine, in layer
+    order; this rank makes them with 0 tokens (the rest of the model has no collective call and
+    is skipped). transformers (5.17 <= version < 6, see _sample) runs the prefill forward, then
+    per step the "anyone unfinished?" all-reduce and, from the second step on, a forward; this
+    rank says "finished" and follows the same sequence until no rank is unfinished."""
     modules = [m for _, m in experts_modules(model)]
     device = modules[0].down_proj.device
+
+    def moe_layers_with_no_tokens():
+        with torch.no_grad():
+            for m in modules:
+                hidden = m.down_proj.shape[2] if m.is_transposed else m.down_proj.shape[1]
+                topk = int(m.config.num_experts_per_tok)
+                no_ids = torch.empty(0, topk, dtype=torch.long, device=device)
+                experts_forward(m, m.down_proj.new_empty(0, hidden), no_ids, torch.empty(0, topk, device=device))
+
+    moe_layers_with_no_tokens()  # the prefill
+    step = 0
     while True:
         unfinished = torch.zeros((), device=device)
         dist.all_reduce(unfinished, op=dist.ReduceOp.SUM)
         if unfinished.item() == 0.0:
             return None
-        with torch.no_grad():
-            for m in modules:
-                hidden = m.down_proj.shape[2] if m.is_transposed else m.down_proj.shape[1]
-                topk = int(m.config.num_experts_per_tok)
-                experts_forward(
-                    m,
-                    m.down_proj.new_empty(0, hidden),
-                    torch.empty(0, topk, dtype=torch.long, device=device),
-                    torch.empty(0, topk, device=device),
-                )
+        if step > 0:  # the first step consumes the prefill's output
+            moe_layers_with_no_tokens()
+        step += 1
 
 
 def close(model) -> None:

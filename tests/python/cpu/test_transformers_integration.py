@@ -160,3 +160,29 @@ def test_row_bias_follows_the_expert_segments():
     bias = torch.arange(3.0)[:, None].expand(3, 2)
     offsets = torch.tensor([0, 2, 2, 5], dtype=torch.int32)  # expert 1 empty
     assert moe_tf._row_bias(bias, offsets, 6)[:, 0].tolist() == [0, 0, 2, 2, 2, 2]
+
+
+def test_a_rank_with_no_sequences_follows_the_generate_loop():
+    """transformers' synced_gpus loop (prefill, then per step an all-reduce and a forward) and
+    moe_tf.generate(input_ids=None) on a rank with nothing to generate make the same sequence of
+    collective calls: two CPU processes over gloo, with a stand-in exchange whose calls are
+    collectives too (hf_sync_worker.py)."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf_sync_worker.py")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHELASTIC_")}
+    procs = [
+        subprocess.Popen([sys.executable, worker, str(r), str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env)
+        for r in range(2)
+    ]  # fmt: skip
+    outs = [p.communicate(timeout=120) for p in procs]
+    for r, (p, (out, err)) in enumerate(zip(procs, outs)):
+        assert p.returncode == 0, f"rank {r} failed:\n{out}\n{err[-4000:]}"
+    counts = [out.split("moe collectives ")[-1].strip() for out, _ in outs]
+    assert counts[0] == counts[1] == str(2 * 2 * 4), counts  # 2 layers x (dispatch, combine) x (prefill + 3 steps)
