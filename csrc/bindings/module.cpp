@@ -30,6 +30,13 @@ moe_a2a::TokenType token_type(at::ScalarType t) {
   return moe_a2a::TokenType::kFloat32;
 }
 
+moe_a2a::Fp8Format fp8_format_of(const std::string& name) {
+  if (name == "none") return moe_a2a::Fp8Format::kNone;
+  if (name == "e4m3fn") return moe_a2a::Fp8Format::kE4M3Fn;
+  if (name == "e4m3fnuz") return moe_a2a::Fp8Format::kE4M3Fnuz;
+  MOE_A2A_TORCH_CHECK(false, "moe_a2a: fp8 format must be \"none\", \"e4m3fn\" or \"e4m3fnuz\", got \"", name, "\"");
+}
+
 moe_a2a::Layout layout_of(const std::string& name) {
   if (name == "padded") return moe_a2a::Layout::kPadded;
   if (name == "packed") return moe_a2a::Layout::kPacked;
@@ -39,9 +46,10 @@ moe_a2a::Layout layout_of(const std::string& name) {
 // The one EpConfig of an all-to-all, from the Python API's names (dtype and layout spelled as
 // there); `rank` is the caller's. Every config helper below takes it.
 EpConfig make_config(const py::kwargs& kw) {
-  static const char* const kKnown[] = {"world",  "rank",       "num_experts",      "topk",
-                                       "hidden", "max_tokens", "capacity",         "dtype",
-                                       "layout", "num_blocks", "groups_per_block", "expert_alignment"};
+  static const char* const kKnown[] = {"world",  "rank",           "num_experts",      "topk",
+                                       "hidden", "max_tokens",     "capacity",         "dtype",
+                                       "layout", "num_blocks",     "groups_per_block", "expert_alignment",
+                                       "fp8",    "fp8_pow2_scales"};
   for (const auto& item : kw) {
     const std::string key = py::str(item.first);
     bool known = false;
@@ -62,6 +70,8 @@ EpConfig make_config(const py::kwargs& kw) {
   c.num_blocks = get("num_blocks", 1);
   c.groups_per_block = get("groups_per_block", moe_a2a::kDefaultGroupsPerBlock);
   c.expert_alignment = get("expert_alignment", 1);
+  c.fp8 = fp8_format_of(kw.contains("fp8") ? kw["fp8"].cast<std::string>() : "none");
+  c.fp8_pow2_scales = get("fp8_pow2_scales", 0);
   return c;
 }
 
@@ -167,7 +177,7 @@ PYBIND11_MODULE(_C, m) {
   // ---- EP engine ----
   // The config helpers take the config's fields as keyword arguments (make_config): world, rank,
   // num_experts, topk, hidden, max_tokens, capacity, dtype, layout, num_blocks, groups_per_block,
-  // expert_alignment.
+  // expert_alignment, fp8 ("none", "e4m3fn", "e4m3fnuz"), fp8_pow2_scales.
   m.def("validate_config", [](const py::kwargs& kw) { return moe_a2a::validate(make_config(kw)); });
   m.def("default_capacity",
         [](size_t budget, const py::kwargs& kw) { return moe_a2a::default_expert_capacity(make_config(kw), budget); });
@@ -181,6 +191,7 @@ PYBIND11_MODULE(_C, m) {
           auto engine = std::make_shared<moe_a2a::EpEngine>(c, token_type(st), std::move(heap), ep_offset, timeout_s);
           return moe_a2a::register_engine(std::move(engine), st);
         });
+  m.def("dispatch_output_names", &moe_a2a::dispatch_output_names);
   m.def("engine_set_rounds_for_test", [](int64_t id, uint64_t rounds) {
     auto& e = moe_a2a::engine_by_id(id);
     const c10::cuda::CUDAGuard guard(e.heap().device());

@@ -3,9 +3,10 @@
 // real state lives in the engine. Meta implementations give output shapes without running
 // anything. Every input is checked here, at the boundary, with the argument's name.
 //
-// A dispatch returns its route as tensors (dest_mask on the token side; src_tokens, recv_token,
-// recv_pos on the expert side); combine and the two backward rounds take them back, so a
-// backward pass replays exactly the placement of its forward pass (see ep/kernels.h).
+// A dispatch returns what the experts read and its route as tensors (DispatchOutputs below:
+// dest_mask on the token side; src_tokens, recv_token, recv_pos on the expert side); combine
+// and the two backward rounds take the route back, so a backward pass replays exactly the
+// placement of its forward pass (see ep/kernels.h).
 // dispatch, combine and dispatch_backward are one kernel launch each; the split ops
 // (dispatch_send / dispatch_recv, combine_send / combine_recv) launch one half each.
 #include <ATen/cuda/CUDAContext.h>
@@ -45,6 +46,15 @@ std::vector<int64_t> with(std::vector<int64_t> shape, int64_t last) {
   return shape;
 }
 std::vector<int64_t> expert_x_shape(const EpConfig& c) { return with(rows_shape(c), c.hidden); }
+// fp8 rows: one scale per block of channels; otherwise no scales (an empty last dimension).
+std::vector<int64_t> expert_x_scale_shape(const EpConfig& c) {
+  return with(rows_shape(c), c.fp8_rows() ? c.scale_blocks() : 0);
+}
+at::ScalarType fp8_dtype(const EpConfig& c) {
+  return c.fp8 == Fp8Format::kE4M3Fnuz ? at::kFloat8_e4m3fnuz : at::kFloat8_e4m3fn;
+}
+// The element type of expert_x: fp8, or the token type.
+at::ScalarType expert_x_dtype(int64_t id, const EpConfig& c) { return c.fp8_rows() ? fp8_dtype(c) : engine_dtype(id); }
 int64_t route_rows(const EpConfig& c) { return static_cast<int64_t>(c.rows_per_rank()); }
 
 // ---- the routes, checked where they come back
@@ -66,18 +76,29 @@ RecvRoute recv_route(const at::Tensor& src_tokens, const at::Tensor& token, cons
 }
 
 // ---- dispatch: the send half's inputs, the receive half's outputs
-// Checks x, topk_idx, topk_weights and fills the send half of `args`; returns dest_mask.
-at::Tensor dispatch_inputs(int64_t id, const EpEngine& e, const at::Tensor& x, const at::Tensor& topk_idx,
-                           const at::Tensor& topk_weights, DispatchArgs& args) {
+// Checks x (and x_scale), topk_idx, topk_weights and fills the send half of `args`; returns
+// dest_mask.
+at::Tensor dispatch_inputs(int64_t id, const EpEngine& e, const at::Tensor& x, const std::optional<at::Tensor>& x_scale,
+                           const at::Tensor& topk_idx, const at::Tensor& topk_weights, DispatchArgs& args) {
   const EpConfig& c = e.config();
   check_device(x, "x", e);
   check_device(topk_idx, "topk_idx", e);
   check_device(topk_weights, "topk_weights", e);
   MOE_A2A_TORCH_CHECK(x.dim() == 2 && x.size(1) == c.hidden, "moe_a2a: x must be [num_tokens, ", c.hidden, "], got ",
                       shape_str(x.sizes()));
-  MOE_A2A_TORCH_CHECK(x.scalar_type() == engine_dtype(id), "moe_a2a: x must be ", c10::toString(engine_dtype(id)),
-                      ", got ", c10::toString(x.scalar_type()));
   const int64_t t = x.size(0);
+  if (x_scale.has_value()) {  // quantized by the caller
+    MOE_A2A_TORCH_CHECK(c.fp8_rows(), "moe_a2a: x_scale is for an all-to-all with fp8 dispatch (dispatch_dtype=)");
+    MOE_A2A_TORCH_CHECK(x.scalar_type() == fp8_dtype(c), "moe_a2a: x with x_scale must be ",
+                        c10::toString(fp8_dtype(c)), ", got ", c10::toString(x.scalar_type()));
+    check_tensor(*x_scale, "x_scale", e, {t, c.scale_blocks()}, at::kFloat);
+    args.x_scale = x_scale->data_ptr<float>();
+  } else {
+    MOE_A2A_TORCH_CHECK(x.scalar_type() == engine_dtype(id), "moe_a2a: x must be ", c10::toString(engine_dtype(id)),
+                        ", got ", c10::toString(x.scalar_type()),
+                        c.fp8_rows() ? " (or fp8 bytes with their x_scale)" : "");
+    args.x_scale = nullptr;
+  }
   MOE_A2A_TORCH_CHECK(t <= c.max_tokens, "moe_a2a: x has ", t, " tokens, more than max_num_tokens = ", c.max_tokens);
   MOE_A2A_TORCH_CHECK(topk_idx.dim() == 2 && topk_idx.size(0) == t && topk_idx.size(1) == c.topk,
                       "moe_a2a: topk_idx must be [", t, ", ", c.topk, "], got ", shape_str(topk_idx.sizes()));
@@ -96,74 +117,97 @@ at::Tensor dispatch_inputs(int64_t id, const EpEngine& e, const at::Tensor& x, c
   return dest_mask;
 }
 
-using DispatchOutputs =
-    std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
-using FusedDispatchOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
-                                        at::Tensor, at::Tensor, at::Tensor>;
+// What a dispatch returns, by name. The ops return it as a tuple in this order (the schemas
+// below); python/moe_a2a/all_to_all.py reads it by the same names, checked against
+// dispatch_output_names() when the module loads, so a field is added here and there only.
+struct DispatchOutputs {
+  // what the experts read
+  at::Tensor expert_x, expert_x_scale, expert_num_tokens, expert_offsets, expert_meta, expert_weights;
+  // the route, expert side
+  at::Tensor src_tokens, recv_token, recv_pos;
 
-// expert_x, expert_num_tokens, expert_offsets, expert_meta, expert_weights, src_tokens, recv_token, recv_pos
-DispatchOutputs make_dispatch_outputs(int64_t id, at::Device device) {
-  const EpConfig& c = engine_by_id(id).config();
-  const auto opts = at::TensorOptions().device(device);
-  const auto i32 = opts.dtype(at::kInt);
-  return {at::empty(expert_x_shape(c), opts.dtype(engine_dtype(id))),
-          at::empty({c.experts_per_rank()}, i32),
-          at::empty({c.experts_per_rank() + 1}, i32),
-          at::empty(with(rows_shape(c), 3), i32),
-          at::empty(rows_shape(c), opts.dtype(at::kFloat)),
-          at::empty({c.world}, i32),
-          at::empty({route_rows(c)}, i32),
-          at::empty({route_rows(c), c.topk}, i32)};
-}
+  using Tuple = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
+                           at::Tensor, at::Tensor>;
+  Tuple as_tuple() && {
+    return {std::move(expert_x),       std::move(expert_x_scale), std::move(expert_num_tokens),
+            std::move(expert_offsets), std::move(expert_meta),    std::move(expert_weights),
+            std::move(src_tokens),     std::move(recv_token),     std::move(recv_pos)};
+  }
+  // The fused dispatch adds the token side of the route.
+  using FusedTuple = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
+                                at::Tensor, at::Tensor, at::Tensor>;
+  FusedTuple with_dest_mask(at::Tensor dest_mask) && {
+    return std::tuple_cat(std::move(*this).as_tuple(), std::make_tuple(std::move(dest_mask)));
+  }
 
-void set_dispatch_outputs(DispatchOutputs& out, DispatchArgs& args) {
-  args.expert_x = std::get<0>(out).data_ptr();
-  args.expert_num_tokens = std::get<1>(out).data_ptr<int32_t>();
-  args.expert_offsets = std::get<2>(out).data_ptr<int32_t>();
-  args.expert_meta = std::get<3>(out).data_ptr<int32_t>();
-  args.expert_weights = std::get<4>(out).data_ptr<float>();
-  args.recv_route = RecvRoute{std::get<5>(out).data_ptr<int32_t>(), std::get<6>(out).data_ptr<int32_t>(),
-                              std::get<7>(out).data_ptr<int32_t>()};
-}
+  static DispatchOutputs empty(int64_t id, at::Device device) {
+    const EpConfig& c = engine_by_id(id).config();
+    const auto opts = at::TensorOptions().device(device);
+    const auto i32 = opts.dtype(at::kInt);
+    return {at::empty(expert_x_shape(c), opts.dtype(expert_x_dtype(id, c))),
+            at::empty(expert_x_scale_shape(c), opts.dtype(at::kFloat)),
+            at::empty({c.experts_per_rank()}, i32),
+            at::empty({c.experts_per_rank() + 1}, i32),
+            at::empty(with(rows_shape(c), 3), i32),
+            at::empty(rows_shape(c), opts.dtype(at::kFloat)),
+            at::empty({c.world}, i32),
+            at::empty({route_rows(c)}, i32),
+            at::empty({route_rows(c), c.topk}, i32)};
+  }
 
-FusedDispatchOutputs with_dest_mask(DispatchOutputs&& out, at::Tensor dest_mask) {
-  return std::tuple_cat(std::move(out), std::make_tuple(std::move(dest_mask)));
-}
+  void point(DispatchArgs& args) {
+    args.expert_x = expert_x.data_ptr();
+    args.expert_x_scale = expert_x_scale.numel() > 0 ? expert_x_scale.data_ptr<float>() : nullptr;
+    args.expert_num_tokens = expert_num_tokens.data_ptr<int32_t>();
+    args.expert_offsets = expert_offsets.data_ptr<int32_t>();
+    args.expert_meta = expert_meta.data_ptr<int32_t>();
+    args.expert_weights = expert_weights.data_ptr<float>();
+    args.recv_route =
+        RecvRoute{src_tokens.data_ptr<int32_t>(), recv_token.data_ptr<int32_t>(), recv_pos.data_ptr<int32_t>()};
+  }
+};
+const char* const kDispatchOutputNames[] = {"expert_x",       "expert_x_scale", "expert_num_tokens",
+                                            "expert_offsets", "expert_meta",    "expert_weights",
+                                            "src_tokens",     "recv_token",     "recv_pos"};
+static_assert(sizeof(kDispatchOutputNames) / sizeof(kDispatchOutputNames[0]) ==
+                  std::tuple_size<DispatchOutputs::Tuple>::value,
+              "one name per output");
 
 // ---- forward round
-FusedDispatchOutputs dispatch(int64_t id, at::Tensor& state, const at::Tensor& x, const at::Tensor& topk_idx,
-                              const at::Tensor& topk_weights) {
+DispatchOutputs::FusedTuple dispatch(int64_t id, at::Tensor& state, const at::Tensor& x,
+                                     const std::optional<at::Tensor>& x_scale, const at::Tensor& topk_idx,
+                                     const at::Tensor& topk_weights) {
   (void)state;
   EpEngine& e = engine_by_id(id);
   const c10::cuda::CUDAGuard guard(e.heap().device());
   DispatchArgs args{};
-  at::Tensor dest_mask = dispatch_inputs(id, e, x, topk_idx, topk_weights, args);
-  auto out = make_dispatch_outputs(id, x.device());
-  set_dispatch_outputs(out, args);
+  at::Tensor dest_mask = dispatch_inputs(id, e, x, x_scale, topk_idx, topk_weights, args);
+  DispatchOutputs out = DispatchOutputs::empty(id, x.device());
+  out.point(args);
   e.dispatch(args, current_stream(e));
-  return with_dest_mask(std::move(out), std::move(dest_mask));
+  return std::move(out).with_dest_mask(std::move(dest_mask));
 }
 
-at::Tensor dispatch_send(int64_t id, at::Tensor& state, const at::Tensor& x, const at::Tensor& topk_idx,
-                         const at::Tensor& topk_weights) {
+at::Tensor dispatch_send(int64_t id, at::Tensor& state, const at::Tensor& x, const std::optional<at::Tensor>& x_scale,
+                         const at::Tensor& topk_idx, const at::Tensor& topk_weights) {
   (void)state;
   EpEngine& e = engine_by_id(id);
   const c10::cuda::CUDAGuard guard(e.heap().device());
   DispatchArgs args{};
-  at::Tensor dest_mask = dispatch_inputs(id, e, x, topk_idx, topk_weights, args);
+  at::Tensor dest_mask = dispatch_inputs(id, e, x, x_scale, topk_idx, topk_weights, args);
   e.dispatch_send(args, current_stream(e));
   return dest_mask;
 }
 
-DispatchOutputs dispatch_recv(int64_t id, at::Tensor& state) {
+DispatchOutputs::Tuple dispatch_recv(int64_t id, at::Tensor& state) {
   (void)state;
   EpEngine& e = engine_by_id(id);
   const c10::cuda::CUDAGuard guard(e.heap().device());
-  auto out = make_dispatch_outputs(id, at::Device(at::kCUDA, e.heap().device()));
+  DispatchOutputs out = DispatchOutputs::empty(id, at::Device(at::kCUDA, e.heap().device()));
   DispatchArgs args{};
-  set_dispatch_outputs(out, args);
+  out.point(args);
   e.dispatch_recv(args, current_stream(e));
-  return out;
+  return std::move(out).as_tuple();
 }
 
 void check_expert_rows(const at::Tensor& t, const char* name, int64_t id, const EpEngine& e) {
@@ -283,14 +327,18 @@ at::Tensor weight_grad_recv(int64_t id, at::Tensor& state, const at::Tensor& des
 at::Tensor token_rows_meta(int64_t id, const at::Tensor& dest_mask) {
   return at::empty({dest_mask.size(0), engine_by_id(id).config().hidden}, dest_mask.options().dtype(engine_dtype(id)));
 }
-FusedDispatchOutputs dispatch_meta(int64_t id, at::Tensor&, const at::Tensor& x, const at::Tensor&, const at::Tensor&) {
-  return with_dest_mask(make_dispatch_outputs(id, at::Device(at::kMeta)),
-                        at::empty({x.size(0)}, x.options().dtype(at::kInt)));
+DispatchOutputs::FusedTuple dispatch_meta(int64_t id, at::Tensor&, const at::Tensor& x,
+                                          const std::optional<at::Tensor>&, const at::Tensor&, const at::Tensor&) {
+  return DispatchOutputs::empty(id, at::Device(at::kMeta))
+      .with_dest_mask(at::empty({x.size(0)}, x.options().dtype(at::kInt)));
 }
-at::Tensor dispatch_send_meta(int64_t, at::Tensor&, const at::Tensor& x, const at::Tensor&, const at::Tensor&) {
+at::Tensor dispatch_send_meta(int64_t, at::Tensor&, const at::Tensor& x, const std::optional<at::Tensor>&,
+                              const at::Tensor&, const at::Tensor&) {
   return at::empty({x.size(0)}, x.options().dtype(at::kInt));
 }
-DispatchOutputs dispatch_recv_meta(int64_t id, at::Tensor&) { return make_dispatch_outputs(id, at::Device(at::kMeta)); }
+DispatchOutputs::Tuple dispatch_recv_meta(int64_t id, at::Tensor&) {
+  return DispatchOutputs::empty(id, at::Device(at::kMeta)).as_tuple();
+}
 at::Tensor combine_meta(int64_t id, at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
                         const at::Tensor&, const at::Tensor&, const at::Tensor& dest_mask) {
   return token_rows_meta(id, dest_mask);
@@ -314,17 +362,27 @@ at::Tensor weight_grad_recv_meta(int64_t id, at::Tensor&, const at::Tensor& dest
 }
 
 }  // namespace
+
+std::vector<std::string> dispatch_output_names() {
+  return std::vector<std::string>(std::begin(kDispatchOutputNames), std::end(kDispatchOutputNames));
+}
+
 }  // namespace moe_a2a
 
 TORCH_LIBRARY(moe_a2a, m) {
   // forward round: fused (one launch each) or split (one launch per half)
+  // dispatch returns DispatchOutputs (expert_x, expert_x_scale, expert_num_tokens, expert_offsets,
+  // expert_meta, expert_weights, src_tokens, recv_token, recv_pos), then dest_mask; dispatch_recv
+  // the same without dest_mask, which dispatch_send returned.
   m.def(
-      "dispatch(int engine, Tensor(a!) state, Tensor x, Tensor topk_idx, Tensor topk_weights) -> (Tensor, Tensor, "
-      "Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
-  m.def("dispatch_send(int engine, Tensor(a!) state, Tensor x, Tensor topk_idx, Tensor topk_weights) -> Tensor");
+      "dispatch(int engine, Tensor(a!) state, Tensor x, Tensor? x_scale, Tensor topk_idx, Tensor topk_weights) -> "
+      "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+  m.def(
+      "dispatch_send(int engine, Tensor(a!) state, Tensor x, Tensor? x_scale, Tensor topk_idx, Tensor topk_weights) "
+      "-> Tensor");
   m.def(
       "dispatch_recv(int engine, Tensor(a!) state) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, "
-      "Tensor)");
+      "Tensor, Tensor)");
   m.def(
       "combine(int engine, Tensor(a!) state, Tensor expert_y, Tensor expert_weights, Tensor src_tokens, "
       "Tensor recv_token, Tensor recv_pos, Tensor dest_mask) -> Tensor");

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <torch/types.h>
 
@@ -23,5 +25,8 @@ at::ScalarType engine_dtype(int64_t id);
 
 // "[8, 2048]"
 std::string shape_str(at::IntArrayRef shape);
+
+// The names of what the dispatch ops return, in order (ops.cpp DispatchOutputs).
+std::vector<std::string> dispatch_output_names();
 
 }  // namespace moe_a2a

@@ -16,6 +16,7 @@
 // is free by contract). In a fused launch a block sends its next group before it receives
 // the current one, so that the link and the local copies overlap.
 #include "ep_device.cuh"
+#include "fp8_rows.cuh"
 #include "moe_a2a/platform/block_ops.h"
 
 namespace moe_a2a {
@@ -37,6 +38,38 @@ struct DispatchShared {
   uint32_t payload[kMaxWorld];
   SourceRows batch;  // the token groups being placed
 };
+
+// How the send half turns a row of x into a wire row: copies it (the token type, or fp8 bytes
+// the caller quantized, followed by their scales), or quantizes it from a token type into fp8.
+// A kernel of its own for each, so the plain copy keeps the registers it had before fp8.
+enum class SendCodec : int { kCopy, kQuantizeBf16, kQuantizeFp16, kQuantizeFp32 };
+
+SendCodec send_codec(const EpContext& c, const DispatchArgs& a) {
+  if (!c.cfg.fp8_rows() || a.x_scale != nullptr) return SendCodec::kCopy;
+  switch (c.token_type) {
+    case TokenType::kBFloat16:
+      return SendCodec::kQuantizeBf16;
+    case TokenType::kFloat16:
+      return SendCodec::kQuantizeFp16;
+    default:
+      return SendCodec::kQuantizeFp32;
+  }
+}
+template <SendCodec kCodec>
+inline constexpr TokenType kQuantizedFrom = kCodec == SendCodec::kQuantizeBf16   ? TokenType::kBFloat16
+                                            : kCodec == SendCodec::kQuantizeFp16 ? TokenType::kFloat16
+                                                                                 : TokenType::kFloat32;
+
+// One row of x as the send half reads it.
+struct InputRows {
+  size_t row_bytes;
+  int vecs;  // 16-byte vectors of a row
+};
+MOE_A2A_DEVICE InputRows input_rows(const EpConfig& cfg, const DispatchArgs& a) {
+  const bool given_fp8 = cfg.fp8_rows() && a.x_scale != nullptr;
+  const size_t bytes = given_fp8 ? static_cast<size_t>(cfg.hidden) : cfg.row_bytes();
+  return InputRows{bytes, static_cast<int>(bytes / sizeof(Vec16))};
+}
 
 // Read as int64 so that an out-of-range int64 id cannot wrap into the valid range. A masked slot
 // (kMaskedSlot) is not valid: it is skipped where a bad id would be reported.
@@ -86,6 +119,7 @@ MOE_A2A_DEVICE void send_counts(const EpBuffers& b, const DispatchArgs& a, Dispa
   }
 }
 
+template <SendCodec kCodec>
 MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, int g,
                                uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
   const EpConfig& cfg = b.c.cfg;
@@ -96,14 +130,14 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   MOE_A2A_PROFILE(const uint64_t route_start = prof.now());
   // Rows move as tasks (token, chunk) over the block's waves. Which chunk a wave takes first
   // does not depend on the routing, so it is loaded now and is in registers when step 4 needs it.
-  const int vecs = b.vecs_per_row();
-  const int chunks = chunks_per_row(vecs);
+  const InputRows in = input_rows(cfg, a);
+  const int chunks = chunks_per_row(in.vecs);
   const auto x_row = [&](int i) {
     return reinterpret_cast<const Vec16*>(static_cast<const uint8_t*>(a.x) +
-                                          static_cast<size_t>(group.begin + i) * cfg.row_bytes());
+                                          static_cast<size_t>(group.begin + i) * in.row_bytes);
   };
   Vec16 first_chunk[kUnroll];
-  if (wave_id() < n * chunks) load_chunk(x_row(wave_id() / chunks), wave_id() % chunks, vecs, first_chunk);
+  if (wave_id() < n * chunks) load_chunk(x_row(wave_id() / chunks), wave_id() % chunks, in.vecs, first_chunk);
 
   // 1. Routing: which ranks each token goes to. A bad id is reported and its (token, k) pair
   //    dropped, never sent anywhere.
@@ -173,7 +207,8 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
     if (k == 0) *b.recv_token(r, me, s) = t;
   }
 
-  // 4. Rows: each chunk is loaded once and stored to every destination rank of the token.
+  // 4. Rows: each chunk is loaded once (and quantized once) and stored to every destination
+  //    rank of the token.
   for (int task = wave_id(); task < n * chunks; task += kWavesPerBlock) {
     const int i = task / chunks, chunk = task % chunks;
     const uint32_t mask = sh.mask[i];
@@ -184,10 +219,31 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) v[u] = first_chunk[u];
     } else {
-      load_chunk(x_row(i), chunk, vecs, v);
+      load_chunk(x_row(i), chunk, in.vecs, v);
     }
-    for (int r = 0; r < world; ++r) {
-      if ((mask >> r) & 1u) store_chunk(b.recv_x(r, me, sh.slot[i][r]), chunk, vecs, v);
+    if constexpr (kCodec != SendCodec::kCopy) {
+      constexpr TokenType kType = kQuantizedFrom<kCodec>;
+      Fp8Chunk q;
+      quantize_chunk<kType>(v, chunk, in.vecs, cfg.fp8, cfg.fp8_pow2_scales != 0, q);
+      for (int r = 0; r < world; ++r) {
+        if ((mask >> r) & 1u) {
+          store_fp8_chunk<kType>(reinterpret_cast<uint8_t*>(b.recv_x(r, me, sh.slot[i][r])), cfg.hidden, chunk, in.vecs,
+                                 q);
+        }
+      }
+    } else {
+      for (int r = 0; r < world; ++r) {
+        if ((mask >> r) & 1u) store_chunk(b.recv_x(r, me, sh.slot[i][r]), chunk, in.vecs, v);
+      }
+      if (cfg.fp8_rows() && chunk == 0) {  // quantized by the caller: its scales follow the bytes
+        const float* scales = a.x_scale + static_cast<size_t>(group.begin + i) * cfg.scale_blocks();
+        for (int j = lane_id(); j < cfg.scale_blocks(); j += kWaveSize) {
+          const float s = scales[j];
+          for (int r = 0; r < world; ++r) {
+            if ((mask >> r) & 1u) wire_scales(b.recv_x(r, me, sh.slot[i][r]), cfg.hidden)[j] = s;
+          }
+        }
+      }
     }
   }
 
@@ -233,14 +289,19 @@ MOE_A2A_DEVICE void expert_segments(const EpBuffers& b, DispatchShared& sh) {
 // reads no garbage. Block b clears the padding of experts b, b + G, ...; no row is placed there.
 MOE_A2A_DEVICE void zero_padding_rows(const EpBuffers& b, const DispatchArgs& a, const DispatchShared& sh) {
   const EpConfig& cfg = b.c.cfg;
-  const int vecs = b.vecs_per_row();
+  const int vecs = static_cast<int>(cfg.out_row_bytes() / sizeof(Vec16));
+  const int blocks = cfg.scale_blocks();
   Vec16* out = static_cast<Vec16*>(a.expert_x);
   for (int e = blockIdx.x; e < cfg.experts_per_rank(); e += gridDim.x) {
     const int first = sh.seg_first[e] + min(sh.seg_total[e], sh.seg_limit[e]);
     const int end = min(sh.seg_first[e] + cfg.aligned_rows(sh.seg_total[e]), cfg.expert_capacity);
-    const size_t n = end > first ? static_cast<size_t>(end - first) * vecs : 0;
-    for (size_t i = threadIdx.x; i < n; i += blockDim.x)
+    const size_t rows = end > first ? static_cast<size_t>(end - first) : 0;
+    for (size_t i = threadIdx.x; i < rows * vecs; i += blockDim.x)
       out[static_cast<size_t>(first) * vecs + i] = Vec16{0u, 0u, 0u, 0u};
+    if (cfg.fp8_rows()) {  // zero scales too: padding rows dequantize to zeros
+      for (size_t i = threadIdx.x; i < rows * blocks; i += blockDim.x)
+        a.expert_x_scale[static_cast<size_t>(first) * blocks + i] = 0.0f;
+    }
   }
 }
 
@@ -281,7 +342,7 @@ MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a,
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   const int local = cfg.experts_per_rank();
-  const int vecs = b.vecs_per_row();
+  const int vecs = static_cast<int>(cfg.out_row_bytes() / sizeof(Vec16));  // the wire row's payload
   const int chunks = chunks_per_row(vecs);
   const SourceRows& in = sh.batch;
   const int rows = in.first[in.count];
@@ -345,6 +406,17 @@ MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a,
         const int d = sh.dest[r][k];
         if (d >= 0) store_chunk(out + static_cast<size_t>(d) * vecs, chunk, vecs, v);
       }
+      if (cfg.fp8_rows() && chunk == 0) {  // the row's scales, after its bytes
+        const int blocks = cfg.scale_blocks();
+        const float* scales = wire_scales(recv_row(batch + r), cfg.hidden);
+        for (int j = lane_id(); j < blocks; j += kWaveSize) {
+          const float s = scales[j];
+          for (int k = 0; k < cfg.topk; ++k) {
+            const int d = sh.dest[r][k];
+            if (d >= 0) a.expert_x_scale[static_cast<size_t>(d) * blocks + j] = s;
+          }
+        }
+      }
     }
     __syncthreads();  // dest[] is rewritten by the next batch
   }
@@ -396,6 +468,7 @@ MOE_A2A_DEVICE bool receive_group(const EpBuffers& b, const DispatchArgs& a, Dis
   return true;
 }
 
+template <SendCodec kCodec>
 __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, DispatchArgs a, Role role) {
   __shared__ DispatchShared sh;
   MOE_A2A_PROFILE_TRACK(prof, c.profiler, kDispatch);
@@ -411,7 +484,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
       MOE_A2A_PROFILE_SPAN(count_span, prof, kDispatchCounts, a.route.num_tokens);
       send_counts(b, a, sh, epoch);
     }
-    if (first < my_groups) send_group(b, a, sh, first, epoch MOE_A2A_PROFILE(, prof));
+    if (first < my_groups) send_group<kCodec>(b, a, sh, first, epoch MOE_A2A_PROFILE(, prof));
   }
   int src_groups = 0;
   if (receives(role)) {
@@ -421,7 +494,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   // Step g: send this block's next group, then receive group g (sent one step earlier).
   const int steps = max(my_groups, src_groups);
   for (int g = first; g < steps; g += blocks) {
-    if (g + blocks < my_groups) send_group(b, a, sh, g + blocks, epoch MOE_A2A_PROFILE(, prof));
+    if (g + blocks < my_groups) send_group<kCodec>(b, a, sh, g + blocks, epoch MOE_A2A_PROFILE(, prof));
     if (g < src_groups && !receive_group(b, a, sh, g, epoch MOE_A2A_PROFILE(, prof))) return;
   }
 }
@@ -434,7 +507,22 @@ void launch_dispatch(const EpContext& ctx, const DispatchArgs& args, Role role, 
     MOE_A2A_CHECK(num_tokens >= 0 && num_tokens <= ctx.cfg.max_tokens, "dispatch: num_tokens ", num_tokens,
                   " outside [0, ", ctx.cfg.max_tokens, "]");
   }
-  dispatch_kernel<<<ctx.cfg.num_blocks, kEpBlock, 0, stream>>>(ctx, args, role);
+  const SendCodec codec = sends(role) ? send_codec(ctx, args) : SendCodec::kCopy;
+  const dim3 grid(ctx.cfg.num_blocks), block(kEpBlock);
+  switch (codec) {
+    case SendCodec::kCopy:
+      dispatch_kernel<SendCodec::kCopy><<<grid, block, 0, stream>>>(ctx, args, role);
+      break;
+    case SendCodec::kQuantizeBf16:
+      dispatch_kernel<SendCodec::kQuantizeBf16><<<grid, block, 0, stream>>>(ctx, args, role);
+      break;
+    case SendCodec::kQuantizeFp16:
+      dispatch_kernel<SendCodec::kQuantizeFp16><<<grid, block, 0, stream>>>(ctx, args, role);
+      break;
+    case SendCodec::kQuantizeFp32:
+      dispatch_kernel<SendCodec::kQuantizeFp32><<<grid, block, 0, stream>>>(ctx, args, role);
+      break;
+  }
   MOE_A2A_GPU_CHECK(hipGetLastError());
 }
 

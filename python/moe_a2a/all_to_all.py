@@ -9,6 +9,10 @@
 layout="packed" delivers the rows of all local experts back to back instead, expert_x
 [max_recv_tokens, H] with expert e's rows from d.expert_offsets[e], ready for grouped GEMMs.
 
+dispatch_dtype=torch.float8_e4m3fn (or float8_e4m3fnuz, what MI300X GEMMs read) moves fp8 rows:
+dispatch quantizes x on the fly, one fp32 scale per token and 128 channels (d.expert_x_scale),
+or sends rows the caller quantized (dispatch(x_fp8, ..., x_scale=...)). Combine stays in dtype.
+
 dispatch() and combine() are differentiable (torch.autograd): dispatch with respect to x,
 combine with respect to the experts' output and the topk_weights given to dispatch. Each
 backward is a round of its own on the same AllToAll, replaying the placement of its forward
@@ -37,6 +41,8 @@ from .heap import DEFAULT_CLOSE_TIMEOUT_S, SymmetricHeap
 from .reference import MASKED_SLOT  # a topk_idx entry that marks an unused slot (EpConfig kMaskedSlot)
 
 _DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
+# fp8 dispatch formats (EpConfig::fp8): e4m3fn is NVIDIA's, e4m3fnuz MI300X's.
+_FP8_FORMATS = {torch.float8_e4m3fn: "e4m3fn", torch.float8_e4m3fnuz: "e4m3fnuz"}
 LAYOUTS = ("padded", "packed")
 # Default budget for the per-expert output of one dispatch; the worst case (padded: every
 # token to one expert; packed: every token to min(topk, experts per rank) local experts) is
@@ -57,6 +63,33 @@ class _Route(NamedTuple):
     recv_pos: torch.Tensor  # [world * max_tokens, topk] int32: row of expert_x of each (slot, k), or -1
 
 
+class _DispatchOutputs(NamedTuple):
+    """What the dispatch ops return, by name and in order: csrc/bindings/ops.cpp
+    DispatchOutputs (checked against its dispatch_output_names() when an AllToAll is made)."""
+
+    expert_x: torch.Tensor
+    expert_x_scale: torch.Tensor  # [..rows.., scale blocks] with fp8 rows, else [..rows.., 0]
+    expert_num_tokens: torch.Tensor
+    expert_offsets: torch.Tensor
+    expert_meta: torch.Tensor
+    expert_weights: torch.Tensor
+    src_tokens: torch.Tensor
+    recv_token: torch.Tensor
+    recv_pos: torch.Tensor
+
+    def route(self, dest_mask: torch.Tensor) -> _Route:
+        return _Route(dest_mask, self.src_tokens, self.recv_token, self.recv_pos)
+
+
+def _check_dispatch_outputs_match_core():
+    names = tuple(ext().dispatch_output_names())
+    if names != _DispatchOutputs._fields:
+        raise RuntimeError(
+            f"moe_a2a: the compiled core returns dispatch outputs {names}, this Python expects "
+            f"{_DispatchOutputs._fields}: rebuild the extension"
+        )
+
+
 @dataclass
 class Dispatched:
     """What dispatch delivers to this rank's experts, plus what combine needs.
@@ -64,7 +97,12 @@ class Dispatched:
     Rows are those of expert_x seen as [rows, H]; expert e owns rows expert_offsets[e] ..
     expert_offsets[e] + expert_num_tokens[e] - 1, and rows of no expert are undefined.
 
-    expert_x:          padded [E_local, capacity, H]; packed [capacity, H]
+    expert_x:          padded [E_local, capacity, H]; packed [capacity, H]; the AllToAll's
+                       dtype, or its dispatch_dtype (fp8)
+    expert_x_scale:    fp8 dispatch only (else None): [..rows.., ceil(H / 128)] float32, row-major
+                       per row: expert_x[row, c] * expert_x_scale[row, c // 128] is the token's
+                       value (moe_a2a.reference.dequantize_fp8). A GEMM that wants them
+                       channel-block-major takes expert_x_scale.transpose(-1, -2).contiguous().
     expert_num_tokens: [E_local] int32, on the device
     expert_offsets:    [E_local + 1] int32, on the device: first row of each expert; packed:
                        expert_offsets[e + 1] = expert_offsets[e] + expert_num_tokens[e] rounded
@@ -84,6 +122,7 @@ class Dispatched:
     expert_offsets: torch.Tensor
     expert_meta: torch.Tensor
     expert_weights: torch.Tensor
+    expert_x_scale: Optional[torch.Tensor] = None
     num_tokens: int = 0  # tokens this rank dispatched (rows of combine's output)
     _round: int = field(default=-1, repr=False)
     _route: Optional[_Route] = field(default=None, repr=False)
@@ -101,9 +140,10 @@ class _Pending:
     dispatched: Optional[Dispatched] = None
 
 
-def _dispatch_round(engine: int, state: torch.Tensor, x, topk_idx, topk_weights):
-    """One kernel launch: both halves of dispatch."""
-    return torch.ops.moe_a2a.dispatch(engine, state, x, topk_idx, topk_weights)
+def _dispatch_round(engine: int, state: torch.Tensor, x, x_scale, topk_idx, topk_weights):
+    """One kernel launch: both halves of dispatch. Returns (_DispatchOutputs, dest_mask)."""
+    *out, dest_mask = torch.ops.moe_a2a.dispatch(engine, state, x, x_scale, topk_idx, topk_weights)
+    return _DispatchOutputs(*out), dest_mask
 
 
 def _combine_round(engine: int, state: torch.Tensor, expert_y, expert_weights, route: _Route):
@@ -126,12 +166,11 @@ class _DispatchFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, engine, state, x, topk_idx, topk_weights):
-        out = _dispatch_round(engine, state, x, topk_idx, topk_weights)
-        ex, counts, offsets, meta, weights, src_tokens, token, pos, dest_mask = out
+        out, dest_mask = _dispatch_round(engine, state, x, None, topk_idx, topk_weights)
         ctx.engine = engine
-        ctx.save_for_backward(src_tokens, token, pos, dest_mask)
-        ctx.mark_non_differentiable(counts, offsets, meta, weights, src_tokens, token, pos, dest_mask)
-        return out
+        ctx.save_for_backward(*out.route(dest_mask)[1:], dest_mask)
+        ctx.mark_non_differentiable(*out[1:], dest_mask)
+        return (*out, dest_mask)
 
     @staticmethod
     def backward(ctx, grad_expert_x, *_non_differentiable):
@@ -198,6 +237,8 @@ class AllToAll:
         num_sms: Optional[int] = None,
         groups_per_block: Optional[int] = None,
         expert_alignment: int = 1,
+        dispatch_dtype: Optional[torch.dtype] = None,
+        fp8_pow2_scales: bool = False,
         profile: bool = False,
         profile_capacity: int = DEFAULT_PROFILE_CAPACITY,
     ):
@@ -213,6 +254,17 @@ class AllToAll:
         = expert_num_tokens[e] rounded up to the alignment; its padding rows are zeros (so a
         GEMM over whole segments, and its weight gradient, see no garbage). The default
         capacity includes the worst-case padding, E_local x (alignment - 1) rows.
+
+        dispatch_dtype (default None: rows keep dtype): torch.float8_e4m3fn (max 448, what
+        NVIDIA fp8 GEMMs read) or torch.float8_e4m3fnuz (max 240, MI300X's). dispatch then
+        delivers fp8 expert_x and its expert_x_scale, one fp32 scale per token and 128 channels
+        (the last block shorter when H is not a multiple of 128; H must be a multiple of 16):
+        scale = max(amax, 1e-30) / fp8 max, q = round-to-nearest-even(clamp(x / scale)), exactly
+        moe_a2a.reference.quantize_fp8. A block holding inf or NaN dequantizes to NaN (only that
+        block of that token). fp8_pow2_scales=True rounds every scale up to a power of two
+        (UE8M0-style). fp8 dispatch is forward-only: dispatch raises if x requires grad. Combine,
+        and everything else, stays in dtype; the heap is the same size (fp8 rows and their
+        scales use the first bytes of each row slot).
 
         num_sms: blocks (one per compute unit) that every kernel of this all-to-all uses, at
         most the device's compute units (the default); fewer leave the rest to work that
@@ -231,6 +283,11 @@ class AllToAll:
             raise TypeError(f"moe_a2a: dtype must be torch.bfloat16, torch.float16 or torch.float32, got {dtype}")
         if layout not in LAYOUTS:
             raise ValueError(f"moe_a2a: layout must be one of {LAYOUTS}, got {layout!r}")
+        if dispatch_dtype is not None and dispatch_dtype not in _FP8_FORMATS:
+            raise TypeError(
+                "moe_a2a: dispatch_dtype must be None, torch.float8_e4m3fn or torch.float8_e4m3fnuz, "
+                f"got {dispatch_dtype}"
+            )
         wrong = max_recv_tokens_per_expert if layout == "packed" else max_recv_tokens
         if wrong is not None:
             right, other = (
@@ -245,7 +302,10 @@ class AllToAll:
         self.hidden_dim = int(hidden_dim)
         self.max_num_tokens = int(max_num_tokens)
         self.dtype = dtype
+        self.dispatch_dtype = dispatch_dtype
+        self.fp8_pow2_scales = bool(fp8_pow2_scales)
         C = ext()
+        _check_dispatch_outputs_match_core()
         self.profile = bool(profile)
         if self.profile and not C.profiler_compiled_in():
             raise RuntimeError(
@@ -277,6 +337,8 @@ class AllToAll:
             num_blocks=self.num_sms,
             groups_per_block=self.groups_per_block,
             expert_alignment=self.expert_alignment,
+            fp8=_FP8_FORMATS.get(dispatch_dtype, "none"),
+            fp8_pow2_scales=int(self.fp8_pow2_scales),
         )
         asked = max_recv_tokens if layout == "packed" else max_recv_tokens_per_expert
         if asked is not None:
@@ -318,17 +380,23 @@ class AllToAll:
         self._closed = False
 
     # ---- split calls, for overlapping communication with other work (not differentiable) ----
-    def dispatch_send(self, x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor) -> _Pending:
+    def dispatch_send(
+        self,
+        x: torch.Tensor,
+        topk_idx: torch.Tensor,
+        topk_weights: torch.Tensor,
+        x_scale: Optional[torch.Tensor] = None,
+    ) -> _Pending:
         self._check_open()
         self._no_grad_in_split_calls("dispatch_send", x, topk_weights)
-        dest_mask = torch.ops.moe_a2a.dispatch_send(self._engine, self._state, x, topk_idx, topk_weights)
+        dest_mask = torch.ops.moe_a2a.dispatch_send(self._engine, self._state, x, x_scale, topk_idx, topk_weights)
         self._round += 1
         return _Pending(self._round, dest_mask=dest_mask, topk_weights=topk_weights)
 
     def dispatch_recv(self, pending: _Pending) -> Dispatched:
         self._check_round(pending.round, "dispatch_recv")
-        out = torch.ops.moe_a2a.dispatch_recv(self._engine, self._state)
-        return self._dispatched(pending.round, (*out, pending.dest_mask), pending.topk_weights)
+        out = _DispatchOutputs(*torch.ops.moe_a2a.dispatch_recv(self._engine, self._state))
+        return self._dispatched(pending.round, out, pending.dest_mask, pending.topk_weights)
 
     def combine_send(self, expert_y: torch.Tensor, dispatched: Dispatched) -> _Pending:
         self._check_round(dispatched._round, "combine")
@@ -344,24 +412,39 @@ class AllToAll:
         return torch.ops.moe_a2a.combine_recv(self._engine, self._state, pending.dispatched._route.dest_mask)
 
     # ---- fused calls (differentiable) ----
-    def dispatch(self, x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor) -> Dispatched:
+    def dispatch(
+        self,
+        x: torch.Tensor,
+        topk_idx: torch.Tensor,
+        topk_weights: torch.Tensor,
+        x_scale: Optional[torch.Tensor] = None,
+    ) -> Dispatched:
         """Differentiable with respect to x. The gradient of topk_weights comes from combine.
 
         A topk_idx entry of -1 is an unused slot: no row is sent for it, its weight is ignored,
-        combine skips it, and its weight's gradient is 0. Other negative ids are bad input."""
+        combine skips it, and its weight's gradient is 0. Other negative ids are bad input.
+
+        With fp8 dispatch (dispatch_dtype), x is quantized here, or, with x_scale
+        [T, ceil(H / 128)] float32, x is already fp8 (dispatch_dtype) and is sent as given."""
         self._check_open()
         if _needs_grad(x):
+            if self.dispatch_dtype is not None:
+                raise RuntimeError(
+                    "moe_a2a: fp8 dispatch is forward-only and x requires grad; for training create the "
+                    "AllToAll without dispatch_dtype (bf16 rows), or dispatch under torch.no_grad()"
+                )
             # topk_weights goes in detached: its gradient is combine's business, so this
             # backward runs exactly when x needs a gradient.
-            out = _DispatchFunction.apply(self._engine, self._state, x, topk_idx, topk_weights.detach())
+            *out, dest_mask = _DispatchFunction.apply(self._engine, self._state, x, topk_idx, topk_weights.detach())
+            out = _DispatchOutputs(*out)
         else:
-            out = _dispatch_round(self._engine, self._state, x, topk_idx, topk_weights)
+            out, dest_mask = _dispatch_round(self._engine, self._state, x, x_scale, topk_idx, topk_weights)
         self._round += 1
         if _needs_grad(topk_weights):
             # No expert answers for an unused slot, so combine's backward leaves its weight
             # gradient undefined; differentiating through this mask makes it 0.
             topk_weights = topk_weights.masked_fill(topk_idx == MASKED_SLOT, 0.0)
-        return self._dispatched(self._round, out, topk_weights)
+        return self._dispatched(self._round, out, dest_mask, topk_weights)
 
     def combine(self, expert_y: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:
         """Differentiable with respect to expert_y and to the topk_weights given to dispatch."""
@@ -380,18 +463,19 @@ class AllToAll:
             )
         return _combine_round(self._engine, self._state, expert_y, dispatched.expert_weights, r)
 
-    def _dispatched(self, round_: int, out, topk_weights) -> Dispatched:
-        ex, counts, offsets, meta, weights, src_tokens, token, pos, dest_mask = out
+    def _dispatched(self, round_: int, out: _DispatchOutputs, dest_mask: torch.Tensor, topk_weights) -> Dispatched:
+        """The one place a Dispatched is built."""
         return Dispatched(
-            ex,
-            counts,
-            offsets,
-            meta,
-            weights,
-            int(dest_mask.shape[0]),
-            round_,
-            _Route(dest_mask, src_tokens, token, pos),
-            topk_weights,
+            expert_x=out.expert_x,
+            expert_num_tokens=out.expert_num_tokens,
+            expert_offsets=out.expert_offsets,
+            expert_meta=out.expert_meta,
+            expert_weights=out.expert_weights,
+            expert_x_scale=out.expert_x_scale if self.dispatch_dtype is not None else None,
+            num_tokens=int(dest_mask.shape[0]),
+            _round=round_,
+            _route=out.route(dest_mask),
+            _topk_weights=topk_weights,
         )
 
     @staticmethod

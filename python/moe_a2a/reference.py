@@ -550,3 +550,41 @@ def assert_dispatch_matches(actual: DispatchedTokens, expected: DispatchedTokens
     msg = dispatch_mismatch(actual, expected)
     if msg is not None:
         raise AssertionError(f"dispatch mismatch on rank {expected.rank}: {msg}")
+
+
+# --------------------------------------------------------------------------- fp8 rows
+FP8_BLOCK = 128  # channels per scale (include/moe_a2a/ep/fp8.h kFp8BlockElems)
+FP8_AMAX_FLOOR = 1e-30  # kFp8AmaxFloor: an all-zero block still gets a positive scale
+
+
+def quantize_fp8(x: torch.Tensor, fp8_dtype: torch.dtype, pow2_scales: bool = False):
+    """What fp8 dispatch delivers for rows x [..., H]: (q [..., H] fp8_dtype, scale [..., ceil(H/128)]
+    float32), op for op the arithmetic of include/moe_a2a/ep/fp8.h, so the bytes match exactly.
+
+    Per block of 128 channels (the last one shorter when H is not a multiple of 128):
+    scale = max(amax, 1e-30) / fp8 max (rounded up to a power of two with pow2_scales),
+    q = round-to-nearest-even(clamp(x * (1 / scale), -max, max)). A block holding inf or NaN
+    gets scale inf or NaN, so it dequantizes to NaN; other blocks and tokens are untouched."""
+    if fp8_dtype not in (torch.float8_e4m3fn, torch.float8_e4m3fnuz):
+        raise TypeError(f"quantize_fp8: fp8_dtype must be float8_e4m3fn or float8_e4m3fnuz, got {fp8_dtype}")
+    fp8_max = torch.finfo(fp8_dtype).max
+    H = x.shape[-1]
+    blocks = -(-H // FP8_BLOCK)
+    xf = x.float()
+    padded = torch.nn.functional.pad(xf, (0, blocks * FP8_BLOCK - H))  # zeros never raise an amax
+    amax = padded.unflatten(-1, (blocks, FP8_BLOCK)).abs().amax(-1)  # NaN if the block has one
+    scale = torch.clamp(amax, min=FP8_AMAX_FLOOR) / fp8_max  # clamp keeps NaN
+    if pow2_scales:
+        mantissa, exponent = torch.frexp(scale)  # scale = mantissa * 2^exponent, mantissa in [0.5, 1)
+        up = torch.ldexp(torch.ones_like(scale), torch.where(mantissa == 0.5, exponent - 1, exponent))
+        scale = torch.where(torch.isfinite(scale), up, scale)
+    inv = 1.0 / scale
+    per_channel = inv.repeat_interleave(FP8_BLOCK, dim=-1)[..., :H]
+    q = torch.clamp(xf * per_channel, -fp8_max, fp8_max).to(fp8_dtype)
+    return q, scale
+
+
+def dequantize_fp8(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """q [..., H] fp8 and scale [..., ceil(H/128)] -> values [..., H] in dtype (q * its block's scale)."""
+    H = q.shape[-1]
+    return (q.float() * scale.repeat_interleave(FP8_BLOCK, dim=-1)[..., :H]).to(dtype)

@@ -452,3 +452,42 @@ static_assert(moe_a2a::align_up(300, moe_a2a::kBufferAlign) == 512, "align_up");
 static_assert((moe_a2a::kBufferAlign & (moe_a2a::kBufferAlign - 1)) == 0, "kBufferAlign is a power of two");
 
 }  // namespace
+
+namespace {
+
+// fp8 rows: the wire row (fp8 bytes, then 16-byte padded scales) fits the token row's slot for
+// every challenge shape and both token sizes, and expert_x shrinks to one byte per channel.
+TEST(EpConfig, Fp8RowsFitTheirSlots) {
+  for (const Shape& s : kChallengeShapes) {
+    for (int32_t elem : {2, 4}) {
+      EpConfig c = make(2, s);
+      c.elem_bytes = elem;
+      c.fp8 = moe_a2a::Fp8Format::kE4M3Fn;
+      EXPECT_EQ(moe_a2a::validate(c), "") << describe(c);
+      EXPECT_EQ(c.scale_blocks(), (s.hidden + 127) / 128);
+      EXPECT_EQ(c.out_row_bytes(), static_cast<size_t>(s.hidden));
+      EXPECT_EQ(c.wire_row_bytes() % 16, 0u);
+      EXPECT_GE(c.wire_row_bytes(), static_cast<size_t>(s.hidden) + 4u * c.scale_blocks());
+      EXPECT_LE(c.wire_row_bytes(), c.row_bytes());
+      EXPECT_EQ(c.expert_x_bytes(), c.output_rows() * (s.hidden + 4u * c.scale_blocks()));
+    }
+  }
+  EpConfig c = make(2, {128, 4, 2880, 16});
+  c.fp8 = moe_a2a::Fp8Format::kE4M3Fnuz;
+  EXPECT_EQ(c.scale_blocks(), 23);             // 22 full blocks and one of 64 channels
+  EXPECT_EQ(c.wire_row_bytes(), 2880u + 96u);  // 23 scales = 92 bytes, padded to 96
+}
+
+TEST(EpConfig, Fp8ValidateNamesTheProblem) {
+  EpConfig c = make(2, {8, 2, 6152, 16});  // a multiple of 8, not of 16
+  EXPECT_EQ(moe_a2a::validate(c), "");
+  c.fp8 = moe_a2a::Fp8Format::kE4M3Fn;
+  EXPECT_NE(moe_a2a::validate(c).find("multiple of 16"), std::string::npos) << moe_a2a::validate(c);
+  EpConfig p = make(2, kChallengeShapes[0]);
+  p.fp8_pow2_scales = 1;
+  EXPECT_NE(moe_a2a::validate(p).find("power-of-two scales are for fp8"), std::string::npos);
+  p.fp8 = static_cast<moe_a2a::Fp8Format>(7);
+  EXPECT_NE(moe_a2a::validate(p).find("fp8 format"), std::string::npos);
+}
+
+}  // namespace

@@ -9,6 +9,10 @@
 //                                                 [group begin, group end); its rows for this
 //                                                 rank fill the first ones. The backward of
 //                                                 combine reuses it, indexed by source token.
+//                                                 A slot is row_bytes() long; a dispatch uses
+//                                                 its first wire_row_bytes(): the row as is,
+//                                                 or with fp8 rows the hidden fp8 bytes, then
+//                                                 scale_blocks() fp32 scales (16-byte padded).
 //   recv_token  [world src][max_tokens]           source token of each slot's row
 //   recv_expert [world src][max_tokens][topk]     local expert of each k, or -1 if k's expert
 //                                                 lives on another rank
@@ -49,6 +53,7 @@
 #include <cstdint>
 #include <string>
 
+#include "moe_a2a/ep/fp8.h"
 #include "moe_a2a/heap.h"
 #include "moe_a2a/platform/backend.h"
 
@@ -158,12 +163,30 @@ struct EpConfig {
   // Packed: every expert's rows start at a multiple of this (its segment is padded up to one);
   // 1 = no padding. Padded layout: 1.
   int32_t expert_alignment = 1;
+  // Dispatch delivers fp8 rows with one fp32 scale per block of kFp8BlockElems channels
+  // (include/moe_a2a/ep/fp8.h), quantized by dispatch's send half from the token type, or sent
+  // as given when the caller quantized. kNone: rows stay in the token type. Combine and the
+  // backward rounds always move the token type.
+  Fp8Format fp8 = Fp8Format::kNone;
+  int32_t fp8_pow2_scales = 0;  // 1: every scale a power of two (UE8M0-style)
 
   MOE_A2A_HD int32_t experts_per_rank() const { return num_experts / world; }
   MOE_A2A_HD int32_t owner_rank(int32_t expert) const { return expert / experts_per_rank(); }
   MOE_A2A_HD size_t row_bytes() const { return static_cast<size_t>(hidden) * elem_bytes; }
   MOE_A2A_HD size_t rows_per_rank() const { return static_cast<size_t>(world) * max_tokens; }
   MOE_A2A_HD bool packed() const { return layout == Layout::kPacked; }
+
+  // ---- the rows dispatch delivers ----
+  MOE_A2A_HD bool fp8_rows() const { return fp8 != Fp8Format::kNone; }
+  // Scales per fp8 row: one per block of kFp8BlockElems channels, the last one maybe shorter.
+  MOE_A2A_HD int32_t scale_blocks() const { return (hidden + kFp8BlockElems - 1) / kFp8BlockElems; }
+  // Bytes of one row of expert_x: hidden fp8 bytes, or the token type's row.
+  MOE_A2A_HD size_t out_row_bytes() const { return fp8_rows() ? static_cast<size_t>(hidden) : row_bytes(); }
+  // Bytes a dispatched row takes in its recv_x slot: the row, then (fp8) its scales.
+  MOE_A2A_HD size_t wire_row_bytes() const {
+    return fp8_rows() ? static_cast<size_t>(hidden) + align_up(static_cast<size_t>(scale_blocks()) * sizeof(float), 16)
+                      : row_bytes();
+  }
 
   // ---- token groups: the unit of sending and of signalling ----
   // A rank's T tokens are split into num_groups(T) groups of nearly equal size; group g is
@@ -238,14 +261,17 @@ struct EpConfig {
     return l;
   }
 
-  // Bytes of the output of one dispatch: expert_x.
-  MOE_A2A_HD size_t expert_x_bytes() const { return output_rows() * row_bytes(); }
+  // Bytes of the output of one dispatch: expert_x, and with fp8 rows their scales.
+  MOE_A2A_HD size_t expert_x_bytes() const {
+    const size_t scales = fp8_rows() ? static_cast<size_t>(scale_blocks()) * sizeof(float) : 0;
+    return output_rows() * (out_row_bytes() + scales);
+  }
 };
 
 // Default per-expert capacity: the worst case when the padded output fits `budget_bytes`,
 // else as many rows as fit (at least 1). Callers that know their routing pass their own.
 inline int32_t default_expert_capacity(const EpConfig& c, size_t budget_bytes) {
-  const size_t per_row = (c.packed() ? 1 : static_cast<size_t>(c.experts_per_rank())) * c.row_bytes();
+  const size_t per_row = (c.packed() ? 1 : static_cast<size_t>(c.experts_per_rank())) * c.out_row_bytes();
   const size_t fit = per_row == 0 ? 0 : budget_bytes / per_row;
   const size_t worst = c.worst_case_capacity();
   const size_t cap = fit < worst ? fit : worst;
@@ -281,6 +307,13 @@ inline std::string validate(const EpConfig& c) {
                                       : "max_recv_tokens_per_expert must be in [1, world * max_num_tokens] = [1, ") +
                std::to_string(c.worst_case_capacity()) + "], got " + std::to_string(c.expert_capacity));
   if (c.elem_bytes != 2 && c.elem_bytes != 4) return bad("token types must be 2 bytes (bf16, fp16) or 4 (fp32)");
+  if (c.fp8 != Fp8Format::kNone && c.fp8 != Fp8Format::kE4M3Fn && c.fp8 != Fp8Format::kE4M3Fnuz)
+    return bad("fp8 format must be none, e4m3fn or e4m3fnuz");
+  if (c.fp8_rows() && c.hidden % 16 != 0)
+    return bad("fp8 dispatch needs hidden_dim to be a multiple of 16 (16-byte fp8 rows), got " +
+               std::to_string(c.hidden));
+  if (!c.fp8_rows() && c.fp8_pow2_scales != 0) return bad("power-of-two scales are for fp8 dispatch");
+  if (c.wire_row_bytes() > c.row_bytes()) return bad("an fp8 row and its scales must fit a token row");
   if (c.num_blocks < 1 || c.num_blocks > kMaxBlocks)
     return bad("num_sms (blocks per kernel) must be in [1, " + std::to_string(kMaxBlocks) + "], got " +
                std::to_string(c.num_blocks));

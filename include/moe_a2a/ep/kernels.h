@@ -68,13 +68,17 @@ struct RecvRoute {
 
 struct DispatchArgs {
   // send half
-  const void* x;         // [num_tokens, hidden]
+  const void* x;  // [num_tokens, hidden]: the token type, or fp8 bytes when x_scale is given
+  // fp8 rows (EpConfig::fp8) quantized by the caller: [num_tokens, scale_blocks] scales of x.
+  // nullptr: x is in the token type (and with fp8 rows dispatch quantizes it).
+  const float* x_scale;
   const void* topk_idx;  // [num_tokens, topk], int32 or int64
   bool topk_idx_is_int64;
   const float* topk_weights;  // [num_tokens, topk]
   SendRoute route;            // written
   // receive half
   void* expert_x;              // [output_rows, hidden] (padded: [experts_per_rank, capacity, hidden])
+  float* expert_x_scale;       // fp8 rows: [output_rows, scale_blocks]; else unused
   int32_t* expert_num_tokens;  // [experts_per_rank]
   int32_t* expert_offsets;     // [experts_per_rank + 1]: first row of each expert; last = rows used
   int32_t* expert_meta;        // [output_rows, 3]: src rank, src token, k

@@ -406,3 +406,49 @@ def test_other_negative_ids_are_rejected():
     inputs[0] = ref.Routing(x, bad, w)
     with pytest.raises(ValueError, match="not -1"):
         ref.moe_reference(inputs, 0, SHAPES[0][1], SHAPES[0][0])
+
+
+# --------------------------------------------------------------------------- fp8 rows
+FP8 = [torch.float8_e4m3fn, torch.float8_e4m3fnuz]
+
+
+@pytest.mark.parametrize("fp8_dtype", FP8, ids=["e4m3fn", "e4m3fnuz"])
+@pytest.mark.parametrize("H", [128, 2880, 7168, 16])
+@pytest.mark.parametrize("pow2", [False, True])
+def test_quantize_fp8_error_is_bounded_per_block(fp8_dtype, H, pow2):
+    """e4m3 keeps 3 mantissa bits: each value is off by at most 2^-4 of its block's amax (2^-3
+    with power-of-two scales, which may be up to twice as coarse)."""
+    x = (torch.randn(6, H, generator=torch.Generator().manual_seed(H)) * torch.logspace(-3, 3, 6)[:, None]).bfloat16()
+    q, scale = ref.quantize_fp8(x, fp8_dtype, pow2)
+    blocks = -(-H // ref.FP8_BLOCK)
+    assert q.dtype == fp8_dtype and q.shape == x.shape and scale.shape == (6, blocks) and scale.dtype == torch.float32
+    back = ref.dequantize_fp8(q, scale)
+    amax = (
+        torch.nn.functional.pad(x.float().abs(), (0, blocks * ref.FP8_BLOCK - H)).unflatten(-1, (blocks, -1)).amax(-1)
+    )
+    bound = amax.repeat_interleave(ref.FP8_BLOCK, -1)[:, :H] * (2**-3 if pow2 else 2**-4)
+    assert torch.all((back - x.float()).abs() <= bound)
+    if pow2:
+        assert torch.all(torch.frexp(scale).mantissa == 0.5)
+
+
+@pytest.mark.parametrize("fp8_dtype", FP8, ids=["e4m3fn", "e4m3fnuz"])
+def test_quantize_fp8_edges(fp8_dtype):
+    fmax = torch.finfo(fp8_dtype).max
+    x = torch.zeros(4, 256)
+    x[1, 7] = float("nan")
+    x[2, 130] = float("-inf")
+    x[3, :128] = fmax  # the block's amax is the format's max: scale 1, codes at the top
+    x[3, 128:] = torch.linspace(-1e4, 1e4, 128)
+    q, scale = ref.quantize_fp8(x, fp8_dtype)
+    back = ref.dequantize_fp8(q, scale)
+    assert torch.all(back[0] == 0) and torch.all(scale[0] > 0), "an all-zero row gets zeros and a positive scale"
+    assert back[1, :128].isnan().all() and not back[1, 128:].isnan().any(), "NaN stays in its block"
+    assert back[2, 128:].isnan().all() and not back[2, :128].isnan().any(), "inf stays in its block"
+    assert scale[3, 0] == 1.0 and torch.all(back[3, :128] == fmax)
+    assert back[3, 128:].abs().max() == 1e4 and not back[3].isnan().any()
+
+
+def test_quantize_fp8_rejects_other_dtypes():
+    with pytest.raises(TypeError, match="float8"):
+        ref.quantize_fp8(torch.zeros(1, 128), torch.bfloat16)

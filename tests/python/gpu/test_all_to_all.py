@@ -11,6 +11,7 @@ import torch.distributed as dist
 
 import moe_a2a
 from moe_a2a import reference as ref
+from moe_a2a.all_to_all import _DispatchOutputs
 
 CHALLENGE_CORRECTNESS = [
     (8, 2, 6144, 4),
@@ -234,16 +235,18 @@ def test_torch_compile_matches_eager(ops, world, rank):
         engine, state = ep._engine, ep._state
 
         def layer(x, idx, w):
+            # The raw ops, their outputs read by name (_DispatchOutputs mirrors the C++ struct).
             if ops == "fused":
-                ex, counts, offsets, meta, weights, src_tokens, token, pos, dest_mask = torch.ops.moe_a2a.dispatch(
-                    engine, state, x, idx, w
+                *out, dest_mask = torch.ops.moe_a2a.dispatch(engine, state, x, None, idx, w)
+                d = _DispatchOutputs(*out)
+                y = (d.expert_x.float() * (1 + rank)).to(d.expert_x.dtype)
+                return torch.ops.moe_a2a.combine(
+                    engine, state, y, d.expert_weights, d.src_tokens, d.recv_token, d.recv_pos, dest_mask
                 )
-                y = (ex.float() * (1 + rank)).to(ex.dtype)
-                return torch.ops.moe_a2a.combine(engine, state, y, weights, src_tokens, token, pos, dest_mask)
-            dest_mask = torch.ops.moe_a2a.dispatch_send(engine, state, x, idx, w)
-            ex, counts, offsets, meta, weights, src_tokens, token, pos = torch.ops.moe_a2a.dispatch_recv(engine, state)
-            y = (ex.float() * (1 + rank)).to(ex.dtype)
-            torch.ops.moe_a2a.combine_send(engine, state, y, weights, src_tokens, token, pos)
+            dest_mask = torch.ops.moe_a2a.dispatch_send(engine, state, x, None, idx, w)
+            d = _DispatchOutputs(*torch.ops.moe_a2a.dispatch_recv(engine, state))
+            y = (d.expert_x.float() * (1 + rank)).to(d.expert_x.dtype)
+            torch.ops.moe_a2a.combine_send(engine, state, y, d.expert_weights, d.src_tokens, d.recv_token, d.recv_pos)
             return torch.ops.moe_a2a.combine_recv(engine, state, dest_mask)
 
         compiled = torch.compile(layer, fullgraph=True)
