@@ -21,7 +21,9 @@ every dispatch and combine that needs a gradient on any rank.
 
 No call synchronises with the host; errors found on the device (a bad expert id, an expert
 over capacity, a peer that never answered) are raised by the next dispatch or by
-synchronize(). Each dispatch must be combined before the next dispatch.
+synchronize(). Each dispatch must be combined before the next dispatch, unless the AllToAll has
+num_buffers > 1: then up to num_buffers dispatches may be outstanding (dispatch A, dispatch B,
+combine A, combine B), each round in a buffer of its own.
 
 profile=True records every kernel with the in-kernel profiler (a build with MOE_A2A_PROFILE=1);
 moe_a2a.trace.save(path) writes what was recorded as one Perfetto trace for all ranks.
@@ -52,6 +54,8 @@ DEFAULT_OUTPUT_BUDGET_BYTES = 4 << 30
 DEFAULT_PROFILE_CAPACITY = 512
 # Token groups each block sends per call at most (EpConfig::groups_per_block).
 DEFAULT_GROUPS_PER_BLOCK = 1
+# Rounds that may be outstanding at once, at most (AllToAll(num_buffers=)).
+MAX_BUFFERS = 4
 
 
 class _Route(NamedTuple):
@@ -208,10 +212,11 @@ class _CombineFunction(torch.autograd.Function):
         return None, None, grad_y, grad_w, None, None, None, None, None, None, None
 
 
-def _close_engine(engine: int, heap: SymmetricHeap, timeout_s: float) -> None:
-    """Closes an AllToAll's engine, then its heap; a finalizer, so it holds no reference to the
+def _close_engines(engines, heap: SymmetricHeap, timeout_s: float) -> None:
+    """Closes an AllToAll's engines, then its heap; a finalizer, so it holds no reference to the
     AllToAll."""
-    ext().engine_close(engine)  # waits for the device, frees the engine's local buffers
+    for engine in engines:
+        ext().engine_close(engine)  # waits for the device, frees the engine's local buffers
     heap.close(timeout_s)
 
 
@@ -237,6 +242,7 @@ class AllToAll:
         num_sms: Optional[int] = None,
         groups_per_block: Optional[int] = None,
         expert_alignment: int = 1,
+        num_buffers: int = 1,
         dispatch_dtype: Optional[torch.dtype] = None,
         fp8_pow2_scales: bool = False,
         profile: bool = False,
@@ -254,6 +260,14 @@ class AllToAll:
         = expert_num_tokens[e] rounded up to the alignment; its padding rows are zeros (so a
         GEMM over whole segments, and its weight gradient, see no garbage). The default
         capacity includes the worst-case padding, E_local x (alignment - 1) rows.
+
+        num_buffers (default 1): dispatches that may be outstanding (not yet combined) at once,
+        for pipelines that dispatch the next micro-batch or layer before combining this one.
+        Round n uses buffer (n - 1) % num_buffers, a complete set of the heap region and
+        device state of its own, so heap_bytes grows num_buffers times; a dispatch whose buffer
+        still holds an uncombined round raises. Calls of all buffers go on one stream: kernels of
+        two buffers running at once on two streams could take every compute unit and wait for
+        each other's peers, unless num_sms leaves room for both.
 
         dispatch_dtype (default None: rows keep dtype): torch.float8_e4m3fn (max 448, what
         NVIDIA fp8 GEMMs read) or torch.float8_e4m3fnuz (max 240, MI300X's). dispatch then
@@ -283,6 +297,10 @@ class AllToAll:
             raise TypeError(f"moe_a2a: dtype must be torch.bfloat16, torch.float16 or torch.float32, got {dtype}")
         if layout not in LAYOUTS:
             raise ValueError(f"moe_a2a: layout must be one of {LAYOUTS}, got {layout!r}")
+        if not 1 <= int(num_buffers) <= MAX_BUFFERS:
+            raise ValueError(f"moe_a2a: num_buffers must be in [1, {MAX_BUFFERS}], got {num_buffers}")
+        if profile and int(num_buffers) != 1:
+            raise ValueError("moe_a2a: profile=True records one buffer's rounds; use num_buffers=1 to profile")
         if dispatch_dtype is not None and dispatch_dtype not in _FP8_FORMATS:
             raise TypeError(
                 "moe_a2a: dispatch_dtype must be None, torch.float8_e4m3fn or torch.float8_e4m3fnuz, "
@@ -348,10 +366,11 @@ class AllToAll:
         else:
             self.capacity = 1  # validate_config names the real problem
         config["capacity"] = self.capacity
+        self.num_buffers = int(num_buffers)
         same_everywhere = {k: v for k, v in config.items() if k != "rank"}
         require_same(
-            f"the AllToAll config ({', '.join(same_everywhere)}, timeout_s, profile)",
-            (same_everywhere, float(timeout_s), self.profile),
+            f"the AllToAll config ({', '.join(same_everywhere)}, num_buffers, timeout_s, profile)",
+            (same_everywhere, self.num_buffers, float(timeout_s), self.profile),
             group,
         )
         problem = C.validate_config(**config)
@@ -361,13 +380,15 @@ class AllToAll:
 
         region = C.ep_region_bytes(**config)
         mailbox = C.profiler_mailbox_bytes() if self.profile else 0  # clock-sync ping-pong
-        self.heap = SymmetricHeap(group, region + mailbox, device)
+        self.heap = SymmetricHeap(group, self.num_buffers * region + mailbox, device)
         self.device = self.heap.device
-        offset = self.heap.alloc_bytes(region, 256)
-        self.heap_bytes = region
-        self._engine = C.create_engine(self.heap._heap, offset, float(timeout_s), **config)
-        # Closes at garbage collection or interpreter exit unless close() ran first.
-        self._finalizer = weakref.finalize(self, _close_engine, self._engine, self.heap, DEFAULT_CLOSE_TIMEOUT_S)
+        offsets = [self.heap.alloc_bytes(region, 256) for _ in range(self.num_buffers)]
+        self.heap_bytes = self.num_buffers * region
+        # One engine per buffer: its own heap region, workspace, epochs and round order.
+        self._engines = []
+        self._finalizer = weakref.finalize(self, _close_engines, self._engines, self.heap, DEFAULT_CLOSE_TIMEOUT_S)
+        for offset in offsets:  # closes at garbage collection or interpreter exit unless close() ran first
+            self._engines.append(C.create_engine(self.heap._heap, offset, float(timeout_s), **config))
         if self.profile:
             C.engine_enable_profiler(self._engine, int(profile_capacity), self.heap.alloc_bytes(mailbox, 256))
             # Imported here, not at the top: `python -m moe_a2a.trace` must find it unimported.
@@ -376,8 +397,36 @@ class AllToAll:
             trace._register(self)
         # Orders this all-to-all's ops for torch.compile (schemas mark it mutated).
         self._state = torch.zeros(1, dtype=torch.int64, device=self.device)
-        self._round = 0
+        self._round = 0  # dispatches so far; dispatch n is round n, in buffer (n - 1) % num_buffers
+        self._open = [None] * self.num_buffers  # per buffer: the round dispatched there and not yet combined
         self._closed = False
+
+    @property
+    def _engine(self) -> int:
+        """The engine of buffer 0 (with num_buffers=1, the only one)."""
+        return self._engines[0]
+
+    def _buffer(self, round_: int) -> int:
+        return (round_ - 1) % self.num_buffers
+
+    def _next_dispatch(self, call: str):
+        """(round, engine) of the next dispatch; raises if its buffer still holds a round."""
+        self._check_open()
+        round_ = self._round + 1
+        b = self._buffer(round_)
+        if self._open[b] is not None:
+            ext().engine_check(self._engines[b])  # an engine that failed says so first
+            raise RuntimeError(
+                f"moe_a2a: {call} called out of order: dispatch #{round_} needs buffer {b}, which still holds "
+                f"dispatch #{self._open[b]}, not yet combined; num_buffers={self.num_buffers} allows "
+                f"{self.num_buffers} outstanding dispatch(es): combine first, or create the AllToAll with more buffers"
+            )
+        return round_, self._engines[b]
+
+    def _began(self, round_: int) -> None:
+        """The dispatch of `round_` was enqueued: its buffer is held until it is combined."""
+        self._round = round_
+        self._open[self._buffer(round_)] = round_
 
     # ---- split calls, for overlapping communication with other work (not differentiable) ----
     def dispatch_send(
@@ -387,29 +436,31 @@ class AllToAll:
         topk_weights: torch.Tensor,
         x_scale: Optional[torch.Tensor] = None,
     ) -> _Pending:
-        self._check_open()
+        round_, engine = self._next_dispatch("dispatch_send")
         self._no_grad_in_split_calls("dispatch_send", x, topk_weights)
-        dest_mask = torch.ops.moe_a2a.dispatch_send(self._engine, self._state, x, x_scale, topk_idx, topk_weights)
-        self._round += 1
-        return _Pending(self._round, dest_mask=dest_mask, topk_weights=topk_weights)
+        dest_mask = torch.ops.moe_a2a.dispatch_send(engine, self._state, x, x_scale, topk_idx, topk_weights)
+        self._began(round_)
+        return _Pending(round_, dest_mask=dest_mask, topk_weights=topk_weights)
 
     def dispatch_recv(self, pending: _Pending) -> Dispatched:
-        self._check_round(pending.round, "dispatch_recv")
-        out = _DispatchOutputs(*torch.ops.moe_a2a.dispatch_recv(self._engine, self._state))
+        engine = self._check_round(pending.round, "dispatch_recv")
+        out = _DispatchOutputs(*torch.ops.moe_a2a.dispatch_recv(engine, self._state))
         return self._dispatched(pending.round, out, pending.dest_mask, pending.topk_weights)
 
     def combine_send(self, expert_y: torch.Tensor, dispatched: Dispatched) -> _Pending:
-        self._check_round(dispatched._round, "combine")
+        engine = self._check_round(dispatched._round, "combine")
         self._no_grad_in_split_calls("combine_send", expert_y, dispatched._topk_weights)
         r = dispatched._route
         torch.ops.moe_a2a.combine_send(
-            self._engine, self._state, expert_y, dispatched.expert_weights, r.src_tokens, r.recv_token, r.recv_pos
+            engine, self._state, expert_y, dispatched.expert_weights, r.src_tokens, r.recv_token, r.recv_pos
         )
         return _Pending(dispatched._round, dispatched=dispatched)
 
     def combine_recv(self, pending: _Pending) -> torch.Tensor:
-        self._check_round(pending.round, "combine_recv")
-        return torch.ops.moe_a2a.combine_recv(self._engine, self._state, pending.dispatched._route.dest_mask)
+        engine = self._check_round(pending.round, "combine_recv")
+        out = torch.ops.moe_a2a.combine_recv(engine, self._state, pending.dispatched._route.dest_mask)
+        self._open[self._buffer(pending.round)] = None
+        return out
 
     # ---- fused calls (differentiable) ----
     def dispatch(
@@ -426,7 +477,7 @@ class AllToAll:
 
         With fp8 dispatch (dispatch_dtype), x is quantized here, or, with x_scale
         [T, ceil(H / 128)] float32, x is already fp8 (dispatch_dtype) and is sent as given."""
-        self._check_open()
+        round_, engine = self._next_dispatch("dispatch")
         if _needs_grad(x):
             if self.dispatch_dtype is not None:
                 raise RuntimeError(
@@ -435,24 +486,24 @@ class AllToAll:
                 )
             # topk_weights goes in detached: its gradient is combine's business, so this
             # backward runs exactly when x needs a gradient.
-            *out, dest_mask = _DispatchFunction.apply(self._engine, self._state, x, topk_idx, topk_weights.detach())
+            *out, dest_mask = _DispatchFunction.apply(engine, self._state, x, topk_idx, topk_weights.detach())
             out = _DispatchOutputs(*out)
         else:
-            out, dest_mask = _dispatch_round(self._engine, self._state, x, x_scale, topk_idx, topk_weights)
-        self._round += 1
+            out, dest_mask = _dispatch_round(engine, self._state, x, x_scale, topk_idx, topk_weights)
+        self._began(round_)
         if _needs_grad(topk_weights):
             # No expert answers for an unused slot, so combine's backward leaves its weight
             # gradient undefined; differentiating through this mask makes it 0.
             topk_weights = topk_weights.masked_fill(topk_idx == MASKED_SLOT, 0.0)
-        return self._dispatched(self._round, out, dest_mask, topk_weights)
+        return self._dispatched(round_, out, dest_mask, topk_weights)
 
     def combine(self, expert_y: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:
         """Differentiable with respect to expert_y and to the topk_weights given to dispatch."""
-        self._check_round(dispatched._round, "combine")
+        engine = self._check_round(dispatched._round, "combine")
         r = dispatched._route
         if _needs_grad(expert_y, dispatched._topk_weights):
-            return _CombineFunction.apply(
-                self._engine,
+            out = _CombineFunction.apply(
+                engine,
                 self._state,
                 expert_y,
                 dispatched._topk_weights,
@@ -461,7 +512,10 @@ class AllToAll:
                 dispatched.expert_num_tokens,
                 *r,
             )
-        return _combine_round(self._engine, self._state, expert_y, dispatched.expert_weights, r)
+        else:
+            out = _combine_round(engine, self._state, expert_y, dispatched.expert_weights, r)
+        self._open[self._buffer(dispatched._round)] = None
+        return out
 
     def _dispatched(self, round_: int, out: _DispatchOutputs, dest_mask: torch.Tensor, topk_weights) -> Dispatched:
         """The one place a Dispatched is built."""
@@ -506,13 +560,15 @@ class AllToAll:
     def check(self) -> None:
         """Raises if the device reported an error; does not synchronise."""
         self._check_open()
-        ext().engine_check(self._engine)
+        for engine in self._engines:
+            ext().engine_check(engine)
 
     def synchronize(self) -> None:
         """Waits for this rank's work on the current stream, then raises any device error."""
         self._check_open()
         torch.cuda.current_stream(self.device).synchronize()
-        ext().engine_check(self._engine)
+        for engine in self._engines:
+            ext().engine_check(engine)
 
     @property
     def group(self):
@@ -528,7 +584,7 @@ class AllToAll:
             return
         self._closed = True
         self._finalizer.detach()
-        _close_engine(self._engine, self.heap, float(timeout_s))
+        _close_engines(self._engines, self.heap, float(timeout_s))
 
     def _set_rounds_for_test(self, rounds: int) -> None:
         """Test hook, collective: continue as if `rounds` rounds had run (every block's epoch
@@ -536,7 +592,8 @@ class AllToAll:
         self._check_open()
         torch.cuda.synchronize(self.device)
         dist.barrier(group=self.group)
-        ext().engine_set_rounds_for_test(self._engine, int(rounds) % (1 << 64))
+        for engine in self._engines:
+            ext().engine_set_rounds_for_test(engine, int(rounds) % (1 << 64))
         dist.barrier(group=self.group)
 
     def __enter__(self):
@@ -549,9 +606,17 @@ class AllToAll:
         if self._closed:
             raise RuntimeError("moe_a2a: AllToAll used after close()")
 
-    def _check_round(self, round_: int, call: str):
+    def _check_round(self, round_: int, call: str) -> int:
+        """The engine of round `round_`, which must be dispatched and not yet combined."""
         self._check_open()
-        if round_ != self._round:
-            raise RuntimeError(
-                f"moe_a2a: {call} was given the result of dispatch #{round_}, but the latest dispatch is #{self._round}"
-            )
+        if round_ < 1 or self._open[self._buffer(round_)] != round_:
+            for engine in self._engines:  # an engine that failed says so first
+                ext().engine_check(engine)
+            if round_ < 1 or round_ > self._round:
+                why = "which this AllToAll never dispatched"
+            elif round_ <= self._round - self.num_buffers:
+                why = f"whose buffer was reused by a later dispatch (the latest is #{self._round})"
+            else:
+                why = "which was already combined"
+            raise RuntimeError(f"moe_a2a: {call} was given the result of dispatch #{round_}, {why}")
+        return self._engines[self._buffer(round_)]

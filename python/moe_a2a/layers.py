@@ -33,6 +33,7 @@ import torch.nn.functional as F
 
 from ._collective import GroupRef
 from .dense_moe import check_expert_weights, route
+from .reference import dequantize_fp8
 
 __all__ = [
     "LAYOUTS",
@@ -284,6 +285,14 @@ class ExpertParallelMoE(nn.Module):
     forward and backward are collective: every rank calls them the same number of times.
     Do not move the module to another device: the AllToAll's buffers stay where they are.
 
+    dispatch_dtype=torch.float8_e4m3fn (or float8_e4m3fnuz) moves the tokens to the experts as fp8
+    with 1x128 block scales (AllToAll(dispatch_dtype=)): half the bytes of bf16. The experts
+    dequantize them (q * scale, into ``dtype``) and run the same GEMMs as without: torch 2.11's
+    scaled grouped GEMM (torch._scaled_grouped_mm) takes row-wise scales on sm90, not the 1x128
+    blocks a DeepSeek-V3-style fp8 GEMM reads, so a fused fp8 expert kernel is the caller's to
+    plug in (d.expert_x, d.expert_x_scale). fp8 dispatch is forward-only with respect to x (the
+    expert weights still get gradients).
+
     init_seed: weights are drawn on the CPU from this seed, expert by expert, so they equal
     ``init_full_weights(..., seed=init_seed)`` sliced to this rank (tests build the dense
     model from that). None draws on the device from torch's default generator instead:
@@ -307,6 +316,7 @@ class ExpertParallelMoE(nn.Module):
         device=None,
         init_seed: Optional[int] = 0,
         timeout_s: float = 5.0,
+        dispatch_dtype: Optional[torch.dtype] = None,
     ):
         super().__init__()
         import torch.distributed as dist
@@ -377,8 +387,10 @@ class ExpertParallelMoE(nn.Module):
             dtype,
             layout=layout,
             timeout_s=timeout_s,
+            dispatch_dtype=dispatch_dtype,
             **extra,
         )
+        self.dispatch_dtype = dispatch_dtype
         self.device = _with_index(torch.device(self.ep.device))
 
         first = self.rank * self.num_local_experts
@@ -467,9 +479,8 @@ class ExpertParallelMoE(nn.Module):
             raise ValueError(f"ExpertParallelMoE: x is on {x.device}, the layer on {self.device}")
         topk_idx, topk_weights = route(x, self.router_weight, self.experts_per_token, self.normalize_topk)
         d = self.ep.dispatch(x, topk_idx, topk_weights)
-        y = expert_swiglu(
-            d.expert_x, d.expert_offsets, d.expert_num_tokens, self.w_gate, self.w_up, self.w_down, self.layout
-        )
+        rows = d.expert_x if d.expert_x_scale is None else dequantize_fp8(d.expert_x, d.expert_x_scale, self.dtype)
+        y = expert_swiglu(rows, d.expert_offsets, d.expert_num_tokens, self.w_gate, self.w_up, self.w_down, self.layout)
         return self.ep.combine(y, d)
 
     # ---- lifetime ----
@@ -494,5 +505,5 @@ class ExpertParallelMoE(nn.Module):
             f"hidden_dim={self.hidden_dim}, ffn_dim={self.ffn_dim}, num_experts={self.num_experts}, "
             f"experts_per_token={self.experts_per_token}, local experts {self.expert_range.start}.."
             f"{self.expert_range.stop - 1} on rank {self.rank}/{self.world}, layout={self.layout}, "
-            f"dtype={self.dtype}"
+            f"dtype={self.dtype}" + (f", dispatch_dtype={self.dispatch_dtype}" if self.dispatch_dtype else "")
         )

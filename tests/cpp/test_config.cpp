@@ -265,7 +265,7 @@ TEST(EpConfig, ValidateRejectsBadConfigs) {
     c.max_tokens = t;
     expect_rejected(c, "max_num_tokens");
   }
-  for (int32_t cap : {0, -1, 8 * 256 + 1}) {
+  for (int32_t cap : {0, -1, 8 * 256 * 8 + 1}) {  // padded: at most world * max_tokens * topk
     c = good;
     c.expert_capacity = cap;
     expect_rejected(c, "max_recv_tokens_per_expert");
@@ -283,8 +283,13 @@ TEST(EpConfig, ValidateRejectsBadConfigs) {
   expect_rejected(c, "layout");
   c = good;
   c.layout = moe_a2a::Layout::kPacked;
-  c.expert_capacity = 8 * 256 * 8 + 1;  // past the packed worst case
+  c.expert_capacity = 8 * 256 * 8 + 1;  // past the packed maximum (topk rows per token)
   expect_rejected(c, "max_recv_tokens");
+  c = good;
+  c.expert_capacity = static_cast<int32_t>(c.worst_case_capacity()) * c.topk;  // duplicate ids: topk rows a token
+  EXPECT_EQ(moe_a2a::validate(c), "");
+  c.expert_capacity += 1;
+  expect_rejected(c, "max_recv_tokens_per_expert");
 }
 
 TEST(EpConfig, PackedLayout) {

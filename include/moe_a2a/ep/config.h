@@ -214,6 +214,12 @@ struct EpConfig {
     return rows_per_rank() * static_cast<size_t>(per_token) +
            static_cast<size_t>(experts_per_rank()) * static_cast<size_t>(expert_alignment - 1);
   }
+  // The largest capacity a caller may ask for: as above, but a token may name one expert in
+  // several of its top-k slots (each slot is a row), so topk rows per token.
+  MOE_A2A_HD size_t max_capacity() const {
+    const size_t rows = rows_per_rank() * static_cast<size_t>(topk);
+    return packed() ? rows + static_cast<size_t>(experts_per_rank()) * static_cast<size_t>(expert_alignment - 1) : rows;
+  }
   // Rows an expert with n rows takes in the packed layout, padding included.
   MOE_A2A_HD int32_t aligned_rows(int32_t n) const {
     return (n + expert_alignment - 1) / expert_alignment * expert_alignment;
@@ -301,11 +307,12 @@ inline std::string validate(const EpConfig& c) {
                std::to_string(c.expert_alignment));
   if (!c.packed() && c.expert_alignment != 1)
     return bad("expert_alignment is for layout=\"packed\" (padded segments start at multiples of the capacity)");
-  if (c.expert_capacity < 1 || static_cast<size_t>(c.expert_capacity) > c.worst_case_capacity())
-    return bad(std::string(c.packed() ? "max_recv_tokens must be in [1, world * max_num_tokens * min(topk, experts "
-                                        "per rank)] = [1, "
-                                      : "max_recv_tokens_per_expert must be in [1, world * max_num_tokens] = [1, ") +
-               std::to_string(c.worst_case_capacity()) + "], got " + std::to_string(c.expert_capacity));
+  if (c.expert_capacity < 1 || static_cast<size_t>(c.expert_capacity) > c.max_capacity())
+    return bad(std::string(c.packed() ? "max_recv_tokens must be in [1, world * max_num_tokens * topk (+ alignment "
+                                        "padding)] = [1, "
+                                      : "max_recv_tokens_per_expert must be in [1, world * max_num_tokens * topk] = "
+                                        "[1, ") +
+               std::to_string(c.max_capacity()) + "], got " + std::to_string(c.expert_capacity));
   if (c.elem_bytes != 2 && c.elem_bytes != 4) return bad("token types must be 2 bytes (bf16, fp16) or 4 (fp32)");
   if (c.fp8 != Fp8Format::kNone && c.fp8 != Fp8Format::kE4M3Fn && c.fp8 != Fp8Format::kE4M3Fnuz)
     return bad("fp8 format must be none, e4m3fn or e4m3fnuz");

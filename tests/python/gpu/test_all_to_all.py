@@ -529,3 +529,57 @@ def test_missing_peer_times_out(world, rank):
                 ep.dispatch(*inputs[0])
     finally:
         ep.close()
+
+
+@pytest.mark.parametrize("layout", ["padded", "packed"])
+def test_two_rounds_in_flight(layout, world, rank):
+    """num_buffers=2: dispatch A, dispatch B, combine A, combine B (and B before A, and through
+    the split calls) give what each round gives alone; a third outstanding dispatch raises and
+    leaves the AllToAll usable; the heap doubles."""
+    E, K, H, T = 8 * world, 4, 1024, 32
+    dtype = torch.bfloat16
+    a_in = ref.generate_all_inputs(world, E, K, H, T, dtype, seed=81)
+    b_in = ref.generate_all_inputs(world, E, K, H, T, dtype, seed=82)
+    want_a, want_b = ref.moe_reference(a_in, rank, E, world), ref.moe_reference(b_in, rank, E, world)
+    a, b = to_device(a_in)[rank], to_device(b_in)[rank]
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype, layout=layout) as one:
+        single_bytes = one.heap_bytes
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype, layout=layout, num_buffers=2) as ep:
+        assert ep.heap_bytes == 2 * single_bytes
+        for order in ("AB", "BA"):
+            da, db = ep.dispatch(*a), ep.dispatch(*b)
+            with pytest.raises(RuntimeError, match="allows 2 outstanding"):
+                ep.dispatch(*a)
+            ya, yb = fake_grouped_gemm(da, rank), fake_grouped_gemm(db, rank)
+            if order == "AB":
+                out_a, out_b = ep.combine(ya, da), ep.combine(yb, db)
+            else:
+                out_b, out_a = ep.combine(yb, db), ep.combine(ya, da)
+            with pytest.raises(RuntimeError, match="already combined"):
+                ep.combine(ya, da)
+            ep.synchronize()
+            check_dispatch(da, a_in, rank, world, E)
+            check_dispatch(db, b_in, rank, world, E)
+            torch.testing.assert_close(out_a.cpu().float(), want_a.float(), rtol=1e-2, atol=5e-3)
+            torch.testing.assert_close(out_b.cpu().float(), want_b.float(), rtol=1e-2, atol=5e-3)
+        # Split calls, interleaved the way a two-micro-batch pipeline overlaps them.
+        pa = ep.dispatch_send(*a)
+        pb = ep.dispatch_send(*b)
+        da, db = ep.dispatch_recv(pa), ep.dispatch_recv(pb)
+        ca = ep.combine_send(fake_grouped_gemm(da, rank), da)
+        cb = ep.combine_send(fake_grouped_gemm(db, rank), db)
+        out_a, out_b = ep.combine_recv(ca), ep.combine_recv(cb)
+        ep.synchronize()
+        torch.testing.assert_close(out_a.cpu().float(), want_a.float(), rtol=1e-2, atol=5e-3)
+        torch.testing.assert_close(out_b.cpu().float(), want_b.float(), rtol=1e-2, atol=5e-3)
+        # A round whose buffer a later dispatch took can no longer be combined.
+        old = ep.dispatch(*a)
+        ep.combine(fake_grouped_gemm(old, rank), old)
+        newer = [ep.dispatch(*b), ep.dispatch(*a)]
+        with pytest.raises(RuntimeError, match="reused by a later dispatch"):
+            ep.combine(fake_grouped_gemm(old, rank), old)
+        for d in newer:
+            ep.combine(fake_grouped_gemm(d, rank), d)
+        ep.synchronize()
+    with pytest.raises(ValueError, match="num_buffers"):
+        moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype, num_buffers=0)
