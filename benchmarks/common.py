@@ -1,17 +1,27 @@
 """Shared benchmark plumbing: distributed init, timing, statistics, inputs, metadata, output.
 
 Import this module before anything that may initialise NCCL, NVSHMEM or torch symmetric
-memory: the first lines pin NVLink multicast off for this process and its children.
+memory: it imports moe_a2a first, which pins NVLink multicast off for this process and its
+children (moe_a2a.NO_MULTICAST_ENV, the one definition) before torch loads.
 """
 
 import os
+import sys
 
-# Multicast (NVLS) can take a shared host's GPUs out of service; every process keeps it off.
-# setdefault keeps a value the launcher already set; _check_multicast_env() warns if that
-# value turns multicast back on.
-_NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-for _k, _v in _NO_MULTICAST.items():
-    os.environ.setdefault(_k, _v)
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(BENCH_DIR)
+
+# First, before torch: importing moe_a2a sets NO_MULTICAST_ENV (setdefault: a value the launcher
+# already set is kept, and _check_multicast_env() warns if it turns multicast back on). The
+# installed package if there is one, else the in-tree python/ folder. Only its pure-Python parts
+# load here; the compiled extension loads on first use (has_extension).
+try:
+    import moe_a2a
+except ImportError:
+    sys.path.append(os.path.join(REPO_ROOT, "python"))
+    import moe_a2a
+
+NO_MULTICAST_ENV = moe_a2a.NO_MULTICAST_ENV
 
 import csv  # noqa: E402
 import datetime  # noqa: E402
@@ -21,22 +31,19 @@ import platform  # noqa: E402
 import shlex  # noqa: E402
 import socket  # noqa: E402
 import subprocess  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-REPO_ROOT = os.path.dirname(BENCH_DIR)
 if BENCH_DIR not in sys.path:  # sibling modules import by plain name, however this was loaded
     sys.path.insert(0, BENCH_DIR)
 MiB = 1 << 20
 
 
 def _check_multicast_env():
-    for k, v in _NO_MULTICAST.items():
+    for k, v in NO_MULTICAST_ENV.items():
         if os.environ.get(k) != v:
             print(f"WARNING: {k}={os.environ.get(k)!r}; multicast must stay off ({k}={v})", file=sys.stderr)
 
@@ -46,26 +53,13 @@ _check_multicast_env()
 
 # ----------------------------------------------------------------------------- moe_a2a
 def import_moe_a2a():
-    """(module or None, reason). Falls back to the in-tree python/ folder when not installed.
+    """(module, ""): the moe_a2a this module imported first (installed, else the in-tree
+    python/ folder). The (module or None, reason) shape is kept for the callers.
 
-    The pure-python modules (reference, sol) may import while the compiled extension is
-    missing, so callers test for the attribute they need (AllToAll, SymmetricHeap, ...).
+    The pure-python modules (reference, sol) import while the compiled extension is missing,
+    so callers test for what they need (has_extension, moe_submodule).
     """
-    try:
-        import moe_a2a
-
-        return moe_a2a, ""
-    except ImportError:
-        pass
-    path = os.path.join(REPO_ROOT, "python")
-    if path not in sys.path:
-        sys.path.append(path)
-    try:
-        import moe_a2a
-
-        return moe_a2a, ""
-    except Exception as e:  # a half-built package raises more than ImportError
-        return None, f"import moe_a2a failed: {type(e).__name__}: {e}"
+    return moe_a2a, ""
 
 
 def has_extension(mod):
@@ -133,15 +127,30 @@ class Ctx:
         dist.barrier(group=self.group)
 
 
-def init_distributed():
-    """Process group from torchrun's env:// variables; one GPU per process (LOCAL_RANK)."""
+ONE_GPU_ENV = "MOE_A2A_TEST_ONE_GPU"  # "1": every rank on GPU 0 (tests/python/gpu/conftest.py)
+
+
+def one_gpu_mode():
+    """True under MOE_A2A_TEST_ONE_GPU=1, the correctness smoke mode of the GPU tests."""
+    return os.environ.get(ONE_GPU_ENV) == "1"
+
+
+def init_distributed(one_gpu=False):
+    """Process group from torchrun's env:// variables; one GPU per process (LOCAL_RANK).
+
+    one_gpu=True puts every rank on GPU 0 over a gloo group, as the GPU tests do under
+    MOE_A2A_TEST_ONE_GPU=1 (NCCL refuses two ranks on one GPU). The ranks' kernels then share
+    the GPU by time slices, so such a run checks that a script works, and its times mean nothing."""
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         raise SystemExit("launch with torchrun --nproc-per-node=<N> (RANK/WORLD_SIZE unset)")
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    local_rank = 0 if one_gpu else int(os.environ.get("LOCAL_RANK", 0))
     torch.cuda.set_device(local_rank)
     device = torch.device("cuda", local_rank)
-    # device_id binds the NCCL communicator to this GPU up front (eager init).
-    dist.init_process_group("nccl", init_method="env://", device_id=device)
+    if one_gpu:
+        dist.init_process_group("gloo", init_method="env://")
+    else:
+        # device_id binds the NCCL communicator to this GPU up front (eager init).
+        dist.init_process_group("nccl", init_method="env://", device_id=device)
     ctx = Ctx(dist.get_rank(), dist.get_world_size(), local_rank, device, dist.group.WORLD)
     ctx._one = torch.ones(1, device=device)
     if not 2 <= ctx.world <= 8 and ctx.rank == 0:
@@ -492,7 +501,7 @@ def metadata(ctx=None):
         "driver": driver,
         **_git(),
         "world_size": ctx.world if ctx else None,
-        "env": {k: os.environ.get(k) for k in _NO_MULTICAST},
+        "env": {k: os.environ.get(k) for k in NO_MULTICAST_ENV},
         "sm_clock_mhz": mine["clocks.sm"] if mine else None,
         "sm_clock_max_mhz": mine["clocks.max.sm"] if mine else None,
         "gpus_smi": gpus,

@@ -2,24 +2,33 @@
 # One call on a GPU node does it all: build the extension, run the GPU tests under torchrun on
 # every GPU, run the benchmarks, and leave every log in OUT.
 #   tools/gpu_run.sh OUT [all|STEP[,STEP...]] [extra pytest args...]
-# STEP is one of build, tests, bench, graph, sweep, layer, profile (e.g. build,tests,graph).
+# STEP is one of build, tests, bench, graph, sweep, layer, profile, hf, hf_smoke, sanitize, soak (e.g. build,tests,graph).
+# `tests` also writes the fault-injection table (tests/python/gpu/test_faults.py) to OUT/faults.txt and summary.txt.
 # `graph` runs benchmarks/bench_graph.py: dispatch + combine as CUDA-graph steady state and
 # eager, challenge shapes and the DeepSeek-V3 shape at 1..4096 tokens.
 # `layer` runs examples/moe_layer.py and benchmarks/bench_moe_layer.py (the MoE layer at the
 # DeepSeek-V3 shape: forward, backward, and its dispatch / combine / experts alone).
+# `hf` runs benchmarks/bench_hf_model.py: a DeepSeek-V3-shaped transformers model served by moe_a2a
+# DP+EP, by transformers' own expert parallelism and by one GPU (prefill tokens/s, decode step time).
+# `hf_smoke` runs it with --smoke (tiny model, few iterations: does it run end to end); on a one-GPU
+# node with 2 ranks time-sliced on the GPU, where `hf` is skipped. Neither is part of `all`.
+# `sanitize` runs tools/sanitize.sh (the kernels under compute-sanitizer memcheck, racecheck, synccheck
+# and initcheck, 2 ranks; SANITIZE_TOOLS=memcheck,... for fewer). `soak` runs tools/soak.py (10^5 mixed
+# rounds, stopped after SOAK_MINUTES, default 6). Neither is part of `all`.
 # `profile` rebuilds with the in-kernel profiler (MOE_A2A_PROFILE=1), runs its GPU tests and a
 # traced benchmark (trace summary into summary.txt, timeline PNG); `all` ends with that pass,
 # so the extension is left built with the profiler.
 # Exit status: non-zero if the build or any test failed.
 set -uo pipefail
-OUT=${1:?usage: tools/gpu_run.sh OUT_DIR [all|STEP[,STEP...]] (steps: build tests bench graph sweep layer profile)}
+OUT=${1:?usage: tools/gpu_run.sh OUT_DIR [all|STEP[,STEP...]] (steps: build tests bench graph sweep layer profile hf hf_smoke sanitize soak)}
 WHAT=${2:-all}
-wants() { [ "$WHAT" = all ] || [[ ",$WHAT," == *",$1,"* ]]; }
+asked() { [[ ",$WHAT," == *",$1,"* ]]; }  # named in the list (steps that `all` leaves out)
+wants() { [ "$WHAT" = all ] || asked "$1"; }
 shift $(( $# >= 2 ? 2 : 1 ))
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 
-# Never NVLink multicast: it can take a shared host's GPUs out of service.
+# Never NVLink multicast. Defined once: NO_MULTICAST_ENV in python/moe_a2a/__init__.py; its values, for processes that never import moe_a2a.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 NGPU=$(python3 -c 'import torch; print(torch.cuda.device_count())')
@@ -34,7 +43,8 @@ if [ "$NGPU" = 1 ]; then
   for s in bench graph sweep layer; do
     [[ ",$WHAT," == *",$s,"* || "$WHAT" = all ]] && echo "-- $s: skipped (one GPU)" | tee -a "$OUT/summary.txt"
   done
-  WHAT=$(echo ",$WHAT," | sed -e 's/,bench,/,/; s/,graph,/,/; s/,sweep,/,/; s/,layer,/,/; s/^,//; s/,$//')
+  asked hf && echo "-- hf: skipped (one GPU; hf_smoke runs the script on it)" | tee -a "$OUT/summary.txt"
+  WHAT=$(echo ",$WHAT," | sed -e 's/,bench,/,/; s/,graph,/,/; s/,sweep,/,/; s/,layer,/,/; s/,hf,/,/; s/^,//; s/,$//')
   [ "$WHAT" = all ] && WHAT=build,tests,profile
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | tee -a "$OUT/summary.txt"
@@ -58,7 +68,9 @@ if wants build || { [ "$WHAT" != profile ] && [ ! -e python/moe_a2a/_C*.so ]; };
     || { tail -40 "$OUT/build.log"; exit 1; }
 fi
 if wants tests; then
-  step gpu_tests 500 torchrun --nproc-per-node="$NPROC" -m pytest tests/python/gpu -q -rfE -p no:cacheprovider "$@"
+  step gpu_tests 600 env MOE_A2A_RESULTS_DIR="$OUT" \
+    torchrun --nproc-per-node="$NPROC" -m pytest tests/python/gpu -q -rfE -p no:cacheprovider "$@"
+  [ -f "$OUT/faults.txt" ] && cat "$OUT/faults.txt" >>"$OUT/summary.txt"
 fi
 if wants bench; then
   step bench_all2all 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_all2all.py --harness --out "$OUT"
@@ -73,6 +85,22 @@ fi
 if wants layer; then
   step example 120 torchrun --nproc-per-node="$NGPU" examples/moe_layer.py
   step bench_moe_layer 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_moe_layer.py --out "$OUT"
+fi
+if asked hf; then
+  step bench_hf_model 600 torchrun --nproc-per-node="$NGPU" benchmarks/bench_hf_model.py --out "$OUT"
+  grep -A 30 "^B/rank" "$OUT/bench_hf_model.log" | tee -a "$OUT/summary.txt"
+fi
+if asked hf_smoke; then  # NPROC: 2 ranks on the one GPU of a one-GPU node (MOE_A2A_TEST_ONE_GPU=1 above)
+  step bench_hf_model_smoke 300 torchrun --nproc-per-node="$NPROC" benchmarks/bench_hf_model.py --smoke --out "$OUT"
+  grep -A 30 "^B/rank" "$OUT/bench_hf_model_smoke.log" | tee -a "$OUT/summary.txt"
+fi
+if asked sanitize; then
+  step sanitize 2100 bash tools/sanitize.sh "$OUT" "${SANITIZE_TOOLS:-memcheck,racecheck,synccheck,initcheck}"
+  grep "^-- sanitize" "$OUT/sanitize.log" | tee -a "$OUT/summary.txt"
+fi
+if asked soak; then
+  step soak 900 torchrun --nproc-per-node="$NPROC" tools/soak.py --out "$OUT" --max-minutes "${SOAK_MINUTES:-6}"
+  grep "^SOAK_RESULT" "$OUT/soak.log" | tee -a "$OUT/summary.txt"
 fi
 if wants profile; then
   if step build_profiler 900 env MOE_A2A_PROFILE=1 MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace --force; then

@@ -5,7 +5,7 @@ summarise, plot.
     ... ep.dispatch / ep.combine ...
     moe_a2a.trace.save("trace.json")             # collective; rank 0 writes the file
 
-    python -m moe_a2a.trace summary trace.json [--png timeline.png]
+    python -m moe_a2a.trace summary trace.json [--png timeline.png]     (trace.json.gz too)
     python -m moe_a2a.trace check trace.json
 
 Layout: pid = rank + 1 ("rank N"); one track per wave of a block, tid = block * waves + wave + 1
@@ -19,6 +19,7 @@ the trace, so these tools never need the compiled extension.
 """
 
 import argparse
+import gzip
 import json
 import statistics
 import sys
@@ -212,8 +213,12 @@ def save(path, ep=None):
 
 
 def load(path):
-    with open(path) as f:
-        return json.load(f)
+    """A trace file, plain or gzip-compressed (traces kept under docs/results/ are .json.gz)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:2] == b"\x1f\x8b":  # the gzip magic number
+        data = gzip.decompress(data)
+    return json.loads(data)
 
 
 # ------------------------------------------------------------------------- reading a trace

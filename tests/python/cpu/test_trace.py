@@ -1,6 +1,7 @@
 """moe_a2a.trace on synthetic profiles (no GPU, no extension): clock alignment, Chrome-JSON
 export, nesting and span checks, summary, PNG, and the event table shared with C++."""
 
+import gzip
 import json
 import re
 from pathlib import Path
@@ -184,3 +185,8 @@ def test_summary_and_png(tmp_path, capsys):
     assert png.stat().st_size > 10_000
     assert trace.main(["check", str(path)]) == 0
     assert "trace OK" in capsys.readouterr().out
+    # compressed, as the traces under docs/results/ are kept
+    gz = tmp_path / "t.json.gz"
+    gz.write_bytes(gzip.compress(path.read_bytes()))
+    assert trace.load(gz) == t
+    assert trace.main(["check", str(gz)]) == 0

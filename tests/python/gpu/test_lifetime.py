@@ -3,43 +3,17 @@ processes, one per rank (lifetime_worker.py), that create and destroy their own 
 on a port of their own; this test only starts them and checks that every one succeeded."""
 
 import os
-import socket
 import subprocess
 import sys
 
 import pytest
 import torch
+from worker_procs import free_port, worker_env
 
 from moe_a2a._collective import all_gather
 
 WORKER = os.path.join(os.path.dirname(__file__), "lifetime_worker.py")
 TIMEOUT_S = 150
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def worker_env() -> dict:
-    """This process's environment without what torchrun set for it: under torchrun,
-    TORCHELASTIC_USE_AGENT_STORE makes init_process_group a client of torchrun's store, and the
-    workers must run their own."""
-    launcher = {
-        "RANK",
-        "WORLD_SIZE",
-        "LOCAL_RANK",
-        "LOCAL_WORLD_SIZE",
-        "GROUP_RANK",
-        "GROUP_WORLD_SIZE",
-        "ROLE_RANK",
-        "ROLE_WORLD_SIZE",
-        "ROLE_NAME",
-        "MASTER_ADDR",
-        "MASTER_PORT",
-    }
-    return {k: v for k, v in os.environ.items() if k not in launcher and not k.startswith("TORCHELASTIC_")}
 
 
 @pytest.mark.parametrize("scenario", ["cycles", "peer_exits"])

@@ -1,0 +1,258 @@
+"""Rounds of every kind on AllToAlls of many shapes, with inputs that every rank can rebuild and
+checks against the pure-torch reference: what the soak (soak_schedule.py: tools/soak.py,
+test_soak.py), the property-based test (test_fuzz.py) and the sanitizer run (tools/sanitize.sh)
+are made of.
+
+A Shape fixes an AllToAll; a Spec fixes one round on it: every rank's token count (0 and
+max_tokens allowed), the routing (uniform, skewed towards low expert ids, or every token to the
+same experts), masked slots (-1), duplicate expert ids within a token, the kind of round (fused
+calls, split calls, or a forward round with both backward rounds) and the seed of its data.
+Every rank derives every rank's inputs from (Shape, Spec, rank) alone, so each checks its own
+outputs locally, as the other GPU tests do.
+"""
+
+import dataclasses
+import zlib
+from typing import Optional, Tuple
+
+import torch
+from test_all_to_all import check_dispatch, check_layout, fake_grouped_gemm
+
+import moe_a2a
+from moe_a2a import reference as ref
+from moe_a2a._collective import all_gather
+
+KINDS = ("fused", "split", "backward")
+ROUTINGS = ("uniform", "skewed", "hot")
+# combine against the reference: the challenge's tolerance for 16-bit rows; fp32 rows only see
+# fp32 sums in another order.
+FORWARD_TOL = {
+    torch.float32: dict(rtol=1e-5, atol=1e-5),
+    torch.bfloat16: dict(rtol=1e-2, atol=5e-3),
+    torch.float16: dict(rtol=1e-2, atol=5e-3),
+}
+# The backward round against its closed form: out and grad x pass 16-bit roundings on the way
+# (grad of a row times the expert's factor, each rounded), so a looser bound there.
+BACKWARD_TOL = {
+    torch.float32: dict(rtol=1e-5, atol=1e-5),
+    torch.bfloat16: dict(rtol=2e-2, atol=2e-2),
+    torch.float16: dict(rtol=2e-2, atol=2e-2),
+}
+# grad w is a dot product of H values the closed form rounds as the library does: only the order
+# of fp32 additions differs.
+WEIGHT_GRAD_TOL = dict(rtol=1e-3, atol=1e-3)
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """What an AllToAll is built with; num_experts is experts_per_rank x world."""
+
+    experts_per_rank: int
+    topk: int
+    hidden: int
+    max_tokens: int
+    dtype: torch.dtype = torch.bfloat16
+    layout: str = "padded"
+    alignment: int = 1
+    num_sms: Optional[int] = None
+
+    def num_experts(self, world: int) -> int:
+        return self.experts_per_rank * world
+
+    def capacity(self, world: int) -> int:
+        """Enough for any Spec: with a duplicate id a token brings up to 2 rows to one expert, and
+        up to min(topk, experts_per_rank + 1) rows to one rank."""
+        rows = world * self.max_tokens
+        if self.layout == "padded":
+            return rows * min(self.topk, 2)
+        per_token = min(self.topk, self.experts_per_rank + 1)
+        return rows * per_token + self.experts_per_rank * (self.alignment - 1)
+
+    def build(self, group, world: int, device, timeout_s: float = 5.0) -> moe_a2a.AllToAll:
+        key = "max_recv_tokens_per_expert" if self.layout == "padded" else "max_recv_tokens"
+        return moe_a2a.AllToAll(
+            group,
+            self.num_experts(world),
+            self.topk,
+            self.hidden,
+            self.max_tokens,
+            self.dtype,
+            layout=self.layout,
+            expert_alignment=self.alignment,
+            num_sms=self.num_sms,
+            timeout_s=timeout_s,
+            device=device,
+            **{key: self.capacity(world)},
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    tokens: Tuple[int, ...]  # per rank, each in [0, max_tokens]
+    routing: str = "uniform"
+    masked: float = 0.0  # fraction of (token, k) slots set to -1 (and every slot of token 0)
+    duplicates: float = 0.0  # fraction of tokens whose last slot repeats the first slot's expert
+    kind: str = "fused"
+    seed: int = 0
+    int64_ids: bool = False
+
+
+class Bank:
+    """The tokens of every rank for one Shape: a few fixed tensors per rank, cut to each round's
+    T, so that a round draws no large random tensor (its routing is drawn fresh). The gradient of
+    a backward round is another copy."""
+
+    COPIES = 3
+
+    def __init__(self, shape: Shape, world: int, rank: int, device):
+        seed = zlib.crc32(repr(shape).encode())  # the same in every process (hash() is not)
+        self.shape = shape
+        self.cpu = []
+        for r in range(world):
+            g = torch.Generator().manual_seed(seed * 131 + r)
+            rows = [torch.randn(shape.max_tokens, shape.hidden, generator=g) for _ in range(self.COPIES)]
+            self.cpu.append([t.to(shape.dtype) for t in rows])
+        self.device = [t.to(device) for t in self.cpu[rank]]
+
+    def tokens(self, spec: Spec, r: int, on_device: bool, offset: int = 0) -> torch.Tensor:
+        copy = (spec.seed + offset) % self.COPIES
+        return (self.device[copy] if on_device else self.cpu[r][copy])[: spec.tokens[r]]
+
+
+def routing(shape: Shape, spec: Spec, r: int, world: int):
+    """Rank r's (topk_idx, topk_weights) on the CPU; the draws do not depend on the device."""
+    g = torch.Generator().manual_seed((spec.seed * 1_000_003 + r) % (1 << 63))
+    T, E, K = spec.tokens[r], shape.num_experts(world), shape.topk
+    if spec.routing == "hot":  # every token to experts 0..K-1: expert 0 gets every token
+        idx = torch.arange(K).repeat(T, 1)
+    else:
+        keys = torch.rand(T, E, generator=g)
+        if spec.routing == "skewed":  # Gumbel top-k: K distinct experts drawn with weights ~ 1/(e+1)^1.2
+            keys = -1.2 * torch.log(torch.arange(1, E + 1).float()) - torch.log(-torch.log(keys.clamp(min=1e-12)))
+        idx = keys.topk(K, dim=1).indices
+    if spec.duplicates and K >= 2:
+        repeat = torch.rand(T, generator=g) < spec.duplicates
+        idx[repeat, K - 1] = idx[repeat, 0]
+    if spec.masked:
+        masked = torch.rand(T, K, generator=g) < spec.masked
+        masked[:1] = True  # a token with no slot used at all
+        idx = idx.masked_fill(masked, ref.MASKED_SLOT)
+    weights = torch.softmax(torch.randn(T, K, generator=g), dim=1)
+    return idx.to(torch.int64 if spec.int64_ids else torch.int32), weights
+
+
+def rank_inputs(shape: Shape, spec: Spec, bank: Bank, r: int, world: int, device=None) -> ref.Routing:
+    """Rank r's inputs, on `device` (only for this rank: the bank keeps its tokens there) or on
+    the CPU."""
+    idx, w = routing(shape, spec, r, world)
+    if device is None:
+        return ref.Routing(bank.tokens(spec, r, on_device=False), idx, w)
+    return ref.Routing(bank.tokens(spec, r, on_device=True), idx.to(device), w.to(device))
+
+
+def run_round(ep, shape: Shape, spec: Spec, bank: Bank, rank: int, world: int, device, check: bool = False):
+    """One round of spec.kind on ep (a forward round and its two backward rounds for
+    "backward"); with check, waits for it and raises AssertionError on a wrong result."""
+    x, idx, w = rank_inputs(shape, spec, bank, rank, world, device)
+    if spec.kind == "backward":
+        _backward_round(ep, shape, spec, bank, rank, world, (x, idx, w), check)
+    else:
+        _forward_round(ep, shape, spec, bank, rank, world, (x, idx, w), check)
+
+
+def _forward_round(ep, shape, spec, bank, rank, world, inputs, check):
+    x, idx, w = inputs
+    if spec.kind == "fused":
+        d = ep.dispatch(x, idx, w)
+        out = ep.combine(fake_grouped_gemm(d, rank), d)
+    else:
+        d = ep.dispatch_recv(ep.dispatch_send(x, idx, w))
+        out = ep.combine_recv(ep.combine_send(fake_grouped_gemm(d, rank), d))
+    if not check:
+        return
+    ep.synchronize()
+    everyone = [rank_inputs(shape, spec, bank, r, world) for r in range(world)]
+    check_layout(d, shape.layout, shape.alignment)
+    check_dispatch(d, everyone, rank, world, shape.num_experts(world))
+    want = ref.moe_reference(everyone, rank, shape.num_experts(world), world)
+    torch.testing.assert_close(out.cpu().float(), want.float(), **FORWARD_TOL[shape.dtype])
+
+
+def _backward_round(ep, shape, spec, bank, rank, world, inputs, check):
+    """Experts y = x * (1 + rank) and loss = sum(out * g): one forward round, then the backward
+    of combine and the backward of dispatch."""
+    x, idx, w = inputs
+    xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+    d = ep.dispatch(xg, idx, wg)
+    out = ep.combine(d.expert_x * float(1 + rank), d)
+    g = bank.tokens(spec, rank, on_device=True, offset=1).float()
+    (out.float() * g).sum().backward()
+    if not check:
+        return
+    ep.synchronize()
+    want_out, want_gx, want_gw = closed_form(
+        shape, rank_inputs(shape, spec, bank, rank, world), bank.tokens(spec, rank, False, offset=1), world
+    )
+    tol = BACKWARD_TOL[shape.dtype]
+    torch.testing.assert_close(out.detach().cpu().double(), want_out, **tol, msg=lambda m: f"out: {m}")
+    torch.testing.assert_close(xg.grad.cpu().double(), want_gx, **tol, msg=lambda m: f"grad x: {m}")
+    torch.testing.assert_close(wg.grad.cpu().double(), want_gw, **WEIGHT_GRAD_TOL, msg=lambda m: f"grad w: {m}")
+
+
+def closed_form(shape: Shape, inputs: ref.Routing, g: torch.Tensor, world: int):
+    """out, grad x and grad w of one rank for experts y = x * c (c = 1 + the expert's rank) and
+    loss = sum(out * g), in float64, with y and the incoming gradient rounded to the token dtype
+    as the library sees them. An unused slot (-1) counts for nothing."""
+    x, idx, w = inputs
+    grad_out = g.to(shape.dtype).double()  # the cast in sum(out.float() * g) rounds the gradient
+    out = torch.zeros(x.shape, dtype=torch.float64)
+    grad_x = torch.zeros(x.shape, dtype=torch.float64)
+    grad_w = torch.zeros(idx.shape, dtype=torch.float64)
+    for k in range(idx.shape[1]):
+        used = (idx[:, k] >= 0).double()
+        c = 1.0 + torch.div(idx[:, k].long().clamp(min=0), shape.experts_per_rank, rounding_mode="floor").float()
+        y = (x.float() * c[:, None]).to(shape.dtype).double()
+        wk = w[:, k].double() * used
+        out += wk[:, None] * y
+        grad_x += (wk * c.double())[:, None] * grad_out
+        grad_w[:, k] = used * (grad_out * y).sum(1)
+    return out, grad_x, grad_w
+
+
+def attempt(fn, *args, **kwargs) -> Optional[str]:
+    """fn's failure as one line (None if it worked), to agree on before anyone raises."""
+    try:
+        fn(*args, **kwargs)
+    except Exception as e:  # every kind of failure is a finding to share
+        return f"{type(e).__name__}: {e}"[:3000]
+    return None
+
+
+def agree(problem: Optional[str], what: str, group=None) -> None:
+    """Collective: every rank raises if any rank had a problem, so that no rank runs on alone
+    into a round the others left."""
+    problems = all_gather(problem, group)
+    failed = {r: p for r, p in enumerate(problems) if p}
+    if failed:
+        raise AssertionError(f"{what}: " + "\n".join(f"rank {r}: {p}" for r, p in failed.items()))
+
+
+def describe_shape(shape: Shape) -> str:
+    layout = shape.layout + (f"/align {shape.alignment}" if shape.alignment > 1 else "")
+    sms = "" if shape.num_sms is None else f" num_sms={shape.num_sms}"
+    return (
+        f"E/rank={shape.experts_per_rank} K={shape.topk} H={shape.hidden} T<={shape.max_tokens} "
+        f"{str(shape.dtype)[6:]} {layout}{sms}"
+    )
+
+
+def describe(shape: Shape, spec: Spec) -> str:
+    return (
+        f"{describe_shape(shape)}; {spec.kind} tokens={list(spec.tokens)} {spec.routing} "
+        f"masked={spec.masked} dup={spec.duplicates} int64={spec.int64_ids} seed={spec.seed}"
+    )
+
+
+def check_round(ep, shape, spec, bank, rank, world, device, group=None):
+    """Collective: one checked round; every rank raises if any rank's check failed."""
+    agree(attempt(run_round, ep, shape, spec, bank, rank, world, device, check=True), describe(shape, spec), group)

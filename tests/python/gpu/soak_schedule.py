@@ -1,0 +1,215 @@
+"""The soak (issue 14, item 6): many rounds on a few AllToAlls at once, mixing shapes, dtypes,
+layouts, token counts (0 and max_tokens included), uniform, skewed and single-expert routing,
+masked slots, duplicate expert ids and every kind of round, every check_every-th round checked
+against the reference. Early on (round min(rounds / 2, 2000)) the round epoch of two of the
+AllToAlls is forced just before 2^40 (where the 40 epoch bits of a signal wrap) and 2^64 (where
+the round counter wraps) through AllToAll._set_rounds_for_test, and every kind of round is made
+to land exactly on each point, its data checked.
+
+The schedule is a function of (seed, round index) alone, so every rank runs the same rounds.
+tools/soak.py runs the long profile, test_soak.py the short one, tools/sanitize.sh the sanitize
+profile (a fixed handful of checked rounds per kind and layout, tiny shapes).
+"""
+
+import dataclasses
+import random
+import time
+from typing import Callable, Optional, Sequence
+
+import torch
+from mixed_rounds import KINDS, ROUTINGS, Bank, Shape, Spec, check_round, describe_shape, run_round
+
+from moe_a2a._collective import all_gather
+
+bf16, fp16, fp32 = torch.bfloat16, torch.float16, torch.float32
+# Rounds of a wrap sequence: a forward round and its two backward rounds, a fused and a split
+# forward round. Starting it 1..5 rounds before a wrap point puts each of them on the point once.
+WRAP_SEQUENCE = ("backward", "fused", "split")
+WRAP_SEQUENCE_ROUNDS = 5
+WRAP_AFTER = 2000
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    shapes: Sequence[Shape]
+    rounds: int
+    check_every: int
+    wrap_shapes: Sequence[int] = ()  # indices into shapes
+    wrap_points: Sequence[int] = ()
+    fixed: bool = False  # a fixed list of checked rounds per shape (sanitize) instead of a random mix
+
+
+PROFILES = {
+    "soak": Profile(
+        shapes=(
+            Shape(4, 2, 512, 64, bf16, "padded"),
+            Shape(4, 4, 1024, 128, bf16, "packed"),
+            Shape(8, 8, 2048, 256, fp16, "packed", alignment=16),
+            Shape(2, 3, 256, 32, fp32, "padded", num_sms=3),
+            Shape(32, 8, 7168, 64, bf16, "packed"),  # DeepSeek-V3's experts and hidden at world 8
+            Shape(1, 1, 128, 16, fp16, "padded"),
+            Shape(16, 6, 2880, 128, bf16, "padded", num_sms=8),
+        ),
+        rounds=100_000,
+        check_every=1000,
+        wrap_shapes=(0, 2),
+        wrap_points=(1 << 40, 1 << 64),
+    ),
+    "short": Profile(
+        shapes=(
+            Shape(4, 2, 512, 64, bf16, "padded"),
+            Shape(4, 4, 1024, 128, bf16, "packed", alignment=8),
+            Shape(2, 3, 256, 32, fp32, "padded", num_sms=3),
+            Shape(1, 1, 128, 16, fp16, "packed"),
+        ),
+        rounds=300,
+        check_every=25,
+        wrap_shapes=(0, 1),
+        wrap_points=(1 << 64,),
+    ),
+    "sanitize": Profile(
+        shapes=(
+            Shape(2, 2, 64, 8, bf16, "padded"),
+            Shape(2, 3, 64, 8, fp32, "packed", alignment=4),
+            Shape(2, 2, 64, 8, fp16, "packed", num_sms=2),
+        ),
+        rounds=0,
+        check_every=1,
+        fixed=True,
+    ),
+}
+
+
+def draw_spec(rng: random.Random, shape: Shape, world: int, kind: Optional[str] = None) -> Spec:
+    def tokens():
+        u = rng.random()
+        return 0 if u < 0.1 else shape.max_tokens if u < 0.3 else rng.randint(1, shape.max_tokens)
+
+    return Spec(
+        tokens=tuple(tokens() for _ in range(world)),
+        routing=rng.choices(ROUTINGS, weights=(50, 35, 15))[0],
+        masked=rng.choice((0.0, 0.0, 0.0, 0.1, 0.5, 1.0)),
+        duplicates=rng.choice((0.0, 0.0, 0.3)),
+        kind=kind or rng.choices(KINDS, weights=(60, 20, 20))[0],
+        seed=rng.getrandbits(31),
+        int64_ids=rng.random() < 0.5,
+    )
+
+
+def fixed_specs(shape: Shape, world: int) -> list:
+    """Every kind of round with unused slots and duplicate ids, a rank without tokens, every
+    token to one expert: few rounds, each checked (for the sanitizer, where rounds are slow)."""
+    full = (shape.max_tokens,) * world
+    one_empty = (0,) + full[1:]
+    return [
+        Spec(full, "uniform", masked=0.3, duplicates=0.3, kind=kind, seed=1 + i) for i, kind in enumerate(KINDS)
+    ] + [
+        Spec(one_empty, "skewed", kind="fused", seed=11, int64_ids=True),
+        Spec(one_empty, "hot", kind="backward", seed=12),
+        Spec(full, "hot", duplicates=1.0, kind="split", seed=13),
+    ]
+
+
+class Tally:
+    """What the rounds covered, for the summary."""
+
+    def __init__(self):
+        self.rounds = self.protocol_rounds = self.checked = self.wrap_rounds = 0
+        self.counts = {}
+
+    def add(self, shape_index: int, spec: Spec, checked: bool):
+        self.rounds += 1
+        self.protocol_rounds += 3 if spec.kind == "backward" else 1  # forward, backward of combine, of dispatch
+        self.checked += checked
+        features = [f"kind {spec.kind}", f"routing {spec.routing}", f"shape {shape_index}"]
+        features += ["masked slots"] if spec.masked else []
+        features += ["duplicate ids"] if spec.duplicates else []
+        features += ["a rank with 0 tokens"] if 0 in spec.tokens else []
+        features += ["int64 ids"] if spec.int64_ids else []
+        for f in features:
+            self.counts[f] = self.counts.get(f, 0) + 1
+
+
+def run(
+    group,
+    rank: int,
+    world: int,
+    device,
+    profile: str = "short",
+    rounds: Optional[int] = None,
+    check_every: Optional[int] = None,
+    seed: int = 0,
+    timeout_s: float = 5.0,
+    max_seconds: Optional[float] = None,
+    log: Callable[[str], None] = lambda line: None,
+) -> dict:
+    """Collective. Runs the profile; raises AssertionError on every rank at the first checked
+    round that failed on any rank. max_seconds: stop early (all ranks at the same round, decided
+    at a checked round). Returns a summary."""
+    prof = PROFILES[profile]
+    rounds = prof.rounds if rounds is None else rounds
+    check_every = max(1, prof.check_every if check_every is None else check_every)
+    start = time.monotonic()
+    eps = [shape.build(group, world, device, timeout_s) for shape in prof.shapes]
+    banks = [Bank(shape, world, rank, device) for shape in prof.shapes]
+    tally = Tally()
+
+    def checked(j, spec):
+        check_round(eps[j], prof.shapes[j], spec, banks[j], rank, world, device, group)
+        tally.add(j, spec, True)
+
+    try:
+        if prof.fixed:
+            for j, shape in enumerate(prof.shapes):
+                for spec in fixed_specs(shape, world):
+                    checked(j, spec)
+        wrap_at = min(rounds // 2, WRAP_AFTER)
+        for i in range(rounds):
+            if i == wrap_at:
+                tally.wrap_rounds = run_wrap(prof, eps, checked, world, seed)
+            rng = random.Random(seed * 1_000_003 + i)
+            j = rng.randrange(len(eps))
+            spec = draw_spec(rng, prof.shapes[j], world)
+            if i % check_every == 0 or i == rounds - 1:
+                checked(j, spec)
+                if i and i % (10 * check_every) == 0:
+                    log(f"round {i}: {tally.checked} checked, {time.monotonic() - start:.0f} s")
+                if max_seconds is not None and all_gather(time.monotonic() - start > max_seconds, group)[0]:
+                    log(f"stopping after round {i}: the time is up")
+                    break
+            else:
+                run_round(eps[j], prof.shapes[j], spec, banks[j], rank, world, device)
+                tally.add(j, spec, False)
+        for ep in eps:
+            ep.synchronize()
+    finally:
+        for ep in eps:
+            ep.close()
+    elapsed = time.monotonic() - start
+    return dict(
+        profile=profile,
+        world=world,
+        rounds=tally.rounds,
+        protocol_rounds=tally.protocol_rounds,
+        checked=tally.checked,
+        wrap_rounds=tally.wrap_rounds,
+        seconds=round(elapsed, 1),
+        rounds_per_s=round(tally.rounds / elapsed, 1) if elapsed > 0 else None,
+        coverage=dict(sorted(tally.counts.items())),
+        shapes=[describe_shape(s) for s in prof.shapes],
+    )
+
+
+def run_wrap(prof: Profile, eps, checked, world: int, seed: int) -> int:
+    """Each wrap point, each wrap shape: the sequence started 1..5 rounds before the point, so
+    that each of its 5 rounds lands on the point once; every round checked. Returns the rounds."""
+    count = 0
+    for j in prof.wrap_shapes:
+        rng = random.Random(seed * 7919 + j)
+        for point in prof.wrap_points:
+            for before in range(1, WRAP_SEQUENCE_ROUNDS + 1):
+                eps[j]._set_rounds_for_test(point - before)  # the next round's epoch is point - before + 1
+                for kind in WRAP_SEQUENCE:
+                    checked(j, draw_spec(rng, prof.shapes[j], world, kind))
+                count += WRAP_SEQUENCE_ROUNDS
+    return count

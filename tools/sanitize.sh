@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The GPU kernels under compute-sanitizer (issue 14, item 5), every rank of a world-2 torchrun job
+# wrapped in a sanitizer of its own, once per tool; fails on any report.
+#   tools/sanitize.sh OUT [TOOL[,TOOL...]]    TOOL: memcheck racecheck synccheck initcheck (default: all four)
+# What runs: tools/soak.py --profile sanitize (tests/python/gpu/soak_schedule.py): on three tiny
+# AllToAlls (padded and packed, bf16 / fp16 / fp32, an expert alignment, a 2-block grid), fused
+# rounds, split rounds and forward rounds with both backward rounds, with unused slots, duplicate
+# ids, a rank without tokens and every token to one expert; every round checked against the
+# reference. With one GPU both ranks share it (MOE_A2A_TEST_ONE_GPU=1, set here by itself).
+#
+# Only moe_a2a's kernels are checked (--kernel-name kns=moe_a2a: all of them live in namespace
+# moe_a2a; torch's own kernels are not ours to judge, and checking them makes the run far slower).
+# MOE_A2A_SANITIZE_KERNELS= (empty) checks every kernel. COMPUTE_SANITIZER picks the binary.
+#
+# Suppressions: none. A finding that is a tool false positive for cross-GPU memory (the peers'
+# heaps are mapped through IPC, and a sanitizer sees only its own process) gets a narrow entry in
+# suppress_for below, for that tool only, with the reason next to it.
+set -uo pipefail
+OUT=${1:?usage: tools/sanitize.sh OUT_DIR [memcheck,racecheck,synccheck,initcheck]}
+TOOLS=${2:-memcheck,racecheck,synccheck,initcheck}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+cd "$(dirname "$0")/.." || exit 2
+
+# Never NVLink multicast (see CONTRIBUTING.md): also in the sanitized ranks.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+SANITIZER=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+[ -x "$SANITIZER" ] || { echo "sanitize: compute-sanitizer not found (set COMPUTE_SANITIZER)"; exit 2; }
+NGPU=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+[ "$NGPU" -lt 2 ] && export MOE_A2A_TEST_ONE_GPU=1
+KERNELS=${MOE_A2A_SANITIZE_KERNELS-kns=moe_a2a}
+PER_TOOL_LIMIT_S=${SANITIZE_TOOL_LIMIT_S:-500}
+
+suppress_for() {  # TOOL -> extra compute-sanitizer arguments, one documented reason each
+  case $1 in
+    *) ;;  # none needed so far
+  esac
+}
+
+status=0
+for tool in ${TOOLS//,/ }; do
+  log="$OUT/sanitize-$tool.log"
+  t0=$SECONDS
+  # A sanitized kernel runs many times slower, and a rank's kernels wait for the other rank's:
+  # the AllToAll timeout is raised so that slowness is not taken for a missing peer.
+  # shellcheck disable=SC2046
+  timeout --signal=KILL "$PER_TOOL_LIMIT_S" torchrun --standalone --nproc-per-node=2 --no-python \
+    "$SANITIZER" --tool "$tool" --error-exitcode 1 --print-limit 50 \
+    ${KERNELS:+--kernel-name "$KERNELS"} $(suppress_for "$tool") \
+    python3 tools/soak.py --profile sanitize --timeout-s 120 >"$log" 2>&1
+  rc=$?
+  # One summary per rank; "ERROR SUMMARY: 0 errors" (and racecheck's hazard count) when clean.
+  summaries=$(grep -hoE "(ERROR|RACECHECK) SUMMARY: [^=]*" "$log" | sort | uniq -c | tr -s ' ' | paste -sd ';' -)
+  found=$(grep -cE "(ERROR|RACECHECK) SUMMARY: [1-9]" "$log")
+  ran=$(grep -c "^SOAK_RESULT" "$log")
+  verdict=clean
+  if [ $rc -ne 0 ] || [ "$found" -ne 0 ] || [ "$ran" -ne 1 ]; then
+    verdict=FAILED
+    status=1
+  fi
+  echo "-- sanitize $tool: $verdict rc=$rc $((SECONDS - t0))s rounds-finished=$ran [$summaries] (log: $log)"
+done
+exit $status
