@@ -313,32 +313,42 @@ class MoeA2ASystem(System):
     graph_capturable = True
     graph_note = ""
 
-    def __init__(self, ctx, shape, profile=False, layout="padded"):
+    def __init__(self, ctx, shape, profile=False, layout="padded", dispatch_dtype=None):
         super().__init__(ctx, shape)
         mod, why = import_moe_a2a()
         if not has_extension(mod):
             raise Unsupported(why or "moe_a2a extension not built")
         kw = {"profile": True} if profile else {}
+        if dispatch_dtype is not None:
+            kw["dispatch_dtype"] = dispatch_dtype
         s = shape
         self.layout = layout
-        self.note = f"layout {layout}"
+        self.note = f"layout {layout}" + (f", {str(dispatch_dtype)[6:]} dispatch" if dispatch_dtype else "")
         self.ep = mod.AllToAll(ctx.group, s.experts, s.topk, s.hidden, s.max_tokens, s.dtype, layout=layout, **kw)
         self.y = None
 
     def dispatch(self, inputs):
         return self.ep.dispatch(*inputs)
 
+    def _output(self, d):
+        """The experts' output buffer: expert_x's shape in the token dtype (fp8 dispatch delivers
+        fp8 rows, combine takes the token dtype), allocated once."""
+        if self.y is None or self.y.shape != d.expert_x.shape:
+            self.y = torch.zeros(d.expert_x.shape, dtype=self.ep.dtype, device=d.expert_x.device)
+        return self.y
+
     def fake_gemm(self, d):
         # A separate output, as a real GEMM writes; only the valid rows of each expert are
-        # touched, on the device (no host sync; graph-capturable).
-        if self.y is None or self.y.shape != d.expert_x.shape:
-            self.y = torch.empty_like(d.expert_x)
+        # touched, on the device (no host sync; graph-capturable). fp8 rows are read as their
+        # codes' values (scales left out: the stand-in GEMM only has to read and write the rows).
+        x = d.expert_x if d.expert_x_scale is None else d.expert_x.to(self.ep.dtype)
         if self.layout == "packed":
-            return scale_packed(d.expert_x, d.expert_offsets, d.expert_num_tokens, 1 + self.ctx.rank, out=self.y)
-        return scale_experts(d.expert_x, d.expert_num_tokens, 1 + self.ctx.rank, out=self.y)
+            return scale_packed(x, d.expert_offsets, d.expert_num_tokens, 1 + self.ctx.rank, out=self._output(d))
+        return scale_experts(x, d.expert_num_tokens, 1 + self.ctx.rank, out=self._output(d))
 
     def passthrough(self, d):
-        return d.expert_x
+        # With fp8 rows combine still needs token-dtype rows: a buffer of the right shape.
+        return d.expert_x if d.expert_x_scale is None else self._output(d)
 
     def combine(self, expert_y, d):
         return self.ep.combine(expert_y, d)

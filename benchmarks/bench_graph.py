@@ -1,6 +1,6 @@
 """CUDA-graph steady state of moe_a2a dispatch + combine, next to its eager device time.
 
-    torchrun --nproc-per-node=<N> benchmarks/bench_graph.py [--shapes ...] [--gemm] [--out DIR]
+    torchrun --nproc-per-node=<N> benchmarks/bench_graph.py [--shapes ...] [--gemm] [--fp8 e4m3fn] [--out DIR]
 
 What a serving engine sees: N iterations of dispatch -> combine (no expert computation in
 between; --gemm adds the pipeline with the fake grouped GEMM) captured in one CUDA graph,
@@ -36,6 +36,12 @@ def parse_args(argv=None):
     p.add_argument("--replays", type=int, default=20, help="timed graph replays (default 20)")
     p.add_argument("--iters", type=int, default=50, help="timed eager iterations (default 50)")
     p.add_argument("--gemm", action="store_true", help="also the pipeline dispatch -> fake GEMM -> combine")
+    p.add_argument(
+        "--fp8",
+        choices=["e4m3fn", "e4m3fnuz"],
+        default=None,
+        help="also every shape with fp8 dispatch (AllToAll(dispatch_dtype=)), next to the token dtype's",
+    )
     p.add_argument("--no-microbench", action="store_true", help="use BENCHMARKS.md's B, B_hbm and L (labelled)")
     p.add_argument(
         "--floor",
@@ -51,8 +57,9 @@ def parse_args(argv=None):
     return args
 
 
-def eager_us(ctx, ep, pool, iters, flusher):
+def eager_us(ctx, system, pool, iters, flusher):
     """(dispatch us, combine us) per iteration, device events, max over ranks."""
+    ep = system.ep
     d_us, c_us = [], []
     for i in range(iters + 5):
         x, idx, w = pool.get(i)
@@ -62,7 +69,7 @@ def eager_us(ctx, ep, pool, iters, flusher):
         a.record()
         d = ep.dispatch(x, idx, w)
         m.record()
-        ep.combine(d.expert_x, d)
+        ep.combine(system.passthrough(d), d)
         b.record()
         b.synchronize()
         if i >= 5:
@@ -71,12 +78,13 @@ def eager_us(ctx, ep, pool, iters, flusher):
     return common.max_over_ranks(ctx, d_us), common.max_over_ranks(ctx, c_us)
 
 
-def bench_shape(ctx, shape, args, micro, flusher):
+def bench_shape(ctx, shape, args, micro, flusher, fp8=None):
     from baselines import MoeA2ASystem
 
     pool = common.InputPool(ctx, shape, args.inputs, num_tokens=shape.max_tokens)
     routing = Routing(ctx, shape, pool, micro)
-    system = MoeA2ASystem(ctx, shape, layout=args.layout)
+    fp8_dtype = {"e4m3fn": torch.float8_e4m3fn, "e4m3fnuz": torch.float8_e4m3fnuz}.get(fp8)
+    system = MoeA2ASystem(ctx, shape, layout=args.layout, dispatch_dtype=fp8_dtype)
 
     per_graph = 8 * args.inputs if shape.max_tokens <= 256 else args.inputs
     row = {
@@ -84,6 +92,7 @@ def bench_shape(ctx, shape, args, micro, flusher):
         "tokens": shape.max_tokens,
         "world": ctx.world,
         "layout": args.layout,
+        "dispatch_dtype": fp8 or str(shape.dtype)[6:],
         "sol_bound": routing.bound("dispatch+combine"),
         "inputs_in_graph": args.inputs,
     }
@@ -94,10 +103,14 @@ def bench_shape(ctx, shape, args, micro, flusher):
         "dispatch+combine",
     )
     row.update(g, sol_us=g["graph_sol_us"])
+    if fp8:  # moe_a2a.sol models token-dtype rows: no SoL for fp8 dispatch (yet)
+        for k in ("sol_us", "graph_sol_us", "graph_x_sol", "graph_GBps"):
+            row[k] = None
+        row["sol_bound"] = "-"
     if args.gemm:
         p = summarize(common.time_graph(ctx, lambda i: system.run(pool.get(i)), args.inputs, per_graph, args.replays))
         row.update(graph_pipeline_us_median=p["median"], graph_pipeline_us_p10=p["p10"], graph_pipeline_us_p90=p["p90"])
-    d_us, c_us = eager_us(ctx, system.ep, pool, args.iters, flusher)
+    d_us, c_us = eager_us(ctx, system, pool, args.iters, flusher)
     for name, us in (("dispatch", d_us), ("combine", c_us)):
         s = summarize(us)
         row.update(
@@ -124,20 +137,22 @@ def main():
     micro = get_micro(ctx, args)
     flusher = common.L2Flusher(ctx.device, preroll_us=1000.0)
     rows = []
-    for shape in args.shape_list:
-        rows.append(bench_shape(ctx, shape, args, micro, flusher))
+    runs = [(shape, fp8) for shape in args.shape_list for fp8 in ([None, args.fp8] if args.fp8 else [None])]
+    for shape, fp8 in runs:
+        rows.append(bench_shape(ctx, shape, args, micro, flusher, fp8))
         if ctx.rank == 0:
             r = rows[-1]
             print(
-                f"{r['shape']:22s} graph d+c {fmt(r['graph_us_median'])} us ({fmt(r['graph_us_p10'])}-"
-                f"{fmt(r['graph_us_p90'])}), x SoL {fmt(r['graph_x_sol'], 2)} ({r['sol_bound']}), floor "
+                f"{r['shape']:22s} {r['dispatch_dtype']:8s} graph d+c {fmt(r['graph_us_median'])} us "
+                f"({fmt(r['graph_us_p10'])}-{fmt(r['graph_us_p90'])}), "
+                f"x SoL {fmt(r['graph_x_sol'], 2)} ({r['sol_bound']}), floor "
                 f"{fmt(r.get('floor_exchange_us'))}; eager dispatch {fmt(r['eager_dispatch_us_median'])}, "
                 f"combine {fmt(r['eager_combine_us_median'])}"
                 + (f"; graph pipeline {fmt(r['graph_pipeline_us_median'])}" if args.gemm else ""),
                 flush=True,
             )
     if ctx.rank == 0:
-        heads = ["shape", "graph d+c us", "p10", "p90", "SoL d+c", "bound", "x SoL", "floor", "x floor"]
+        heads = ["shape", "dispatch", "graph d+c us", "p10", "p90", "SoL d+c", "bound", "x SoL", "floor", "x floor"]
         heads += ["graph pipeline"] if args.gemm else []
         heads += ["eager dispatch", "eager combine"]
         common.print_table(
@@ -145,6 +160,7 @@ def main():
             [
                 [
                     r["shape"],
+                    r["dispatch_dtype"],
                     fmt(r["graph_us_median"]),
                     fmt(r["graph_us_p10"]),
                     fmt(r["graph_us_p90"]),
@@ -159,6 +175,17 @@ def main():
                 for r in rows
             ],
         )
+        if args.fp8:
+            print(f"\nfp8 ({args.fp8}) dispatch / token-dtype dispatch, same run (eager device time; graph d+c):")
+            for fp8_row, base in zip(rows[1::2], rows[0::2]):
+                fp8_row["eager_dispatch_vs_token_dtype"] = (
+                    fp8_row["eager_dispatch_us_median"] / base["eager_dispatch_us_median"]
+                )
+                fp8_row["graph_vs_token_dtype"] = fp8_row["graph_us_median"] / base["graph_us_median"]
+                print(
+                    f"  {base['shape']:22s} dispatch x{fmt(fp8_row['eager_dispatch_vs_token_dtype'], 2)}, "
+                    f"graph d+c x{fmt(fp8_row['graph_vs_token_dtype'], 2)}"
+                )
         meta = dict(common.metadata(ctx), micro=micro, args=vars(args) | {"shape_list": None})
         common.write_json(os.path.join(args.out, "bench_graph.json"), {"meta": meta, "rows": rows})
         common.write_csv(os.path.join(args.out, "bench_graph.csv"), rows)

@@ -2,12 +2,14 @@
 # One call on a GPU node does it all: build the extension, run the GPU tests under torchrun on
 # every GPU, run the benchmarks, and leave every log in OUT.
 #   tools/gpu_run.sh OUT [all|STEP[,STEP...]] [extra pytest args...]
-# STEP is one of build, tests, bench, graph, sweep, layer, profile, hf, hf_smoke, sanitize, soak (e.g. build,tests,graph).
+# STEP is one of build, tests, bench, graph, sweep, layer, profile, fp8, hf, hf_smoke, sanitize, soak (e.g. build,tests,graph).
 # `tests` also writes the fault-injection table (tests/python/gpu/test_faults.py) to OUT/faults.txt and summary.txt.
 # `graph` runs benchmarks/bench_graph.py: dispatch + combine as CUDA-graph steady state and
 # eager, challenge shapes and the DeepSeek-V3 shape at 1..4096 tokens.
 # `layer` runs examples/moe_layer.py and benchmarks/bench_moe_layer.py (the MoE layer at the
 # DeepSeek-V3 shape: forward, backward, and its dispatch / combine / experts alone).
+# `fp8` runs bench_graph.py --fp8 e4m3fn at the DeepSeek-V3 shape, 128 and 4096 tokens: fp8 dispatch next
+# to bf16 in the same run (issue 13's targets). Not part of `all`.
 # `hf` runs benchmarks/bench_hf_model.py: a DeepSeek-V3-shaped transformers model served by moe_a2a
 # DP+EP, by transformers' own expert parallelism and by one GPU (prefill tokens/s, decode step time).
 # `hf_smoke` runs it with --smoke (tiny model, few iterations: does it run end to end); on a one-GPU
@@ -20,7 +22,7 @@
 # so the extension is left built with the profiler.
 # Exit status: non-zero if the build or any test failed.
 set -uo pipefail
-OUT=${1:?usage: tools/gpu_run.sh OUT_DIR [all|STEP[,STEP...]] (steps: build tests bench graph sweep layer profile hf hf_smoke sanitize soak)}
+OUT=${1:?usage: tools/gpu_run.sh OUT_DIR [all|STEP[,STEP...]] (steps: build tests bench graph sweep layer profile fp8 hf hf_smoke sanitize soak)}
 WHAT=${2:-all}
 asked() { [[ ",$WHAT," == *",$1,"* ]]; }  # named in the list (steps that `all` leaves out)
 wants() { [ "$WHAT" = all ] || asked "$1"; }
@@ -44,7 +46,8 @@ if [ "$NGPU" = 1 ]; then
     [[ ",$WHAT," == *",$s,"* || "$WHAT" = all ]] && echo "-- $s: skipped (one GPU)" | tee -a "$OUT/summary.txt"
   done
   asked hf && echo "-- hf: skipped (one GPU; hf_smoke runs the script on it)" | tee -a "$OUT/summary.txt"
-  WHAT=$(echo ",$WHAT," | sed -e 's/,bench,/,/; s/,graph,/,/; s/,sweep,/,/; s/,layer,/,/; s/,hf,/,/; s/^,//; s/,$//')
+  asked fp8 && echo "-- fp8: skipped (one GPU)" | tee -a "$OUT/summary.txt"
+  WHAT=$(echo ",$WHAT," | sed -e 's/,bench,/,/; s/,graph,/,/; s/,sweep,/,/; s/,layer,/,/; s/,hf,/,/; s/,fp8,/,/; s/^,//; s/,$//')
   [ "$WHAT" = all ] && WHAT=build,tests,profile
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | tee -a "$OUT/summary.txt"
@@ -85,6 +88,11 @@ fi
 if wants layer; then
   step example 120 torchrun --nproc-per-node="$NGPU" examples/moe_layer.py
   step bench_moe_layer 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_moe_layer.py --out "$OUT"
+fi
+if asked fp8; then
+  step bench_fp8 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_graph.py --shapes "256,8,7168,128;256,8,7168,4096" \
+    --fp8 e4m3fn --out "$OUT/fp8"
+  grep -A 4 "^fp8 (" "$OUT/bench_fp8.log" | tee -a "$OUT/summary.txt"
 fi
 if asked hf; then
   step bench_hf_model 600 torchrun --nproc-per-node="$NGPU" benchmarks/bench_hf_model.py --out "$OUT"

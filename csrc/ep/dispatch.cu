@@ -420,11 +420,15 @@ MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a,
     }
     __syncthreads();  // dest[] is rewritten by the next batch
   }
-  // The groups' other slots hold no row this round.
+  // The groups' other slots hold no row this round. Their positions are written too, so the
+  // route is defined wherever combine may load it (it loads a slot's positions together with its
+  // token, before it knows the slot is empty; compute-sanitizer's initcheck would flag that).
   for (int i = 0; i < in.count; ++i) {
     const int filled = in.begin[i] + in.first[i + 1] - in.first[i];
     for (int slot = filled + threadIdx.x; slot < in.end[i]; slot += blockDim.x) {
-      a.recv_route.token[b.row_index(in.src[i], slot)] = -1;
+      const size_t row = b.row_index(in.src[i], slot);
+      a.recv_route.token[row] = -1;
+      for (int k = 0; k < cfg.topk; ++k) a.recv_route.pos[row * cfg.topk + k] = -1;
     }
   }
   __syncthreads();  // sh.batch is rewritten by the next call

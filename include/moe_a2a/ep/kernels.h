@@ -59,7 +59,7 @@ struct SendRoute {
 // Expert side of a dispatch: where each received row went. Source s sent src_tokens[s]
 // tokens, split into token groups (EpConfig::token_group); the rows of group g fill the first
 // slots of [group begin, group end) of index s * max_tokens + slot, and the other slots of the
-// group have token -1.
+// group have token -1 and positions -1.
 struct RecvRoute {
   int32_t* src_tokens;  // [world]: tokens each source dispatched
   int32_t* token;       // [world * max_tokens]: source token of each slot's row, or -1
