@@ -45,12 +45,17 @@ def fake_grouped_gemm(d, rank):
     return (d.expert_x.float() * (1 + rank)).to(d.expert_x.dtype)
 
 
-def expert_rows(d):
-    """Per local expert: (x rows, meta rows, weights) whatever the layout, from the offsets."""
-    H = d.expert_x.shape[-1]
-    x, meta, w = d.expert_x.reshape(-1, H), d.expert_meta.reshape(-1, 3), d.expert_weights.reshape(-1)
+def per_expert(d, *rows):
+    """Per local expert: its slice of each of `rows` (tensors indexed by the rows of expert_x seen
+    as [rows, ...]), whatever the layout, from the offsets and counts."""
     offsets, counts = d.expert_offsets.tolist(), d.expert_num_tokens.tolist()
-    return [(x[o : o + n], meta[o : o + n], w[o : o + n]) for o, n in zip(offsets, counts)]
+    return [tuple(t[o : o + n] for t in rows) for o, n in zip(offsets, counts)]
+
+
+def expert_rows(d):
+    """Per local expert: (x rows, meta rows, weights) whatever the layout."""
+    H = d.expert_x.shape[-1]
+    return per_expert(d, d.expert_x.reshape(-1, H), d.expert_meta.reshape(-1, 3), d.expert_weights.reshape(-1))
 
 
 def check_layout(d, layout, alignment=1):

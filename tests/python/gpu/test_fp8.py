@@ -6,6 +6,7 @@ an fp8 dispatch; what is refused and how."""
 import pytest
 import torch
 import torch.distributed as dist
+from test_all_to_all import per_expert
 
 import moe_a2a
 from moe_a2a import reference as ref
@@ -29,11 +30,8 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def delivered_rows(d):
     """(x rows, scale rows, meta rows) of each local expert, whatever the layout."""
-    H = d.expert_x.shape[-1]
-    x, s = d.expert_x.reshape(-1, H), d.expert_x_scale.reshape(-1, d.expert_x_scale.shape[-1])
-    meta = d.expert_meta.reshape(-1, 3)
-    offsets, counts = d.expert_offsets.tolist(), d.expert_num_tokens.tolist()
-    return [(x[o : o + n], s[o : o + n], meta[o : o + n]) for o, n in zip(offsets, counts)]
+    H, blocks = d.expert_x.shape[-1], d.expert_x_scale.shape[-1]
+    return per_expert(d, d.expert_x.reshape(-1, H), d.expert_x_scale.reshape(-1, blocks), d.expert_meta.reshape(-1, 3))
 
 
 def check_fp8_rows(d, inputs, rank, world, num_experts, fp8_dtype, pow2=False, what=""):
