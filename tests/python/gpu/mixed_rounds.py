@@ -3,7 +3,9 @@ checks against the pure-torch reference: what the soak (soak_schedule.py: tools/
 test_soak.py), the property-based test (test_fuzz.py) and the sanitizer run (tools/sanitize.sh)
 are made of.
 
-A Shape fixes an AllToAll; a Spec fixes one round on it: every rank's token count (0 and
+A Shape fixes an AllToAll (with fp8 dispatch or not: fp8 rows are checked byte for byte
+against the CPU quantizer, and the experts then work on the dequantized rows; fp8 rounds are
+forward only); a Spec fixes one round on it: every rank's token count (0 and
 max_tokens allowed), the routing (uniform, skewed towards low expert ids, or every token to the
 same experts), masked slots (-1), duplicate expert ids within a token, the kind of round (fused
 calls, split calls, or a forward round with both backward rounds) and the seed of its data.
@@ -17,12 +19,14 @@ from typing import Optional, Tuple
 
 import torch
 from test_all_to_all import check_dispatch, check_layout, fake_grouped_gemm
+from test_fp8 import check_fp8_rows
 
 import moe_a2a
 from moe_a2a import reference as ref
 from moe_a2a._collective import all_gather
 
 KINDS = ("fused", "split", "backward")
+FORWARD_KINDS = ("fused", "split")
 ROUTINGS = ("uniform", "skewed", "hot")
 # combine against the reference: the challenge's tolerance for 16-bit rows; fp32 rows only see
 # fp32 sums in another order.
@@ -55,6 +59,11 @@ class Shape:
     layout: str = "padded"
     alignment: int = 1
     num_sms: Optional[int] = None
+    fp8: Optional[torch.dtype] = None  # dispatch_dtype: rows quantized inside dispatch (forward only)
+
+    def kinds(self) -> Tuple[str, ...]:
+        """The kinds of round this AllToAll runs: fp8 dispatch has no backward."""
+        return KINDS if self.fp8 is None else FORWARD_KINDS
 
     def num_experts(self, world: int) -> int:
         return self.experts_per_rank * world
@@ -80,6 +89,7 @@ class Shape:
             layout=self.layout,
             expert_alignment=self.alignment,
             num_sms=self.num_sms,
+            dispatch_dtype=self.fp8,
             timeout_s=timeout_s,
             device=device,
             **{key: self.capacity(world)},
@@ -164,18 +174,37 @@ def _forward_round(ep, shape, spec, bank, rank, world, inputs, check):
     x, idx, w = inputs
     if spec.kind == "fused":
         d = ep.dispatch(x, idx, w)
-        out = ep.combine(fake_grouped_gemm(d, rank), d)
+        out = ep.combine(experts(d, shape, rank), d)
     else:
         d = ep.dispatch_recv(ep.dispatch_send(x, idx, w))
-        out = ep.combine_recv(ep.combine_send(fake_grouped_gemm(d, rank), d))
+        out = ep.combine_recv(ep.combine_send(experts(d, shape, rank), d))
     if not check:
         return
     ep.synchronize()
     everyone = [rank_inputs(shape, spec, bank, r, world) for r in range(world)]
     check_layout(d, shape.layout, shape.alignment)
-    check_dispatch(d, everyone, rank, world, shape.num_experts(world))
+    if shape.fp8 is None:
+        check_dispatch(d, everyone, rank, world, shape.num_experts(world))
+    else:  # the bytes and scales exactly; then the experts saw the dequantized tokens
+        check_fp8_rows(d, everyone, rank, world, shape.num_experts(world), shape.fp8)
+        everyone = [ref.Routing(fp8_round_trip(x, shape), idx, w) for x, idx, w in everyone]
     want = ref.moe_reference(everyone, rank, shape.num_experts(world), world)
     torch.testing.assert_close(out.cpu().float(), want.float(), **FORWARD_TOL[shape.dtype])
+
+
+def experts(d, shape: Shape, rank: int) -> torch.Tensor:
+    """The fake experts y = x * (1 + rank) of test_all_to_all, on the dequantized rows after an
+    fp8 dispatch."""
+    if shape.fp8 is None:
+        return fake_grouped_gemm(d, rank)
+    H, blocks = d.expert_x.shape[-1], d.expert_x_scale.shape[-1]
+    x = ref.dequantize_fp8(d.expert_x.reshape(-1, H), d.expert_x_scale.reshape(-1, blocks), shape.dtype)
+    return (x.float() * (1 + rank)).to(shape.dtype).reshape(d.expert_x.shape)
+
+
+def fp8_round_trip(x: torch.Tensor, shape: Shape) -> torch.Tensor:
+    """Tokens as the experts see them after an fp8 dispatch (CPU reference quantizer)."""
+    return ref.dequantize_fp8(*ref.quantize_fp8(x, shape.fp8), shape.dtype)
 
 
 def _backward_round(ep, shape, spec, bank, rank, world, inputs, check):
@@ -240,9 +269,10 @@ def agree(problem: Optional[str], what: str, group=None) -> None:
 def describe_shape(shape: Shape) -> str:
     layout = shape.layout + (f"/align {shape.alignment}" if shape.alignment > 1 else "")
     sms = "" if shape.num_sms is None else f" num_sms={shape.num_sms}"
+    fp8 = "" if shape.fp8 is None else f" -> {str(shape.fp8)[6:]}"
     return (
         f"E/rank={shape.experts_per_rank} K={shape.topk} H={shape.hidden} T<={shape.max_tokens} "
-        f"{str(shape.dtype)[6:]} {layout}{sms}"
+        f"{str(shape.dtype)[6:]}{fp8} {layout}{sms}"
     )
 
 

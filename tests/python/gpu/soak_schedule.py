@@ -22,6 +22,7 @@ from mixed_rounds import KINDS, ROUTINGS, Bank, Shape, Spec, check_round, descri
 from moe_a2a._collective import all_gather
 
 bf16, fp16, fp32 = torch.bfloat16, torch.float16, torch.float32
+e4m3fn, e4m3fnuz = torch.float8_e4m3fn, torch.float8_e4m3fnuz
 # Rounds of a wrap sequence: a forward round and its two backward rounds, a fused and a split
 # forward round. Starting it 1..5 rounds before a wrap point puts each of them on the point once.
 WRAP_SEQUENCE = ("backward", "fused", "split")
@@ -49,6 +50,8 @@ PROFILES = {
             Shape(32, 8, 7168, 64, bf16, "packed"),  # DeepSeek-V3's experts and hidden at world 8
             Shape(1, 1, 128, 16, fp16, "padded"),
             Shape(16, 6, 2880, 128, bf16, "padded", num_sms=8),
+            Shape(32, 8, 7168, 64, bf16, "packed", alignment=16, fp8=e4m3fn),  # fp8 dispatch, forward rounds
+            Shape(4, 4, 1040, 32, fp16, "padded", fp8=e4m3fnuz),  # a short last scale block
         ),
         rounds=100_000,
         check_every=1000,
@@ -61,6 +64,7 @@ PROFILES = {
             Shape(4, 4, 1024, 128, bf16, "packed", alignment=8),
             Shape(2, 3, 256, 32, fp32, "padded", num_sms=3),
             Shape(1, 1, 128, 16, fp16, "packed"),
+            Shape(4, 4, 1040, 32, bf16, "packed", alignment=8, fp8=e4m3fn),
         ),
         rounds=300,
         check_every=25,
@@ -72,6 +76,8 @@ PROFILES = {
             Shape(2, 2, 64, 8, bf16, "padded"),
             Shape(2, 3, 64, 8, fp32, "packed", alignment=4),
             Shape(2, 2, 64, 8, fp16, "packed", num_sms=2),
+            Shape(2, 3, 208, 8, bf16, "packed", alignment=4, fp8=e4m3fn),  # two scale blocks, the last short
+            Shape(2, 2, 64, 8, fp32, "padded", fp8=e4m3fnuz),
         ),
         rounds=0,
         check_every=1,
@@ -90,7 +96,7 @@ def draw_spec(rng: random.Random, shape: Shape, world: int, kind: Optional[str] 
         routing=rng.choices(ROUTINGS, weights=(50, 35, 15))[0],
         masked=rng.choice((0.0, 0.0, 0.0, 0.1, 0.5, 1.0)),
         duplicates=rng.choice((0.0, 0.0, 0.3)),
-        kind=kind or rng.choices(KINDS, weights=(60, 20, 20))[0],
+        kind=kind or rng.choices(shape.kinds(), weights=(60, 20, 20)[: len(shape.kinds())])[0],
         seed=rng.getrandbits(31),
         int64_ids=rng.random() < 0.5,
     )
@@ -101,13 +107,14 @@ def fixed_specs(shape: Shape, world: int) -> list:
     token to one expert: few rounds, each checked (for the sanitizer, where rounds are slow)."""
     full = (shape.max_tokens,) * world
     one_empty = (0,) + full[1:]
-    return [
+    specs = [
         Spec(full, "uniform", masked=0.3, duplicates=0.3, kind=kind, seed=1 + i) for i, kind in enumerate(KINDS)
     ] + [
         Spec(one_empty, "skewed", kind="fused", seed=11, int64_ids=True),
         Spec(one_empty, "hot", kind="backward", seed=12),
         Spec(full, "hot", duplicates=1.0, kind="split", seed=13),
     ]
+    return [s for s in specs if s.kind in shape.kinds()]
 
 
 class Tally:

@@ -1,8 +1,8 @@
 """Property-based test (issue 14, item 6): hypothesis draws AllToAll shapes (experts per rank,
-top-k, hidden, max tokens, dtype, layout, expert alignment, grid size) and a round on them (every
-rank's token count, 0 and max included; routing; masked slots; duplicate ids; fused, split or
-backward), and each round must match the reference (dispatch exactly, combine and gradients
-within tolerance).
+top-k, hidden, max tokens, dtype, fp8 dispatch or not, layout, expert alignment, grid size) and a
+round on them (every rank's token count, 0 and max included; routing; masked slots; duplicate ids;
+fused, split or, without fp8, backward), and each round must match the reference (dispatch
+exactly, fp8 bytes and scales exactly, combine and gradients within tolerance).
 
 Every rank must run the same examples in the same order (each builds a collective AllToAll), so
 the draws are derandomized (a seed from the test's source, the same on every rank), nothing is
@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from mixed_rounds import KINDS, ROUTINGS, Bank, Shape, Spec, check_round
+from mixed_rounds import ROUTINGS, Bank, Shape, Spec, check_round
 
 EXAMPLES = int(os.environ.get("MOE_A2A_FUZZ_EXAMPLES", "12"))
 MAX_WORLD = 8  # token counts are drawn for this many ranks; the first `world` are used
@@ -32,15 +32,17 @@ def rounds(draw):
     experts_per_rank = draw(st.integers(1, 8))
     layout = draw(st.sampled_from(["padded", "packed"]))
     max_tokens = draw(st.integers(1, 64))
+    fp8 = draw(st.sampled_from([None, None, None, torch.float8_e4m3fn, torch.float8_e4m3fnuz]))
     shape = Shape(
         experts_per_rank=experts_per_rank,
         topk=draw(st.integers(1, min(8, 2 * experts_per_rank))),  # at most num_experts at world 2
-        hidden=8 * draw(st.integers(1, 160)),
+        hidden=(8 if fp8 is None else 16) * draw(st.integers(1, 160)),  # fp8 dispatch needs H % 16 == 0
         max_tokens=max_tokens,
         dtype=draw(st.sampled_from([torch.bfloat16, torch.float16, torch.float32])),
         layout=layout,
         alignment=draw(st.sampled_from([1, 4, 16])) if layout == "packed" else 1,
         num_sms=draw(st.sampled_from([None, 1, 3])),
+        fp8=fp8,
     )
     count = st.one_of(st.just(0), st.just(max_tokens), st.integers(0, max_tokens))
     spec = Spec(
@@ -48,7 +50,7 @@ def rounds(draw):
         routing=draw(st.sampled_from(ROUTINGS)),
         masked=draw(st.sampled_from([0.0, 0.3, 1.0])),
         duplicates=draw(st.sampled_from([0.0, 0.5])),
-        kind=draw(st.sampled_from(KINDS)),
+        kind=draw(st.sampled_from(shape.kinds())),
         seed=draw(st.integers(0, 2**31 - 1)),
         int64_ids=draw(st.booleans()),
     )
