@@ -131,6 +131,7 @@ struct EpBuffers {
   }
   MOE_A2A_DEVICE uint64_t* block_epoch() const { return ws<uint64_t>(c.ws_layout.block_epoch) + blockIdx.x; }
   MOE_A2A_DEVICE uint64_t* round_error() const { return ws<uint64_t>(c.ws_layout.round_error); }
+  MOE_A2A_DEVICE uint64_t* timed_out() const { return ws<uint64_t>(c.ws_layout.timed_out); }
   MOE_A2A_DEVICE uint32_t* expert_count() const { return ws<uint32_t>(c.ws_layout.expert_count); }
   MOE_A2A_DEVICE uint32_t* done_counter(DoneCounter k) const {
     return ws<uint32_t>(c.ws_layout.done_counter) + static_cast<int>(k);
@@ -144,11 +145,14 @@ struct EpBuffers {
 };
 
 // Records the first error of the call (later ones are dropped) and marks this round as failed
-// so the signals this rank publishes from now on carry kFlagErrorBit.
+// so the signals this rank publishes from now on carry kFlagErrorBit. A timeout also marks the
+// engine timed out: every wait still to come in a kernel already queued then gives up at once
+// (a rank does not wait out one timeout per queued kernel), and the host refuses later calls.
 MOE_A2A_DEVICE inline void report_error(const EpContext& c, ErrorCode code, int peer, int detail, int64_t index,
                                         uint64_t expected, uint64_t seen) {
   EpBuffers b{c};
   st_relaxed_sys(b.round_error(), b.current_epoch());
+  if (code == ErrorCode::kTimeout) st_relaxed_sys(b.timed_out(), uint64_t{1});
   ErrorRecord* e = c.error;
   if (atomic_cas_sys(&e->claimed, 0u, 1u) != 0u) return;
   e->peer = peer;
@@ -172,12 +176,13 @@ MOE_A2A_DEVICE inline void publish(Signal* s, uint64_t epoch, uint32_t payload) 
 }
 
 // One thread waits for `s` to reach `epoch` (bounded). On success returns true with the
-// payload; an error bit in it is reported as kPeerError from `peer`. On timeout reports it at
-// `site` (group `group`, -1 for a per-rank signal) and returns false.
+// payload; an error bit in it is reported as kPeerError from `peer`. On timeout, or once another
+// wait of this engine timed out, reports a timeout at `site` (group `group`, -1 for a per-rank
+// signal; the first error of the call is the one the host raises) and returns false.
 MOE_A2A_DEVICE inline bool await_signal(const EpContext& c, const Signal* s, uint64_t epoch, int peer, WaitSite site,
                                         int group, uint32_t* payload) {
   uint64_t seen = 0;
-  if (!wait_until_at_least_sys(&s->word, signal_word(epoch, 0), c.timeout_ticks, &seen)) {
+  if (!wait_until_at_least_sys(&s->word, signal_word(epoch, 0), c.timeout_ticks, &seen, EpBuffers{c}.timed_out())) {
     report_error(c, ErrorCode::kTimeout, peer, static_cast<int>(site), group, signal_epoch(signal_word(epoch, 0)),
                  signal_epoch(seen));
     *payload = 0;
@@ -226,12 +231,15 @@ MOE_A2A_DEVICE inline uint32_t await_some_ranks(const EpContext& c, SignalOf sig
     const int r = lane_id();
     const bool mine = r < c.cfg.world && ((ranks >> r) & 1u);
     const uint64_t start = wall_clock();
+    const uint64_t* timed_out = EpBuffers{c}.timed_out();
     bool ready = false;
     LaneMask arrived = 0;
-    for (;;) {
+    for (uint32_t spins = 1;; ++spins) {
       ready = mine && reached(ld_relaxed_sys(&signal(r)->word), signal_word(epoch, 0));
       arrived = wave_ballot(ready);
       if (arrived != 0 || wall_clock() - start > c.timeout_ticks) break;
+      // Another wait of this engine timed out: give up now (see report_error).
+      if (spins % kGiveUpEvery == 0 && wave_ballot(ld_relaxed_sys(timed_out) != 0)) break;
     }
     if (arrived == 0 && r == __ffs(static_cast<int>(ranks)) - 1) {  // timed out: the lowest missing rank
       report_error(c, ErrorCode::kTimeout, r, static_cast<int>(site), group, signal_epoch(signal_word(epoch, 0)),

@@ -104,6 +104,7 @@ std::vector<Region> workspace_regions(const EpConfig& c) {
   return {
       {"block_epoch", l.block_epoch, static_cast<size_t>(c.num_blocks) * sizeof(uint64_t)},
       {"round_error", l.round_error, sizeof(uint64_t)},
+      {"timed_out", l.timed_out, sizeof(uint64_t)},
       {"expert_count", l.expert_count, static_cast<size_t>(c.num_experts / c.world) * sizeof(uint32_t)},
       {"done_counter", l.done_counter, moe_a2a::kNumDoneCounters * sizeof(uint32_t)},
   };

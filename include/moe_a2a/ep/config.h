@@ -41,6 +41,10 @@
 //                             round is over)
 //   round_error              epoch of the last round in which this rank hit an error; the
 //                             signals it publishes in that round carry kFlagErrorBit
+//   timed_out                non-zero once a wait of this engine timed out (never cleared:
+//                             the engine is unusable from then on); every later wait of a
+//                             kernel already queued gives up at once instead of waiting out
+//                             its own timeout
 //   expert_count[experts_per_rank]  rows placed per local expert in the current dispatch
 //                             (cleared by the combine of the round)
 //   done_counter[kNumDoneCounters]  blocks finished, for the kernels that publish once per grid
@@ -139,7 +143,7 @@ struct HeapLayout {
 };
 
 struct WorkspaceLayout {
-  size_t block_epoch, round_error, expert_count, done_counter;
+  size_t block_epoch, round_error, timed_out, expert_count, done_counter;
   size_t total;
 };
 
@@ -261,6 +265,7 @@ struct EpConfig {
     auto take = [&cursor](size_t bytes) { return cursor.take(bytes); };
     l.block_epoch = take(static_cast<size_t>(num_blocks) * sizeof(uint64_t));
     l.round_error = take(sizeof(uint64_t));
+    l.timed_out = take(sizeof(uint64_t));
     l.expert_count = take(static_cast<size_t>(experts_per_rank()) * sizeof(uint32_t));
     l.done_counter = take(kNumDoneCounters * sizeof(uint32_t));
     l.total = cursor.end;

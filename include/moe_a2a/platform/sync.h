@@ -127,10 +127,12 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void fence_acq_rel_gpu() { asm volatile("fence.acq
 // Bounded wait: one acquire load; if the flag has not reached target yet (serial-number
 // order, see reached()), spin with relaxed system-scope loads (cheap, no fence in the loop)
 // until it has, then take one acquire load so the data published before the flag is visible. Gives up after `timeout_ticks` of
-// wall_clock(). Returns true on success; on timeout returns false and leaves the last value
-// seen in *last_seen.
+// wall_clock(), or as soon as `*give_up` (if given) is non-zero, checked every kGiveUpEvery spins
+// so that the flag's loads stay back to back. Returns true on success; otherwise returns false
+// and leaves the last value seen in *last_seen.
+inline constexpr uint32_t kGiveUpEvery = 64;
 MOE_A2A_DEVICE inline bool wait_until_at_least_sys(const uint64_t* flag, uint64_t target, uint64_t timeout_ticks,
-                                                   uint64_t* last_seen) {
+                                                   uint64_t* last_seen, const uint64_t* give_up = nullptr) {
   // A flag that is already there (a late waiter) costs one acquire load.
   uint64_t v = ld_acquire_sys(flag);
   if (reached(v, target)) {
@@ -139,8 +141,9 @@ MOE_A2A_DEVICE inline bool wait_until_at_least_sys(const uint64_t* flag, uint64_
   }
   const uint64_t start = wall_clock();
   // Reading the clock every iteration costs little next to a remote-visible load.
-  while (!reached(v = ld_relaxed_sys(flag), target)) {
-    if (wall_clock() - start > timeout_ticks) {
+  for (uint32_t spins = 1; !reached(v = ld_relaxed_sys(flag), target); ++spins) {
+    const bool stop = give_up != nullptr && spins % kGiveUpEvery == 0 && ld_relaxed_sys(give_up) != 0;
+    if (stop || wall_clock() - start > timeout_ticks) {
       *last_seen = v;
       return false;
     }
