@@ -14,8 +14,8 @@
 # DP+EP, by transformers' own expert parallelism and by one GPU (prefill tokens/s, decode step time).
 # `hf_smoke` runs it with --smoke (tiny model, few iterations: does it run end to end); on a one-GPU
 # node with 2 ranks time-sliced on the GPU, where `hf` is skipped. Neither is part of `all`.
-# `sanitize` runs tools/sanitize.sh (the kernels under compute-sanitizer memcheck, racecheck and synccheck,
-# 2 ranks; SANITIZE_TOOLS=memcheck,... for fewer, ...,initcheck to add the opt-in one). `soak` runs tools/soak.py (10^5 mixed
+# `sanitize` runs tools/sanitize.sh (the kernels under compute-sanitizer memcheck, racecheck, synccheck
+# and initcheck, 2 ranks; SANITIZE_TOOLS=memcheck,... for fewer). `soak` runs tools/soak.py (10^5 mixed
 # rounds, stopped after SOAK_MINUTES, default 6). Neither is part of `all`.
 # `profile` rebuilds with the in-kernel profiler (MOE_A2A_PROFILE=1), runs its GPU tests and a
 # traced benchmark (trace summary into summary.txt, timeline PNG); `all` ends with that pass,
@@ -103,7 +103,7 @@ if asked hf_smoke; then  # NPROC: 2 ranks on the one GPU of a one-GPU node (MOE_
   grep -A 30 "^B/rank" "$OUT/bench_hf_model_smoke.log" | tee -a "$OUT/summary.txt"
 fi
 if asked sanitize; then
-  step sanitize 2100 bash tools/sanitize.sh "$OUT" "${SANITIZE_TOOLS:-memcheck,racecheck,synccheck}"
+  step sanitize 2100 bash tools/sanitize.sh "$OUT" "${SANITIZE_TOOLS:-memcheck,racecheck,synccheck,initcheck}"
   grep "^-- sanitize" "$OUT/sanitize.log" | tee -a "$OUT/summary.txt"
 fi
 if asked soak; then

@@ -1,31 +1,31 @@
 #!/usr/bin/env bash
 # The GPU kernels under compute-sanitizer (issue 14, item 5), every rank of a world-2 torchrun job
 # wrapped in a sanitizer of its own, once per tool; fails on any report.
-#   tools/sanitize.sh OUT [TOOL[,TOOL...]]    TOOL: memcheck racecheck synccheck initcheck
-#                                             (default: the first three; initcheck: see below)
-# What runs: tools/soak.py --profile sanitize (tests/python/gpu/soak_schedule.py): on three tiny
-# AllToAlls (padded and packed, bf16 / fp16 / fp32, an expert alignment, a 2-block grid), fused
-# rounds, split rounds and forward rounds with both backward rounds, with unused slots, duplicate
-# ids, a rank without tokens and every token to one expert; every round checked against the
-# reference. With one GPU both ranks share it (MOE_A2A_TEST_ONE_GPU=1, set here by itself).
+#   tools/sanitize.sh OUT [TOOL[,TOOL...]]    TOOL: memcheck racecheck synccheck initcheck (default: all four)
+# What runs: tools/soak.py --profile sanitize (tests/python/gpu/soak_schedule.py): on five tiny
+# AllToAlls (padded and packed, bf16 / fp16 / fp32, fp8 dispatch in both formats, an expert
+# alignment, a 2-block grid), fused rounds, split rounds and forward rounds with both backward
+# rounds (not with fp8), with unused slots, duplicate ids, a rank without tokens and every token
+# to one expert; every round checked against the reference. With one GPU both ranks share it (MOE_A2A_TEST_ONE_GPU=1, set here by itself).
 #
-# memcheck, racecheck and synccheck check only moe_a2a's kernels (--kernel-name kns=moe_a2a: all
-# of them live in namespace moe_a2a; torch's own kernels are not ours to judge, and checking them
-# makes the run far slower). MOE_A2A_SANITIZE_KERNELS= (empty) checks every kernel.
-# initcheck instruments every kernel: a kernel it skips does not mark what it writes as
-# initialized, so with the filter every tensor torch wrote (the experts' output that combine reads)
-# is reported as uninitialized (seen on 1 x H100, 2026-11-23). Instrumenting everything, it did not
-# finish the 30 rounds in 300 s there, and it flags torch's copies reading the padded layout's slots
-# past each expert's count (garbage by contract; the test's fake experts read whole tensors). So
-# initcheck is opt-in, not part of the default run. COMPUTE_SANITIZER picks the binary.
+# Only moe_a2a's kernels are checked (--kernel-name kns=moe_a2a: all of them live in namespace
+# moe_a2a; torch's own kernels are not ours to judge, and checking them makes the run far slower:
+# unfiltered, initcheck did not finish these rounds in 300 s on an H100). MOE_A2A_SANITIZE_KERNELS=
+# (empty) checks every kernel. COMPUTE_SANITIZER picks the binary.
+#
+# initcheck runs the initcheck profile: the same rounds with the fake experts on the host, forward
+# rounds only. A kernel the filter skips does not mark what it writes as initialized, so every
+# tensor a torch kernel wrote (the experts' output, a backward round's gradients) would be reported
+# when combine reads it (seen on 1 x H100, 2026-11-23); with the experts' output copied in from the
+# host, everything moe_a2a's kernels read was written by them, by a copy, or by the heap's memset.
 #
 # The peers write into this rank's heap through IPC, which this rank's sanitizer cannot see; the
 # heap is zeroed when it is created (csrc/heap/symmetric_heap.cu), so initcheck counts it as
 # initialized and judges only what this process's own kernels and torch's wrote.
 # Options per tool (suppress_for): each with its reason; no finding is suppressed by address.
 set -uo pipefail
-OUT=${1:?usage: tools/sanitize.sh OUT_DIR [memcheck,racecheck,synccheck[,initcheck]]}
-TOOLS=${2:-memcheck,racecheck,synccheck}
+OUT=${1:?usage: tools/sanitize.sh OUT_DIR [memcheck,racecheck,synccheck,initcheck]}
+TOOLS=${2:-memcheck,racecheck,synccheck,initcheck}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 cd "$(dirname "$0")/.." || exit 2
@@ -42,14 +42,15 @@ PER_TOOL_LIMIT_S=${SANITIZE_TOOL_LIMIT_S:-500}
 
 suppress_for() {  # TOOL -> extra compute-sanitizer arguments, one documented reason each
   case $1 in
-    # torch's own copies (the reference's sort on the GPU copies a buffer it allocated with
-    # torch.empty) are API calls, not kernels, and not ours: only kernels' reads are judged.
+    # Copies are API calls, not kernels: the test copying a whole expert_x to the host (the padded
+    # layout's slots past each expert's count are garbage by contract) and torch's own copies (its
+    # sort on the GPU copies a buffer it allocated with torch.empty). Only kernels' reads are judged.
     initcheck) echo "--check-api-memory-access no" ;;
     *) ;;
   esac
 }
-kernels_for() {  # TOOL -> the kernel filter (see above: initcheck needs every kernel instrumented)
-  [ "$1" = initcheck ] || echo "$KERNELS"
+profile_for() {  # TOOL -> the tools/soak.py profile (see above)
+  if [ "$1" = initcheck ]; then echo initcheck; else echo sanitize; fi
 }
 
 status=0
@@ -61,8 +62,8 @@ for tool in ${TOOLS//,/ }; do
   # shellcheck disable=SC2046
   timeout --signal=KILL "$PER_TOOL_LIMIT_S" torchrun --standalone --nproc-per-node=2 --no-python \
     "$SANITIZER" --tool "$tool" --error-exitcode 1 --print-limit 50 \
-    $(k=$(kernels_for "$tool") && [ -n "$k" ] && echo "--kernel-name $k") $(suppress_for "$tool") \
-    python3 tools/soak.py --profile sanitize --timeout-s 120 >"$log" 2>&1
+    ${KERNELS:+--kernel-name "$KERNELS"} $(suppress_for "$tool") \
+    python3 tools/soak.py --profile "$(profile_for "$tool")" --timeout-s 120 >"$log" 2>&1
   rc=$?
   # One summary per rank; "ERROR SUMMARY: 0 errors" (and racecheck's hazard count) when clean.
   summaries=$(grep -hoE "(ERROR|RACECHECK) SUMMARY: [^=]*" "$log" | sort | uniq -c | tr -s ' ' | paste -sd ';' -)

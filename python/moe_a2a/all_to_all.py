@@ -59,7 +59,10 @@ MAX_BUFFERS = 4
 
 
 class _Route(NamedTuple):
-    """Where a dispatch put every row: what combine and the backward rounds replay."""
+    """Where a dispatch put every row: what combine and the backward rounds replay. The one
+    Python spelling of a route: it crosses torch.autograd.Function.apply as *route (apply
+    tracks top-level tensors only) and is rebuilt with _Route(*tensors); the ops take it
+    through the _..._round helpers below, each the one place its argument order is written."""
 
     dest_mask: torch.Tensor  # [T] int32, token side: bit r = token went to rank r
     src_tokens: torch.Tensor  # [world] int32, expert side: tokens each source dispatched
@@ -157,6 +160,25 @@ def _combine_round(engine: int, state: torch.Tensor, expert_y, expert_weights, r
     )
 
 
+def _dispatch_backward_round(engine: int, grad_expert_x, route: _Route):
+    """The backward of dispatch: an unweighted combine of the rows' gradients over the route."""
+    state = _backward_state(route.dest_mask)
+    return torch.ops.moe_a2a.dispatch_backward(
+        engine, state, grad_expert_x.contiguous(), route.src_tokens, route.recv_token, route.recv_pos, route.dest_mask
+    )
+
+
+def _combine_backward_round(engine: int, grad_out, expert_y, expert_weights, offsets, counts, route: _Route):
+    """The backward of combine (three kernels): returns (grad expert_y, grad topk_weights)."""
+    state = _backward_state(route.dest_mask)
+    torch.ops.moe_a2a.output_grad_send(engine, state, grad_out.contiguous(), route.dest_mask)
+    grad_y = torch.ops.moe_a2a.output_grad_recv(
+        engine, state, expert_y, expert_weights, offsets, counts, route.src_tokens, route.recv_token, route.recv_pos
+    )
+    grad_w = torch.ops.moe_a2a.weight_grad_recv(engine, state, route.dest_mask)
+    return grad_y, grad_w
+
+
 def _backward_state(like: torch.Tensor) -> torch.Tensor:
     """The ordering token of one backward round. A fresh one, not the AllToAll's: under
     torch.compile, a tensor the backward reads is saved from the forward with a version
@@ -172,17 +194,13 @@ class _DispatchFunction(torch.autograd.Function):
     def forward(ctx, engine, state, x, topk_idx, topk_weights):
         out, dest_mask = _dispatch_round(engine, state, x, None, topk_idx, topk_weights)
         ctx.engine = engine
-        ctx.save_for_backward(*out.route(dest_mask)[1:], dest_mask)
+        ctx.save_for_backward(*out.route(dest_mask))
         ctx.mark_non_differentiable(*out[1:], dest_mask)
         return (*out, dest_mask)
 
     @staticmethod
     def backward(ctx, grad_expert_x, *_non_differentiable):
-        src_tokens, token, pos, dest_mask = ctx.saved_tensors
-        state = _backward_state(dest_mask)
-        grad_x = torch.ops.moe_a2a.dispatch_backward(
-            ctx.engine, state, grad_expert_x.contiguous(), src_tokens, token, pos, dest_mask
-        )
+        grad_x = _dispatch_backward_round(ctx.engine, grad_expert_x, _Route(*ctx.saved_tensors))
         return None, None, grad_x, None, None
 
 
@@ -191,25 +209,19 @@ class _CombineFunction(torch.autograd.Function):
     returns grad_expert_y[row] = w * grad_out[t] and sends grad w = <grad_out[t], y(row)> home."""
 
     @staticmethod
-    def forward(
-        ctx, engine, state, expert_y, topk_weights, expert_weights, offsets, counts, dest_mask, src_tokens, token, pos
-    ):
+    def forward(ctx, engine, state, expert_y, topk_weights, expert_weights, offsets, counts, *route):
         del topk_weights  # same values as expert_weights (both from dispatch); here for its gradient
-        route = _Route(dest_mask, src_tokens, token, pos)
         ctx.engine = engine
-        ctx.save_for_backward(expert_y, expert_weights, offsets, counts, dest_mask, src_tokens, token, pos)
-        return _combine_round(engine, state, expert_y, expert_weights, route)
+        ctx.save_for_backward(expert_y, expert_weights, offsets, counts, *route)
+        return _combine_round(engine, state, expert_y, expert_weights, _Route(*route))
 
     @staticmethod
     def backward(ctx, grad_out):
-        expert_y, expert_weights, offsets, counts, dest_mask, src_tokens, token, pos = ctx.saved_tensors
-        state = _backward_state(dest_mask)
-        torch.ops.moe_a2a.output_grad_send(ctx.engine, state, grad_out.contiguous(), dest_mask)
-        grad_y = torch.ops.moe_a2a.output_grad_recv(
-            ctx.engine, state, expert_y, expert_weights, offsets, counts, src_tokens, token, pos
+        expert_y, expert_weights, offsets, counts, *route = ctx.saved_tensors
+        grad_y, grad_w = _combine_backward_round(
+            ctx.engine, grad_out, expert_y, expert_weights, offsets, counts, _Route(*route)
         )
-        grad_w = torch.ops.moe_a2a.weight_grad_recv(ctx.engine, state, dest_mask)
-        return None, None, grad_y, grad_w, None, None, None, None, None, None, None
+        return (None, None, grad_y, grad_w, None, None, None) + (None,) * len(route)
 
 
 def _close_engines(engines, heap: SymmetricHeap, timeout_s: float) -> None:

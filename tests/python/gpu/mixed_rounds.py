@@ -18,7 +18,7 @@ import zlib
 from typing import Optional, Tuple
 
 import torch
-from test_all_to_all import check_dispatch, check_layout, fake_grouped_gemm
+from test_all_to_all import check_dispatch, check_layout
 from test_fp8 import check_fp8_rows
 
 import moe_a2a
@@ -60,10 +60,15 @@ class Shape:
     alignment: int = 1
     num_sms: Optional[int] = None
     fp8: Optional[torch.dtype] = None  # dispatch_dtype: rows quantized inside dispatch (forward only)
+    # The fake experts run on the host and their output is copied in (forward rounds only), so
+    # that every tensor moe_a2a's kernels read was written by them or by a copy: what
+    # compute-sanitizer's initcheck can judge when it instruments only moe_a2a's kernels.
+    host_experts: bool = False
 
     def kinds(self) -> Tuple[str, ...]:
-        """The kinds of round this AllToAll runs: fp8 dispatch has no backward."""
-        return KINDS if self.fp8 is None else FORWARD_KINDS
+        """The kinds of round this AllToAll runs: fp8 dispatch has no backward, and a backward
+        round's gradients come from torch's kernels (not host_experts)."""
+        return KINDS if self.fp8 is None and not self.host_experts else FORWARD_KINDS
 
     def num_experts(self, world: int) -> int:
         return self.experts_per_rank * world
@@ -194,12 +199,15 @@ def _forward_round(ep, shape, spec, bank, rank, world, inputs, check):
 
 def experts(d, shape: Shape, rank: int) -> torch.Tensor:
     """The fake experts y = x * (1 + rank) of test_all_to_all, on the dequantized rows after an
-    fp8 dispatch."""
-    if shape.fp8 is None:
-        return fake_grouped_gemm(d, rank)
-    H, blocks = d.expert_x.shape[-1], d.expert_x_scale.shape[-1]
-    x = ref.dequantize_fp8(d.expert_x.reshape(-1, H), d.expert_x_scale.reshape(-1, blocks), shape.dtype)
-    return (x.float() * (1 + rank)).to(shape.dtype).reshape(d.expert_x.shape)
+    fp8 dispatch; on the host with shape.host_experts."""
+    x, scale = d.expert_x, d.expert_x_scale
+    if shape.host_experts:
+        x, scale = x.cpu(), None if scale is None else scale.cpu()
+    if shape.fp8 is not None:
+        H, blocks = x.shape[-1], scale.shape[-1]
+        x = ref.dequantize_fp8(x.reshape(-1, H), scale.reshape(-1, blocks), shape.dtype).reshape(x.shape)
+    y = (x.float() * (1 + rank)).to(shape.dtype)
+    return y.to(d.expert_x.device) if shape.host_experts else y
 
 
 def fp8_round_trip(x: torch.Tensor, shape: Shape) -> torch.Tensor:
@@ -270,9 +278,10 @@ def describe_shape(shape: Shape) -> str:
     layout = shape.layout + (f"/align {shape.alignment}" if shape.alignment > 1 else "")
     sms = "" if shape.num_sms is None else f" num_sms={shape.num_sms}"
     fp8 = "" if shape.fp8 is None else f" -> {str(shape.fp8)[6:]}"
+    host = " host experts" if shape.host_experts else ""
     return (
         f"E/rank={shape.experts_per_rank} K={shape.topk} H={shape.hidden} T<={shape.max_tokens} "
-        f"{str(shape.dtype)[6:]}{fp8} {layout}{sms}"
+        f"{str(shape.dtype)[6:]}{fp8} {layout}{sms}{host}"
     )
 
 

@@ -8,7 +8,8 @@ to land exactly on each point, its data checked.
 
 The schedule is a function of (seed, round index) alone, so every rank runs the same rounds.
 tools/soak.py runs the long profile, test_soak.py the short one, tools/sanitize.sh the sanitize
-profile (a fixed handful of checked rounds per kind and layout, tiny shapes).
+profile (a fixed handful of checked rounds per kind and layout, tiny shapes) and, for initcheck,
+the initcheck profile (the same with the experts on the host: forward rounds only).
 """
 
 import dataclasses
@@ -39,6 +40,19 @@ class Profile:
     wrap_points: Sequence[int] = ()
     fixed: bool = False  # a fixed list of checked rounds per shape (sanitize) instead of a random mix
 
+
+SANITIZE = Profile(
+    shapes=(
+        Shape(2, 2, 64, 8, bf16, "padded"),
+        Shape(2, 3, 64, 8, fp32, "packed", alignment=4),
+        Shape(2, 2, 64, 8, fp16, "packed", num_sms=2),
+        Shape(2, 3, 208, 8, bf16, "packed", alignment=4, fp8=e4m3fn),  # two scale blocks, the last short
+        Shape(2, 2, 64, 8, fp32, "padded", fp8=e4m3fnuz),
+    ),
+    rounds=0,
+    check_every=1,
+    fixed=True,
+)
 
 PROFILES = {
     "soak": Profile(
@@ -71,17 +85,10 @@ PROFILES = {
         wrap_shapes=(0, 1),
         wrap_points=(1 << 64,),
     ),
-    "sanitize": Profile(
-        shapes=(
-            Shape(2, 2, 64, 8, bf16, "padded"),
-            Shape(2, 3, 64, 8, fp32, "packed", alignment=4),
-            Shape(2, 2, 64, 8, fp16, "packed", num_sms=2),
-            Shape(2, 3, 208, 8, bf16, "packed", alignment=4, fp8=e4m3fn),  # two scale blocks, the last short
-            Shape(2, 2, 64, 8, fp32, "padded", fp8=e4m3fnuz),
-        ),
-        rounds=0,
-        check_every=1,
-        fixed=True,
+    "sanitize": SANITIZE,
+    # initcheck (tools/sanitize.sh): the same shapes with the experts on the host, forward rounds.
+    "initcheck": dataclasses.replace(
+        SANITIZE, shapes=tuple(dataclasses.replace(s, host_experts=True) for s in SANITIZE.shapes)
     ),
 }
 
