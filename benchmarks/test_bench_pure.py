@@ -649,3 +649,36 @@ def test_hf_model_bench_inputs_and_report():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_perf_report_sets_every_target_next_to_its_value(tmp_path):
+    """benchmarks/perf_report.py on a stored run (2 x H200, 2026-11-23) and a synthetic fp8 file."""
+    import json
+    import shutil
+
+    import perf_report
+    from targets import TARGETS
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    shutil.copy(os.path.join(root, "docs/results/2026-11-23-h200x2-transport/bench_graph.json"), tmp_path)
+    text = perf_report.report(str(tmp_path))
+    assert "Targets met: 0 of %d" % len(TARGETS) in text
+    assert "| graph d+c E8-K2-H6144-T16 | 22.8 (22.8-23.7) us | 10.0 us | no |" in text
+    assert "| eager dispatch DeepSeek-V3 T=4096 | 330.3 (328.5-332.2) us | 200.0 us | no |" in text
+    assert "not measured (fp8/bench_graph.json)" in text
+    # fp8: the e4m3fn row is read, never the token-dtype row of the same shape, and vice versa.
+    (tmp_path / "fp8").mkdir()
+    shape = "E256-K8-H7168-T4096"
+    rows = [
+        {"shape": shape, "dispatch_dtype": "bfloat16", "eager_dispatch_us_median": 300.0},
+        {
+            "shape": shape,
+            "dispatch_dtype": "e4m3fn",
+            "eager_dispatch_us_median": 170.0,
+            "eager_dispatch_vs_token_dtype": 0.57,
+        },
+    ]
+    (tmp_path / "fp8" / "bench_graph.json").write_text(json.dumps({"meta": {}, "rows": rows}))
+    text = perf_report.report(str(tmp_path))
+    assert "| fp8 dispatch / bf16 dispatch, DeepSeek-V3 T=4096 (eager) | 0.57 x | 0.60 x | yes |" in text
+    assert "Targets met: 1 of" in text

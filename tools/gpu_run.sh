@@ -5,7 +5,8 @@
 # STEP is one of build, tests, bench, graph, sweep, layer, profile, fp8, hf, hf_smoke, sanitize, soak (e.g. build,tests,graph).
 # `tests` also writes the fault-injection table (tests/python/gpu/test_faults.py) to OUT/faults.txt and summary.txt.
 # `graph` runs benchmarks/bench_graph.py: dispatch + combine as CUDA-graph steady state and
-# eager, challenge shapes and the DeepSeek-V3 shape at 1..4096 tokens.
+# eager, challenge shapes and the DeepSeek-V3 shape at 1..4096 tokens. After `graph` or `fp8`,
+# benchmarks/perf_report.py writes OUT/perf_report.md: every speed target next to its measured value.
 # `layer` runs examples/moe_layer.py and benchmarks/bench_moe_layer.py (the MoE layer at the
 # DeepSeek-V3 shape: forward, backward, and its dispatch / combine / experts alone).
 # `fp8` runs bench_graph.py --fp8 e4m3fn at the DeepSeek-V3 shape, 128 and 4096 tokens: fp8 dispatch next
@@ -93,6 +94,10 @@ if asked fp8; then
   step bench_fp8 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_graph.py --shapes "256,8,7168,128;256,8,7168,4096" \
     --fp8 e4m3fn --out "$OUT/fp8"
   grep -A 4 "^fp8 (" "$OUT/bench_fp8.log" | tee -a "$OUT/summary.txt"
+fi
+if wants graph || asked fp8; then  # every speed target next to its measured value (benchmarks/targets.py)
+  python3 benchmarks/perf_report.py "$OUT" --out "$OUT/perf_report.md" >/dev/null &&
+    sed -n '/^Targets met/,/^$/p;/^| target/,/^$/p' "$OUT/perf_report.md" | tee -a "$OUT/summary.txt"
 fi
 if asked hf; then
   step bench_hf_model 600 torchrun --nproc-per-node="$NGPU" benchmarks/bench_hf_model.py --out "$OUT"

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""A run's numbers as the markdown README's performance section and the issues' closing notes
+use: every target of benchmarks/targets.py with its measured value, then the graph table.
+
+    python benchmarks/perf_report.py OUT_DIR [--out OUT_DIR/perf_report.md]
+
+OUT_DIR is what tools/gpu_run.sh left (bench_graph.json from step `graph`, fp8/bench_graph.json
+from step `fp8`); a file that is not there is reported as not measured. Needs no GPU.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import fmt  # noqa: E402
+from targets import TARGETS  # noqa: E402
+
+
+def load(results_dir: str, name: str):
+    path = os.path.join(results_dir, name)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def is_fp8_row(row) -> bool:
+    """bench_graph.py names an fp8 row's dispatch_dtype after --fp8 (e4m3fn, e4m3fnuz); older
+    files have no dispatch_dtype (every row in the token dtype)."""
+    return str(row.get("dispatch_dtype", "")).startswith(("e4m3", "e5m2", "float8"))
+
+
+def find_row(result, target):
+    """The row a target reads: its shape, and its fp8 format or else a token-dtype row."""
+    for row in (result or {}).get("rows", []):
+        if row.get("shape") != target.shape:
+            continue
+        if row.get("dispatch_dtype") == target.dispatch_dtype if target.dispatch_dtype else not is_fp8_row(row):
+            return row
+    return None
+
+
+def spread(row, field):
+    """ " (p10-p90)" when the row has them for this median."""
+    if not field.endswith("_median"):
+        return ""
+    base = field[: -len("median")]
+    lo, hi = row.get(base + "p10"), row.get(base + "p90")
+    return "" if lo is None or hi is None else f" ({fmt(lo)}-{fmt(hi)})"
+
+
+def target_lines(results_dir: str):
+    lines = ["| target | measured | bound | met |", "|---|---|---|---|"]
+    met = total = 0
+    for t in TARGETS:
+        row = find_row(load(results_dir, t.source), t)
+        value = None if row is None else row.get(t.field)
+        total += 1
+        digits = 2 if t.unit == "x" else 1
+        if value is None:
+            lines.append(f"| {t.what} | not measured ({t.source}) | {fmt(t.bound, digits)} {t.unit} | - |")
+            continue
+        ok = value <= t.bound
+        met += ok
+        lines.append(
+            f"| {t.what} | {fmt(value, digits)}{spread(row, t.field)} {t.unit} | {fmt(t.bound, digits)} {t.unit} | "
+            f"{'yes' if ok else 'no'} |"
+        )
+    return lines, met, total
+
+
+def graph_lines(result):
+    heads = ["shape (E-K-H-T)", "graph d+c us (p10-p90)", "graph pipeline", "SoL d+c", "x SoL"]
+    heads += ["eager dispatch", "eager combine"]
+    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    for r in result.get("rows", []):
+        if is_fp8_row(r):
+            continue
+        lines.append(
+            f"| {r['shape']} | {fmt(r['graph_us_median'])}{spread(r, 'graph_us_median')} | "
+            f"{fmt(r.get('graph_pipeline_us_median'))} | {fmt(r.get('sol_us'))} | {fmt(r.get('graph_x_sol'), 1)} | "
+            f"{fmt(r.get('eager_dispatch_us_median'))} | {fmt(r.get('eager_combine_us_median'))} |"
+        )
+    return lines
+
+
+def describe_run(result) -> str:
+    m = (result or {}).get("meta", {})
+    dirty = " (uncommitted changes)" if m.get("git_dirty") else ""
+    return (
+        f"{m.get('date', '?')}, {m.get('gpu_name', '?')} x {m.get('world_size', '?')}, commit "
+        f"{str(m.get('git_commit', '?'))[:10]}{dirty}, torch {m.get('torch', '?')}, driver {m.get('driver', '?')}"
+    )
+
+
+def report(results_dir: str) -> str:
+    graph = load(results_dir, "bench_graph.json")
+    targets, met, total = target_lines(results_dir)
+    out = [f"Run: {describe_run(graph)}", "", f"Targets met: {met} of {total}", ""] + targets
+    if graph is not None:
+        out += ["", "CUDA-graph steady state and eager (bench_graph.json, token dtype rows):", ""] + graph_lines(graph)
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("results_dir")
+    p.add_argument("--out", help="also write the markdown here")
+    args = p.parse_args(argv)
+    text = report(args.results_dir)
+    print(text, end="")
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""The speed targets moe_a2a is judged by, as data: issue 12 (transport) and issue 13 (fp8).
+World 2 on 2 x H200, median, max over ranks. tools/perf_report.py sets a run's numbers next to
+them; targets live here and in benchmarks, never in timed tests.
+
+Each target names the result file and row it is read from (the row's "shape" and, for fp8, its
+"dispatch_dtype"), the measured field, and the bound in microseconds (or a ratio)."""
+
+import dataclasses
+from typing import Optional
+
+DEEPSEEK_V3 = "E256-K8-H7168"
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    what: str  # as the issue words it
+    source: str  # result file: bench_graph.json or fp8/bench_graph.json
+    shape: str  # the row's "shape"
+    field: str  # the measured quantity in that row
+    bound: float  # at most this (us, or a ratio for fp8)
+    dispatch_dtype: Optional[str] = None  # the row's "dispatch_dtype" when it matters
+    unit: str = "us"
+
+
+def _graph(shape: str, bound: float, what: Optional[str] = None) -> Target:
+    return Target(what or f"graph d+c {shape}", "bench_graph.json", shape, "graph_us_median", bound)
+
+
+TARGETS = (
+    _graph("E8-K2-H6144-T16", 10),
+    _graph("E64-K6-H2048-T32", 10),
+    _graph("E128-K4-H2880-T128", 14),
+    _graph("E128-K8-H4096-T256", 25),
+    _graph("E256-K8-H7168-T256", 38),
+    _graph(f"{DEEPSEEK_V3}-T1", 8, "graph d+c DeepSeek-V3 T=1"),
+    _graph(f"{DEEPSEEK_V3}-T128", 20, "graph d+c DeepSeek-V3 T=128"),
+    _graph(f"{DEEPSEEK_V3}-T1024", 110, "graph d+c DeepSeek-V3 T=1024"),
+    Target(
+        "eager dispatch DeepSeek-V3 T=4096", "bench_graph.json", f"{DEEPSEEK_V3}-T4096", "eager_dispatch_us_median", 200
+    ),
+    Target(
+        "eager combine DeepSeek-V3 T=4096", "bench_graph.json", f"{DEEPSEEK_V3}-T4096", "eager_combine_us_median", 200
+    ),
+    Target(
+        "fp8 dispatch / bf16 dispatch, DeepSeek-V3 T=4096 (eager)",
+        "fp8/bench_graph.json",
+        f"{DEEPSEEK_V3}-T4096",
+        "eager_dispatch_vs_token_dtype",
+        0.6,
+        dispatch_dtype="e4m3fn",  # bench_graph.py --fp8 e4m3fn
+        unit="x",
+    ),
+)
