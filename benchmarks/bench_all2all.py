@@ -43,17 +43,7 @@ def add_common_args(p, default_iters=MIN_ITERS):
         default=os.path.join(common.BENCH_DIR, "results"),
         help="folder for JSON, CSV and PNG (default benchmarks/results/)",
     )
-    p.add_argument(
-        "--flush-mib", type=int, default=256, help="L2 flush buffer written before every timed iteration (default 256)"
-    )
-    p.add_argument(
-        "--preroll-us",
-        type=float,
-        default=1000.0,
-        help="GPU busy-wait before each start event so the host queues the timed\n"
-        "calls ahead: device time excludes host launch overhead (default\n"
-        "1000; 0 = off, the host's launch gaps then count)",
-    )
+    common.add_device_timing_args(p, 1000.0, "default 1000")
     p.add_argument(
         "--no-microbench",
         action="store_true",

@@ -292,14 +292,9 @@ def parse_args(argv=None):
     p.add_argument("--decode-steps", type=int, default=None, help="timed decode steps (default 50; smoke 3)")
     p.add_argument("--wall-iters", type=int, default=None, help="wall-clock prefills and steps (default 10; smoke 2)")
     p.add_argument("--warmup", type=int, default=None, help="untimed calls before each series (default 3; smoke 1)")
-    p.add_argument(
-        "--preroll-us",
-        type=float,
-        default=None,
-        help="GPU busy-wait before each timed call, so the host queues the call ahead\n"
-        "(default 20000: an eager step of this model is a few hundred launches; smoke 1000)",
+    common.add_device_timing_args(
+        p, None, "default 20000: an eager step of this model is a few hundred launches; smoke 1000"
     )
-    p.add_argument("--flush-mib", type=int, default=256, help="L2 flush before every timed call (default 256)")
     p.add_argument(
         "--check",
         action=argparse.BooleanOptionalAction,

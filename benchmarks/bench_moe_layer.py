@@ -57,16 +57,7 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=5, help="untimed iterations first (default 5)")
     p.add_argument("--pool", type=int, default=4, help="distinct token batches cycled through (default 4)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--flush-mib", type=int, default=256, help="L2 flush buffer written before every timed iteration (default 256)"
-    )
-    p.add_argument(
-        "--preroll-us",
-        type=float,
-        default=1000.0,
-        help="GPU busy-wait before each start event, so the host queues the timed calls\n"
-        "ahead (default 1000; fwd+bwd launches more than that covers at small T)",
-    )
+    common.add_device_timing_args(p, 1000.0, "default 1000; fwd+bwd launches more than that covers at small T")
     p.add_argument(
         "--check",
         action=argparse.BooleanOptionalAction,

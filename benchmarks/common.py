@@ -178,6 +178,21 @@ def max_over_ranks(ctx, values):
 
 
 # ----------------------------------------------------------------------------- timing
+def add_device_timing_args(p, preroll_default, preroll_help):
+    """--flush-mib and --preroll-us, the two knobs of L2Flusher, for every benchmark that times
+    device work with events (what a benchmark adds: its default preroll and why)."""
+    p.add_argument(
+        "--flush-mib", type=int, default=256, help="L2 flush buffer written before every timed iteration (default 256)"
+    )
+    p.add_argument(
+        "--preroll-us",
+        type=float,
+        default=preroll_default,
+        help="GPU busy-wait before each start event, so the host queues the timed calls ahead: device\n"
+        f"time excludes host launch overhead; 0 = off ({preroll_help})",
+    )
+
+
 class L2Flusher:
     """Run just before every start event.
 
