@@ -44,6 +44,7 @@ def add_common_args(p, default_iters=MIN_ITERS):
         help="folder for JSON, CSV and PNG (default benchmarks/results/)",
     )
     common.add_device_timing_args(p, 1000.0, "default 1000")
+    common.add_num_sms_arg(p)
     p.add_argument(
         "--no-microbench",
         action="store_true",
@@ -103,6 +104,14 @@ def parse_args(argv=None):
         help="write an in-kernel profiler trace of one moe_a2a iteration per shape to\n"
         "PATH-<shape>.json and print the profiler's overhead (needs a build\n"
         "with MOE_A2A_PROFILE=1)",
+    )
+    p.add_argument(
+        "--trace-graph",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --trace: trace N iterations of dispatch + combine replayed from a CUDA graph\n"
+        "(steady state, as bench_graph.py times it) instead of one eager pipeline iteration",
     )
     p.add_argument(
         "--check",
@@ -313,7 +322,9 @@ def shape_floor(ctx, routing, args):
         return None
     import microbench
 
-    return microbench.floor_for_bytes(ctx, routing.phase_bytes())
+    # The floor uses no more blocks than moe_a2a was given.
+    blocks = tuple(min(b, args.num_sms or b) for b in microbench.FLOOR_BLOCKS)
+    return microbench.floor_for_bytes(ctx, routing.phase_bytes(), blocks=blocks)
 
 
 def get_micro(ctx, args):
@@ -356,9 +367,21 @@ def write_trace(ctx, shape, pool, path, args, flusher):
         return
     from baselines import MoeA2ASystem
 
+    if args.trace_graph > 0:
+        system = MoeA2ASystem(ctx, shape, profile=True, layout=args.layout, num_sms=args.num_sms)
+        graph = common.capture_steps(lambda i: system.dispatch_combine(pool.get(i)), args.pool, args.trace_graph)
+        graph.replay()  # warm: the records of the replay below are steady state
+        system.ep.profile_reset()
+        ctx.align()
+        graph.replay()
+        system.synchronize()
+        save_trace(ctx, trace, system.ep, path, f"{shape.label}-graph{args.trace_graph}")
+        del graph
+        system.close()
+        return
     med = {}
     for profile in (False, True):
-        system = MoeA2ASystem(ctx, shape, profile=profile, layout=args.layout)
+        system = MoeA2ASystem(ctx, shape, profile=profile, layout=args.layout, num_sms=args.num_sms)
 
         def prep(i, system=system, profile=profile):
             if profile:  # untimed: keeps every timed iteration's records inside the buffers
@@ -378,23 +401,28 @@ def write_trace(ctx, shape, pool, path, args, flusher):
     system.ep.profile_reset()
     system.run(pool.get(0))
     system.synchronize()
+    save_trace(ctx, trace, system.ep, path, shape.label)
+    system.close()
+
+
+def save_trace(ctx, trace, ep, path, label):
+    """Collective: ep's records to PATH-<label>.json (moe_a2a.trace.save), reported on rank 0."""
     root, ext_ = os.path.splitext(path)
-    target = f"{root}-{shape.label}{ext_ or '.json'}"
-    tr = trace.save(target, system.ep)
+    target = f"{root}-{label}{ext_ or '.json'}"
+    tr = trace.save(target, ep)
     if ctx.rank == 0:
         info = tr["moe_a2a"]
         print(
             f"trace: wrote {target} ({len(tr['traceEvents'])} events, clock alignment error <= "
             f"{info['clock_alignment_error_us']:.2f} us, dropped records {info['dropped_records']})"
         )
-    system.close()
 
 
 # ----------------------------------------------------------------------------- one shape
 def build_system(name, ctx, shape, args):
     from baselines import build
 
-    return build(name, ctx, shape, **({"layout": args.layout} if name == "moe_a2a" else {}))
+    return build(name, ctx, shape, **({"layout": args.layout, "num_sms": args.num_sms} if name == "moe_a2a" else {}))
 
 
 def system_rows(info, system, times, gtimes, routing, args, tokens, check, status):
@@ -755,7 +783,7 @@ def write_outputs(ctx, args, name, rows, micro, extra=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    ctx = common.init_distributed()
+    ctx = common.init_benchmark()
     micro = get_micro(ctx, args)
     flusher = common.L2Flusher(ctx.device, args.flush_mib * common.MiB, args.preroll_us)
     rows = []

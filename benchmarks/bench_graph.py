@@ -49,6 +49,7 @@ def parse_args(argv=None):
         default=True,
         help="measure the machine's floor for each shape's bytes (default on)",
     )
+    common.add_num_sms_arg(p)
     p.add_argument("--out", default=os.path.join(common.BENCH_DIR, "results"))
     args = p.parse_args(argv)
     if args.inputs < 8:
@@ -84,7 +85,7 @@ def bench_shape(ctx, shape, args, micro, flusher, fp8=None):
     pool = common.InputPool(ctx, shape, args.inputs, num_tokens=shape.max_tokens)
     routing = Routing(ctx, shape, pool, micro)
     fp8_dtype = {"e4m3fn": torch.float8_e4m3fn, "e4m3fnuz": torch.float8_e4m3fnuz}.get(fp8)
-    system = MoeA2ASystem(ctx, shape, layout=args.layout, dispatch_dtype=fp8_dtype)
+    system = MoeA2ASystem(ctx, shape, layout=args.layout, dispatch_dtype=fp8_dtype, num_sms=args.num_sms)
 
     per_graph = 8 * args.inputs if shape.max_tokens <= 256 else args.inputs
     row = {
@@ -133,7 +134,7 @@ def bench_shape(ctx, shape, args, micro, flusher, fp8=None):
 
 def main():
     args = parse_args()
-    ctx = common.init_distributed()
+    ctx = common.init_benchmark()
     micro = get_micro(ctx, args)
     flusher = common.L2Flusher(ctx.device, preroll_us=1000.0)
     rows = []
@@ -186,7 +187,9 @@ def main():
                     f"  {base['shape']:22s} dispatch x{fmt(fp8_row['eager_dispatch_vs_token_dtype'], 2)}, "
                     f"graph d+c x{fmt(fp8_row['graph_vs_token_dtype'], 2)}"
                 )
-        meta = dict(common.metadata(ctx), micro=micro, args=vars(args) | {"shape_list": None})
+        meta = dict(
+            common.metadata(ctx), micro=micro, args=vars(args) | {"shape_list": None}, one_gpu_proxy=ctx.one_gpu
+        )
         common.write_json(os.path.join(args.out, "bench_graph.json"), {"meta": meta, "rows": rows})
         common.write_csv(os.path.join(args.out, "bench_graph.csv"), rows)
     dist.barrier()

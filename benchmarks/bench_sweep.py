@@ -210,7 +210,7 @@ def plot(rows, micro, path):
 
 def main(argv=None):
     args = parse_args(argv)
-    ctx = common.init_distributed()
+    ctx = common.init_benchmark()
     micro = get_micro(ctx, args)
     flusher = common.L2Flusher(ctx.device, args.flush_mib * common.MiB, args.preroll_us)
     rows = []

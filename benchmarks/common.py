@@ -116,6 +116,7 @@ class Ctx:
     local_rank: int
     device: torch.device
     group: object
+    one_gpu: bool = False  # every rank on GPU 0 (MOE_A2A_TEST_ONE_GPU=1): times are a proxy at best
 
     def align(self):
         """Tiny all_reduce enqueued on the stream: every GPU enters the next timed region at
@@ -151,11 +152,34 @@ def init_distributed(one_gpu=False):
     else:
         # device_id binds the NCCL communicator to this GPU up front (eager init).
         dist.init_process_group("nccl", init_method="env://", device_id=device)
-    ctx = Ctx(dist.get_rank(), dist.get_world_size(), local_rank, device, dist.group.WORLD)
+    ctx = Ctx(dist.get_rank(), dist.get_world_size(), local_rank, device, dist.group.WORLD, one_gpu)
     ctx._one = torch.ones(1, device=device)
     if not 2 <= ctx.world <= 8 and ctx.rank == 0:
         print(f"WARNING: world size {ctx.world} is outside the 2..8 this suite targets", file=sys.stderr)
     return ctx
+
+
+def init_benchmark():
+    """init_distributed for a timing benchmark: one GPU per rank, or under MOE_A2A_TEST_ONE_GPU=1
+    every rank on GPU 0, said loudly, since only under MPS (tools/mps_proxy.sh) do the ranks'
+    kernels run at once, and even then the times are a one-GPU proxy (the peer's memory is this
+    GPU's own), good for before/after comparisons of kernel changes, not for the machine's numbers."""
+    ctx = init_distributed(one_gpu=one_gpu_mode())
+    if ctx.one_gpu and ctx.rank == 0:
+        print(
+            f"{ONE_GPU_ENV}=1: every rank on GPU 0; the times are a one-GPU proxy at best (tools/mps_proxy.sh)",
+            flush=True,
+        )
+    return ctx
+
+
+def add_num_sms_arg(p):
+    p.add_argument(
+        "--num-sms",
+        type=int,
+        default=None,
+        help="blocks per moe_a2a kernel (AllToAll(num_sms=); default every SM); also caps the floor's blocks",
+    )
 
 
 def gather_rows(ctx, t):
@@ -248,6 +272,24 @@ def time_device(ctx, fn, iters, warmup, prepare=None, flusher=None, after=None):
     return max_over_ranks(ctx, local)
 
 
+def capture_steps(step, n_inputs, iters):
+    """A CUDA graph of step(0), ..., step(iters - 1) (inputs cycled over n_inputs), after one
+    warm-up pass over the inputs on a side stream, as torch requires before capture."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for i in range(n_inputs):
+            step(i)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(iters):
+            step(i % n_inputs)
+    torch.cuda.synchronize()
+    return graph
+
+
 def time_graph(ctx, step, n_inputs, iters_per_graph, replays, warmup_replays=2):
     """CUDA-graph steady state: per-iteration device time in us of `step`, one value per replay,
     each the max over ranks (reduced after the loop, outside the timed region).
@@ -264,18 +306,7 @@ def time_graph(ctx, step, n_inputs, iters_per_graph, replays, warmup_replays=2):
         raise ValueError(f"time_graph needs >= 8 different inputs, got {n_inputs}")
     if iters_per_graph < 1 or replays < 1:
         raise ValueError("iters_per_graph and replays must be >= 1")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for i in range(n_inputs):
-            step(i)
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(iters_per_graph):
-            step(i % n_inputs)
-    torch.cuda.synchronize()
+    graph = capture_steps(step, n_inputs, iters_per_graph)
     local = moe_submodule("microbench").replay_times_us(graph, iters_per_graph, replays, warmup_replays, ctx.align)
     del graph
     return max_over_ranks(ctx, local)

@@ -2,7 +2,7 @@
 # One call on a GPU node does it all: build the extension, run the GPU tests under torchrun on
 # every GPU, run the benchmarks, and leave every log in OUT.
 #   tools/gpu_run.sh OUT [all|STEP[,STEP...]] [extra pytest args...]
-# STEP is one of build, tests, bench, graph, sweep, layer, profile, fp8, hf, hf_smoke, sanitize, soak (e.g. build,tests,graph).
+# STEP is one of build, tests, bench, graph, sweep, layer, profile, fp8, hf, hf_smoke, sanitize, soak, proxy (e.g. build,tests,graph).
 # `tests` also writes the fault-injection table (tests/python/gpu/test_faults.py) to OUT/faults.txt and summary.txt.
 # `graph` runs benchmarks/bench_graph.py: dispatch + combine as CUDA-graph steady state and
 # eager, challenge shapes and the DeepSeek-V3 shape at 1..4096 tokens. After `graph` or `fp8`,
@@ -18,12 +18,15 @@
 # `sanitize` runs tools/sanitize.sh (the kernels under compute-sanitizer memcheck, racecheck, synccheck
 # and initcheck, 2 ranks; SANITIZE_TOOLS=memcheck,... for fewer). `soak` runs tools/soak.py (10^5 mixed
 # rounds, stopped after SOAK_MINUTES, default 6). Neither is part of `all`.
+# `proxy` (named only) runs bench_graph.py with two ranks at once on GPU 0 under MPS (tools/mps_proxy.sh): a
+# one-GPU proxy for before/after comparisons of kernel changes, not the machine's numbers; with
+# `profile` on a one-GPU node, the traced benchmark runs the same way.
 # `profile` rebuilds with the in-kernel profiler (MOE_A2A_PROFILE=1), runs its GPU tests and a
 # traced benchmark (trace summary into summary.txt, timeline PNG); `all` ends with that pass,
 # so the extension is left built with the profiler.
 # Exit status: non-zero if the build or any test failed.
 set -uo pipefail
-OUT=${1:?usage: tools/gpu_run.sh OUT_DIR [all|STEP[,STEP...]] (steps: build tests bench graph sweep layer profile fp8 hf hf_smoke sanitize soak)}
+OUT=${1:?usage: tools/gpu_run.sh OUT_DIR [all|STEP[,STEP...]] (steps: build tests bench graph sweep layer profile fp8 hf hf_smoke sanitize soak proxy)}
 WHAT=${2:-all}
 asked() { [[ ",$WHAT," == *",$1,"* ]]; }  # named in the list (steps that `all` leaves out)
 wants() { [ "$WHAT" = all ] || asked "$1"; }
@@ -115,19 +118,37 @@ if asked soak; then
   step soak 900 torchrun --nproc-per-node="$NPROC" tools/soak.py --out "$OUT" --max-minutes "${SOAK_MINUTES:-6}"
   grep "^SOAK_RESULT" "$OUT/soak.log" | tee -a "$OUT/summary.txt"
 fi
+PROXY_SHAPES=${PROXY_SHAPES:-"8,2,6144,16;64,6,2048,32;128,4,2880,128;128,8,4096,256;256,8,7168,256;256,8,7168,1;256,8,7168,128"}
+if asked proxy; then
+  step proxy 500 bash tools/mps_proxy.sh "$OUT/proxy" benchmarks/bench_graph.py --shapes "$PROXY_SHAPES" --replays 10 --iters 30
+  grep -A 12 "^shape " "$OUT/proxy.log" | tee -a "$OUT/summary.txt"
+  (cd "$OUT" && tar czf proxy.tar.gz proxy && rm -rf proxy) || true
+fi
 if wants profile; then
   if step build_profiler 900 env MOE_A2A_PROFILE=1 MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace --force; then
     step profiler_tests 300 torchrun --nproc-per-node="$NPROC" -m pytest tests/python/gpu/test_profiler.py -q -rfE \
       -p no:cacheprovider "$@"
-    if [ "$NGPU" -gt 1 ]; then  # the traced benchmark needs a GPU per rank
-      step bench_trace 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_all2all.py --shapes 256,8,7168,256 \
-        --systems moe_a2a --no-microbench --trace "$OUT/trace.json" --out "$OUT/bench_trace"
+    trace_args=(--systems moe_a2a --no-microbench --trace "$OUT/trace.json")
+    if [ "$NGPU" -gt 1 ] || asked proxy; then  # the traced benchmark needs a GPU per rank, or the MPS proxy
+      if [ "$NGPU" -gt 1 ]; then
+        step bench_trace 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_all2all.py --shapes 256,8,7168,256 \
+          "${trace_args[@]}" --out "$OUT/bench_trace"
+      else
+        step bench_trace 400 bash tools/mps_proxy.sh "$OUT/bench_trace" benchmarks/bench_all2all.py \
+          --shapes "256,8,7168,1;256,8,7168,128" --no-graph --no-check --trace-graph 8 "${trace_args[@]}"
+      fi
       grep -E "^trace" "$OUT/bench_trace.log" | tee -a "$OUT/summary.txt"
-      traced=$(ls "$OUT"/trace-*.json 2>/dev/null | head -n 1)
+      traced=$(ls "$OUT"/trace-*.json 2>/dev/null)
       if [ -n "$traced" ]; then
-        step trace_check 120 python3 -m moe_a2a.trace check "$traced"
-        step trace_summary 300 python3 -m moe_a2a.trace summary "$traced" --png "$OUT/trace.png"
-        sed -n '1,200p' "$OUT/trace_summary.log" >>"$OUT/summary.txt"
+        for t in $traced; do  # one per shape: trace-<shape>.json
+          label=$(basename "$t" .json)
+          label=${label#trace-}
+          step "trace_check-$label" 120 python3 -m moe_a2a.trace check "$t"
+          step "trace_summary-$label" 300 python3 -m moe_a2a.trace summary "$t" --png "$OUT/trace-$label.png"
+          sed -n '1,200p' "$OUT/trace_summary-$label.log" >>"$OUT/summary.txt"
+          step "trace_timeline-$label" 120 python3 -m moe_a2a.trace timeline "$t"
+          cat "$OUT/trace_timeline-$label.log" >>"$OUT/summary.txt"
+        done
       else
         echo "-- trace: no trace file written (see bench_trace.log)" | tee -a "$OUT/summary.txt"
         status=1

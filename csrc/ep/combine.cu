@@ -46,6 +46,7 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
                                   uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
+  MOE_A2A_PROFILE(uint64_t route_start = prof.now());
   if (threadIdx.x == 0) {
     SourceRows& in = sh.batch;
     in.count = 0;
@@ -84,6 +85,7 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
       if (k == 0) sh.token[r] = used ? token : -1;
     }
     __syncthreads();
+    MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kCombineRoute, route_start, n));
     // Tasks (row, chunk): sum the row's local experts' outputs for this chunk, k ascending.
     // Lane k holds (row, k)'s position and weight; the experts the row has here are taken in
     // order of k, kSumInFlight loads at a time.
@@ -107,8 +109,11 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
       store_chunk(b.comb_x(in.src[i], me, sh.token[r]), chunk, vecs, packed);
     }
     __syncthreads();  // pos/token are rewritten by the next batch; stores before the signals
+    MOE_A2A_PROFILE(route_start = prof.now());
   }
+  MOE_A2A_PROFILE(const uint64_t publish_start = prof.now());
   if (threadIdx.x < in.count) publish(b.partial_signal(in.src[threadIdx.x], me, g), epoch, round_error_bit(b, epoch));
+  MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kCombinePublish, publish_start, in.count));
   __syncthreads();  // sh.batch is rewritten by the next call
 }
 

@@ -190,6 +190,7 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   }
   __syncthreads();
   MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchRoute, route_start, g));
+  MOE_A2A_PROFILE(const uint64_t meta_start = prof.now());
 
   // 3. Metadata: for each (token, destination, k), the expert's local id there (or -1) and the
   //    weight; the source token once per row.
@@ -206,6 +207,7 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
     b.recv_weight(r, me, s)[k] = a.topk_weights[idx];
     if (k == 0) *b.recv_token(r, me, s) = t;
   }
+  MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchMeta, meta_start, g));
 
   // 4. Rows: each chunk is loaded once (and quantized once) and stored to every destination
   //    rank of the token.
@@ -249,11 +251,13 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
 
   // 5. Announce: every thread's stores of the group are ordered before each signal (the
   //    barrier, then a release per signal), also to ranks that got no row.
+  MOE_A2A_PROFILE(const uint64_t publish_start = prof.now());
   __syncthreads();
   if (threadIdx.x < world) {
     publish(b.group_signal(threadIdx.x, me, g), epoch,
             static_cast<uint32_t>(sh.rows[threadIdx.x]) | round_error_bit(b, epoch));
   }
+  MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchPublish, publish_start, g));
 }
 
 // ---------------------------------------------------------------- receive half
@@ -315,6 +319,7 @@ MOE_A2A_DEVICE bool receive_counts(const EpBuffers& b, const DispatchArgs& a, Di
   const auto signal = [&](int src) { return b.count_signal(me, src); };
   if (!await_ranks(b.c, signal, all_ranks(cfg.world), epoch, WaitSite::kDispatchCounts, -1, sh.payload)) return false;
   MOE_A2A_PROFILE(prof.record_wait(ProfilerEvent::kDispatchWaitCounts, wait_start, cfg.world));
+  MOE_A2A_PROFILE(const uint64_t segments_start = prof.now());
   if (threadIdx.x < cfg.world) {
     // A count from a peer never addresses past max_tokens.
     sh.src_tokens[threadIdx.x] = min(static_cast<int>(sh.payload[threadIdx.x] & kFlagCountMask), cfg.max_tokens);
@@ -332,6 +337,8 @@ MOE_A2A_DEVICE bool receive_counts(const EpBuffers& b, const DispatchArgs& a, Di
       a.expert_offsets[local] = cfg.packed() ? min(sh.all_rows, cfg.expert_capacity) : local * cfg.expert_capacity;
     }
   }
+  MOE_A2A_PROFILE(if (wave_id() == 0)
+                      prof.record(ProfilerEvent::kDispatchSegments, segments_start, cfg.experts_per_rank()));
   return true;
 }
 
@@ -450,6 +457,7 @@ MOE_A2A_DEVICE bool receive_group(const EpBuffers& b, const DispatchArgs& a, Dis
     if (arrived == 0) return false;
     MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchWaitRows, wait_start, __ffs(arrived) - 1));
     pending &= ~arrived;
+    MOE_A2A_PROFILE(const uint64_t batch_start = prof.now());
     if (threadIdx.x == 0) {
       SourceRows& in = sh.batch;
       in.count = 0;
@@ -467,6 +475,7 @@ MOE_A2A_DEVICE bool receive_group(const EpBuffers& b, const DispatchArgs& a, Dis
       }
     }
     __syncthreads();
+    MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchBatch, batch_start, __popc(arrived)));
     place_rows(b, a, sh MOE_A2A_PROFILE(, prof));
   }
   return true;

@@ -6,6 +6,7 @@ summarise, plot.
     moe_a2a.trace.save("trace.json")             # collective; rank 0 writes the file
 
     python -m moe_a2a.trace summary trace.json [--png timeline.png]     (trace.json.gz too)
+    python -m moe_a2a.trace timeline trace.json [--block B]
     python -m moe_a2a.trace check trace.json
 
 Layout: pid = rank + 1 ("rank N"); one track per wave of a block, tid = block * waves + wave + 1
@@ -358,6 +359,44 @@ def summary(trace, top=5) -> str:
     return "\n".join(out)
 
 
+def timeline(trace, block=0) -> str:
+    """One block's critical path: for every rank and kernel, when each stage of block `block`
+    starts and ends, in us from the block's kernel start (stage: first start to last end over
+    the block's waves), median over the kernel's runs in the trace (a trace of N graph-replayed
+    iterations has N runs). At small batches one block does all of a rank's work, so block 0's
+    timeline is where the time goes; the gaps between stages are work no stage records."""
+    info = trace.get("moe_a2a", {})
+    waves = info.get("waves_per_block", 1)
+    xs = [e for e in complete_events(trace) if (e["tid"] - 1) // waves == block]
+    out = [f"Timeline of block {block}, us from its kernel start (median over runs)"]
+    order = {k: i for i, k in enumerate(KERNELS)}
+    for pid, name in sorted(rank_names(trace).items()):
+        mine = [e for e in xs if e["pid"] == pid]
+        runs = sorted((_ns(e) + (e["name"],) for e in mine if "." not in e["name"] and (e["tid"] - 1) % waves == 0))
+        stages = sorted((_ns(e) + (e["name"],) for e in mine if "." in e["name"]))
+        spans = {}  # kernel -> run durations; (kernel, stage) -> [(start, end)] per run
+        for start, end, kernel in runs:
+            spans.setdefault(kernel, []).append(end - start)
+            inside = {}
+            for s, t, stage in stages:
+                if start <= s <= end and kernel_of(stage) == kernel:
+                    lo, hi = inside.get(stage, (s, t))
+                    inside[stage] = (min(lo, s), max(hi, t))
+            for stage, (s, t) in inside.items():
+                spans.setdefault((kernel, stage), []).append((s - start, t - start))
+        for kernel in sorted((k for k in spans if isinstance(k, str)), key=lambda k: order.get(k, 99)):
+            durs = spans[kernel]
+            out.append(f"{name} {kernel}: {len(durs)} run(s), median {statistics.median(durs) / 1e3:.2f} us")
+            rows = [(k[1], v) for k, v in spans.items() if isinstance(k, tuple) and k[0] == kernel]
+            rows = [
+                (stage, statistics.median(s for s, _ in v), statistics.median(t for _, t in v), len(v))
+                for stage, v in rows
+            ]
+            for stage, s, t, n in sorted(rows, key=lambda r: r[1]):
+                out.append(f"  {stage:28s} {s / 1e3:8.2f} -> {t / 1e3:8.2f}  ({(t - s) / 1e3:6.2f} us, {n} run(s))")
+    return "\n".join(out)
+
+
 def plot_png(trace, path) -> None:
     """A timeline per rank (y: track, x: time), for readers without Perfetto."""
     import matplotlib
@@ -409,8 +448,14 @@ def main(argv=None) -> int:
     s.add_argument("--top", type=int, default=5)
     c = sub.add_parser("check", help="validate a trace (nesting, spans, every kernel on every rank)")
     c.add_argument("trace")
+    t = sub.add_parser("timeline", help="one block's stages, us from its kernel start, median over runs")
+    t.add_argument("trace")
+    t.add_argument("--block", type=int, default=0, help="block index (default 0: the one with work at any batch)")
     args = p.parse_args(argv)
     trace = load(args.trace)
+    if args.cmd == "timeline":
+        print(timeline(trace, args.block))
+        return 0
     if args.cmd == "check":
         problems = check(trace)
         for line in problems[:50]:

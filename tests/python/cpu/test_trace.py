@@ -190,3 +190,20 @@ def test_summary_and_png(tmp_path, capsys):
     gz.write_bytes(gzip.compress(path.read_bytes()))
     assert trace.load(gz) == t
     assert trace.main(["check", str(gz)]) == 0
+
+
+def test_timeline_of_one_block(capsys, tmp_path):
+    t = build(world=2)
+    text = trace.timeline(t, block=2)
+    rank0 = text.split("rank 1 dispatch")[0]
+    # block 2 of rank 0: its wait ends 26 us after its kernel start (20 + 3 per block, from 0.1 in),
+    # its two back-to-back copies span 30..36 us (see make_dumps)
+    assert "rank 0 dispatch: 1 run(s), median 50.00 us" in rank0
+    assert re.search(r"dispatch\.wait_rows +0\.10 -> +26\.00 +\( +25\.90 us, 1 run\(s\)\)", rank0)
+    assert re.search(r"dispatch\.copy +30\.00 -> +36\.00", rank0)
+    assert rank0.index("dispatch.wait_rows") < rank0.index("dispatch.copy")  # in order of start
+    assert "rank 1 combine: 1 run(s)" in text
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(t))
+    assert trace.main(["timeline", str(path), "--block", "2"]) == 0
+    assert "Timeline of block 2" in capsys.readouterr().out

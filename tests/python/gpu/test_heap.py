@@ -92,7 +92,10 @@ def test_different_sizes_rejected(rank):
 
 
 def test_create_close_cycles_do_not_leak():
+    # mem_get_info is the device's: every rank measures at the same point of the test (all heaps
+    # closed), or a rank sharing the GPU (the one-GPU run) would count the other's live heap.
     torch.cuda.synchronize()
+    dist.barrier()
     free_before, _ = torch.cuda.mem_get_info()
     heaps_before, maps_before = ext().live_heaps(), ext().open_mappings()
     for _ in range(50):
@@ -100,6 +103,7 @@ def test_create_close_cycles_do_not_leak():
         h.alloc_bytes(MiB)
         h.close()
     torch.cuda.synchronize()
+    dist.barrier()
     free_after, _ = torch.cuda.mem_get_info()
     assert ext().live_heaps() == heaps_before
     assert ext().open_mappings() == maps_before
