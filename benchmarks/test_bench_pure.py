@@ -682,3 +682,21 @@ def test_perf_report_sets_every_target_next_to_its_value(tmp_path):
     text = perf_report.report(str(tmp_path))
     assert "| fp8 dispatch / bf16 dispatch, DeepSeek-V3 T=4096 (eager) | 0.57 x | 0.60 x | yes |" in text
     assert "Targets met: 1 of" in text
+
+
+def test_compare_graph_sets_runs_side_by_side(tmp_path):
+    """benchmarks/compare_graph.py on the stored one-GPU proxy runs (1 x H100, 2026-11-23)."""
+    import compare_graph
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    d = os.path.join(root, "docs/results/2026-11-23-h100-mps-proxy")
+    base, a = os.path.join(d, "bench_graph-baseline-run1.json"), os.path.join(d, "bench_graph-variant-a.json")
+    text = compare_graph.compare([base, a], ["base", "A"])
+    assert text.splitlines()[0] == "| shape | base us (p10-p90) | A us (p10-p90) | A / base |"
+    assert "| E256-K8-H7168-T1 | 32.4 (31.6-32.7) | 33.8 (33.3-34.7) | 1.045 |" in text
+    assert len(text.splitlines()) == 2 + 7  # head, rule, one line per shape
+    out = tmp_path / "c.md"
+    assert compare_graph.main([base, a, "--names", "base,A", "--out", str(out)]) == 0
+    assert out.read_text().strip() == text
+    with pytest.raises(SystemExit):
+        compare_graph.main([base, a, "--names", "only-one"])

@@ -118,9 +118,8 @@ if asked soak; then
   step soak 900 torchrun --nproc-per-node="$NPROC" tools/soak.py --out "$OUT" --max-minutes "${SOAK_MINUTES:-6}"
   grep "^SOAK_RESULT" "$OUT/soak.log" | tee -a "$OUT/summary.txt"
 fi
-PROXY_SHAPES=${PROXY_SHAPES:-"8,2,6144,16;64,6,2048,32;128,4,2880,128;128,8,4096,256;256,8,7168,256;256,8,7168,1;256,8,7168,128"}
 if asked proxy; then
-  step proxy 500 bash tools/mps_proxy.sh "$OUT/proxy" benchmarks/bench_graph.py --shapes "$PROXY_SHAPES" --replays 10 --iters 30
+  step proxy 500 bash tools/mps_proxy.sh "$OUT/proxy"
   grep -A 12 "^shape " "$OUT/proxy.log" | tee -a "$OUT/summary.txt"
   (cd "$OUT" && tar czf proxy.tar.gz proxy && rm -rf proxy) || true
 fi

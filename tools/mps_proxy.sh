@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The one-GPU proxy timing: two ranks on one GPU, running at the same time under MPS.
-#   tools/mps_proxy.sh OUT SCRIPT [ARGS...]   SCRIPT: benchmarks/bench_graph.py, bench_all2all.py or bench_sweep.py
-# runs torchrun --nproc-per-node=2 SCRIPT --num-sms $PROXY_SMS --no-microbench --out OUT ARGS.
+#   tools/mps_proxy.sh OUT [SCRIPT [ARGS...]]   SCRIPT: benchmarks/bench_graph.py, bench_all2all.py or bench_sweep.py
+# runs torchrun --nproc-per-node=2 SCRIPT --num-sms $PROXY_SMS --no-microbench --out OUT ARGS. Without SCRIPT:
+# the standard proxy run, bench_graph.py on PROXY_SHAPES (the challenge shapes and DeepSeek-V3 at 1 and 128
+# tokens; 10 replays), the one tools/gpu_run.sh (step proxy) and tools/proxy_ab.sh make.
 # Without MPS two processes' kernels take turns on a GPU (time slices of milliseconds), so a
 # one-GPU node can only check correctness. Under MPS (CUDA's multi-process service) they run
 # side by side, each on part of the SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, PROXY_PERCENT,
@@ -14,9 +16,14 @@
 # The MPS control daemon is started with private pipe and log folders and stopped on exit;
 # nothing about the GPU's settings changes (compute mode stays as it is).
 set -uo pipefail
-OUT=${1:?usage: tools/mps_proxy.sh OUT SCRIPT [ARGS...]}
-SCRIPT=${2:?usage: tools/mps_proxy.sh OUT SCRIPT [ARGS...]}
-shift 2
+OUT=${1:?usage: tools/mps_proxy.sh OUT [SCRIPT [ARGS...]]}
+shift
+if [ $# -eq 0 ]; then
+  PROXY_SHAPES=${PROXY_SHAPES:-"8,2,6144,16;64,6,2048,32;128,4,2880,128;128,8,4096,256;256,8,7168,256;256,8,7168,1;256,8,7168,128"}
+  set -- benchmarks/bench_graph.py --shapes "$PROXY_SHAPES" --replays 10 --iters 30
+fi
+SCRIPT=$1
+shift
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 command -v nvidia-cuda-mps-control >/dev/null || { echo "mps_proxy: nvidia-cuda-mps-control not found" >&2; exit 2; }
