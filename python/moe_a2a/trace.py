@@ -364,7 +364,8 @@ def timeline(trace, block=0) -> str:
     starts and ends, in us from the block's kernel start (stage: first start to last end over
     the block's waves), median over the kernel's runs in the trace (a trace of N graph-replayed
     iterations has N runs). At small batches one block does all of a rank's work, so block 0's
-    timeline is where the time goes; the gaps between stages are work no stage records."""
+    timeline is where the time goes; a gap of 0.1 us or more before a stage (after every earlier
+    stage ended) is shown: work no stage records."""
     info = trace.get("moe_a2a", {})
     waves = info.get("waves_per_block", 1)
     xs = [e for e in complete_events(trace) if (e["tid"] - 1) // waves == block]
@@ -392,8 +393,13 @@ def timeline(trace, block=0) -> str:
                 (stage, statistics.median(s for s, _ in v), statistics.median(t for _, t in v), len(v))
                 for stage, v in rows
             ]
+            reached = 0  # the latest end so far: time after it that no stage covers is a gap
             for stage, s, t, n in sorted(rows, key=lambda r: r[1]):
-                out.append(f"  {stage:28s} {s / 1e3:8.2f} -> {t / 1e3:8.2f}  ({(t - s) / 1e3:6.2f} us, {n} run(s))")
+                gap = f", {(s - reached) / 1e3:.2f} us unrecorded before" if s - reached >= 100 else ""
+                out.append(
+                    f"  {stage:28s} {s / 1e3:8.2f} -> {t / 1e3:8.2f}  ({(t - s) / 1e3:6.2f} us, {n} run(s){gap})"
+                )
+                reached = max(reached, t)
     return "\n".join(out)
 
 

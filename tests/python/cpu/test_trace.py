@@ -199,8 +199,11 @@ def test_timeline_of_one_block(capsys, tmp_path):
     # block 2 of rank 0: its wait ends 26 us after its kernel start (20 + 3 per block, from 0.1 in),
     # its two back-to-back copies span 30..36 us (see make_dumps)
     assert "rank 0 dispatch: 1 run(s), median 50.00 us" in rank0
-    assert re.search(r"dispatch\.wait_rows +0\.10 -> +26\.00 +\( +25\.90 us, 1 run\(s\)\)", rank0)
-    assert re.search(r"dispatch\.copy +30\.00 -> +36\.00", rank0)
+    assert re.search(r"dispatch\.wait_rows +0\.10 -> +26\.00 +\( +25\.90 us, 1 run\(s\), 0\.10 us unrecorded", rank0)
+    # nothing recorded between the wait's end (26) and the first copy (30)
+    assert re.search(
+        r"dispatch\.copy +30\.00 -> +36\.00 +\( +6\.00 us, 1 run\(s\), 4\.00 us unrecorded before\)", rank0
+    )
     assert rank0.index("dispatch.wait_rows") < rank0.index("dispatch.copy")  # in order of start
     assert "rank 1 combine: 1 run(s)" in text
     path = tmp_path / "t.json"
