@@ -26,11 +26,19 @@ from bench_all2all import Routing, get_micro, graph_fields, shape_floor
 from common import fmt, summarize
 
 DEFAULT_SHAPES = common.CHALLENGE_SHAPES + ";256,8,7168,1;256,8,7168,128;256,8,7168,1024;256,8,7168,4096"
+# --shapes ab: the set before/after comparisons of kernel changes use (tools/graph_ab.sh,
+# tools/mps_proxy.sh): the challenge shapes and DeepSeek-V3 at 1 and 128 tokens, where the chain
+# of one block, not the bandwidth, sets the time.
+AB_SHAPES = common.CHALLENGE_SHAPES + ";256,8,7168,1;256,8,7168,128"
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--shapes", default=DEFAULT_SHAPES, help='"E,K,H,T[,dtype[,seed]];..." (T = tokens per rank)')
+    p.add_argument(
+        "--shapes",
+        default=DEFAULT_SHAPES,
+        help='"E,K,H,T[,dtype[,seed]];..." (T = tokens per rank), or "ab": the before/after set',
+    )
     p.add_argument("--layout", default="packed", choices=["packed", "padded"])
     p.add_argument("--inputs", type=int, default=8, help="distinct routings captured in the graph (>= 8)")
     p.add_argument("--replays", type=int, default=20, help="timed graph replays (default 20)")
@@ -54,7 +62,7 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     if args.inputs < 8:
         p.error("--inputs must be >= 8 (the graph must not replay one routing)")
-    args.shape_list = common.parse_shapes(args.shapes)
+    args.shape_list = common.parse_shapes(AB_SHAPES if args.shapes == "ab" else args.shapes)
     return args
 
 

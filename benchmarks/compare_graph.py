@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Graph steady state of several bench_graph.py runs side by side: per shape, each run's median
 (p10-p90) dispatch + combine time and its ratio to the first run's. For before/after comparisons
-of a kernel change (tools/proxy_ab.sh writes one run per source tree). Needs no GPU.
+of a kernel change (tools/graph_ab.sh writes one run per source tree). Needs no GPU.
 
     python benchmarks/compare_graph.py BASE.json OTHER.json [...] [--names base,other,...] [--out FILE.md]
 """

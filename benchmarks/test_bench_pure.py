@@ -700,3 +700,12 @@ def test_compare_graph_sets_runs_side_by_side(tmp_path):
     assert out.read_text().strip() == text
     with pytest.raises(SystemExit):
         compare_graph.main([base, a, "--names", "only-one"])
+
+
+def test_bench_graph_ab_shape_set():
+    """--shapes ab: the set tools/graph_ab.sh and tools/mps_proxy.sh time (challenge + DeepSeek-V3 T=1, 128)."""
+    import bench_graph
+
+    labels = [s.label for s in bench_graph.parse_args(["--shapes", "ab"]).shape_list]
+    assert labels[:5] == [s.label for s in common.parse_shapes(common.CHALLENGE_SHAPES)]
+    assert labels[5:] == ["E256-K8-H7168-T1", "E256-K8-H7168-T128"]

@@ -2,8 +2,8 @@
 # The one-GPU proxy timing: two ranks on one GPU, running at the same time under MPS.
 #   tools/mps_proxy.sh OUT [SCRIPT [ARGS...]]   SCRIPT: benchmarks/bench_graph.py, bench_all2all.py or bench_sweep.py
 # runs torchrun --nproc-per-node=2 SCRIPT --num-sms $PROXY_SMS --no-microbench --out OUT ARGS. Without SCRIPT:
-# the standard proxy run, bench_graph.py on PROXY_SHAPES (the challenge shapes and DeepSeek-V3 at 1 and 128
-# tokens; 10 replays), the one tools/gpu_run.sh (step proxy) and tools/proxy_ab.sh make.
+# the standard proxy run, bench_graph.py --shapes ab (the challenge shapes and DeepSeek-V3 at 1 and 128
+# tokens; 10 replays), the one tools/gpu_run.sh (step proxy) and tools/graph_ab.sh make.
 # Without MPS two processes' kernels take turns on a GPU (time slices of milliseconds), so a
 # one-GPU node can only check correctness. Under MPS (CUDA's multi-process service) they run
 # side by side, each on part of the SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, PROXY_PERCENT,
@@ -18,10 +18,7 @@
 set -uo pipefail
 OUT=${1:?usage: tools/mps_proxy.sh OUT [SCRIPT [ARGS...]]}
 shift
-if [ $# -eq 0 ]; then
-  PROXY_SHAPES=${PROXY_SHAPES:-"8,2,6144,16;64,6,2048,32;128,4,2880,128;128,8,4096,256;256,8,7168,256;256,8,7168,1;256,8,7168,128"}
-  set -- benchmarks/bench_graph.py --shapes "$PROXY_SHAPES" --replays 10 --iters 30
-fi
+[ $# -eq 0 ] && set -- benchmarks/bench_graph.py --shapes ab --replays 10 --iters 30
 SCRIPT=$1
 shift
 mkdir -p "$OUT"
@@ -38,7 +35,8 @@ trap stop_mps EXIT
 nvidia-cuda-mps-control -d || { echo "mps_proxy: the MPS control daemon did not start" >&2; exit 2; }
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export MOE_A2A_TEST_ONE_GPU=1 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=${PROXY_PERCENT:-50}
-export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+# MOE_A2A_PACKAGE_DIR: time another tree's build of the package (tools/graph_ab.sh) with these scripts.
+export PYTHONPATH="${MOE_A2A_PACKAGE_DIR:-$PWD/python}${PYTHONPATH:+:$PYTHONPATH}"
 torchrun --nproc-per-node=2 "$SCRIPT" --num-sms "${PROXY_SMS:-60}" --no-microbench --out "$OUT" "$@"
 rc=$?
 # Proof that the ranks ran as MPS clients: the server the daemon started for them.

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Before/after graph timing of kernel changes, in one call.
+#   tools/graph_ab.sh OUT TREE [TREE...]
+# TREE is a source tree: "." for this checkout, or a folder holding another version of it (on the
+# device machine, one carried there: CONTRIBUTING.md, "Timing a kernel change"). Each tree is built in
+# place (the default build, no profiler) and its package is timed by this checkout's
+# benchmarks/bench_graph.py --shapes ab (10 replays) into OUT/<n>-<tree name>/: under torchrun on every GPU
+# of a node with two or more, else by the MPS proxy (tools/mps_proxy.sh: both ranks at once on the one
+# GPU). The first tree is the base and is timed once more at the end (OUT/<n+1>-base-again/), so drift
+# of the machine over the call shows as base vs base-again. benchmarks/compare_graph.py writes
+# OUT/compare.md (every run's graph d+c per shape, and its ratio to the base's).
+# Exit status: non-zero if a build or a run failed.
+set -uo pipefail
+usage="usage: tools/graph_ab.sh OUT TREE [TREE...]"
+OUT=${1:?$usage}
+shift
+[ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+NGPU=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+echo "-- $NGPU GPU(s): $([ "$NGPU" -ge 2 ] && echo "torchrun on every GPU" || echo "the one-GPU MPS proxy")"
+status=0
+runs=() names=()
+
+time_tree() {  # time_tree DIR TREE: TREE's package timed by this checkout's bench_graph.py into DIR
+  local dir=$1 package
+  package=$(cd "$2" && pwd)/python
+  mkdir -p "$dir"
+  if [ "$NGPU" -ge 2 ]; then
+    (cd "$HERE" && PYTHONPATH="$package" torchrun --nproc-per-node="$NGPU" benchmarks/bench_graph.py --shapes ab \
+      --replays 10 --iters 30 --no-microbench --no-floor --out "$dir") >"$dir.log" 2>&1
+  else
+    MOE_A2A_PACKAGE_DIR="$package" bash "$HERE/tools/mps_proxy.sh" "$dir" >"$dir.log" 2>&1
+  fi
+}
+
+i=0
+for tree in "$@"; do
+  name=$([ "$tree" = . ] && echo this || basename "$tree")
+  i=$((i + 1))
+  echo "-- $i: $tree ($(cd "$tree" && git rev-parse --short HEAD 2>/dev/null || echo 'no git'))"
+  if ! (cd "$tree" && env MOE_A2A_PROFILE=0 MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace --force \
+    >"$OUT/$i-$name-build.log" 2>&1); then
+    echo "-- $name: build failed (see $OUT/$i-$name-build.log)"
+    status=1
+    continue
+  fi
+  if time_tree "$OUT/$i-$name" "$tree"; then
+    runs+=("$OUT/$i-$name/bench_graph.json")
+    names+=("$name")
+  else
+    echo "-- $name: the timing run failed (see $OUT/$i-$name.log)"
+    status=1
+  fi
+done
+if time_tree "$OUT/$((i + 1))-base-again" "$1"; then
+  runs+=("$OUT/$((i + 1))-base-again/bench_graph.json")
+  names+=(base-again)
+else
+  echo "-- base-again: the timing run failed"
+  status=1
+fi
+if [ ${#runs[@]} -ge 2 ]; then
+  names_csv=$(IFS=,; echo "${names[*]}")
+  python3 "$HERE/benchmarks/compare_graph.py" "${runs[@]}" --names "$names_csv" --out "$OUT/compare.md"
+fi
+# The device tool brings back few files: compare.md stays loose, everything else goes into one archive.
+(cd "$OUT" && tar czf results.tar.gz --remove-files $(ls | grep -v -e '^compare.md$' -e '^results.tar.gz$')) || true
+exit $status
