@@ -27,7 +27,7 @@ def compare(paths, names):
     runs = [rows_by_shape(p) for p in paths]
     head = "| shape | " + " | ".join(f"{n} us (p10-p90)" for n in names) + " | "
     head += " | ".join(f"{n} / {names[0]}" for n in names[1:]) + " |"
-    lines = [head, "|" + "---|" * (1 + 2 * len(names) - 1)]
+    lines = [head, "|" + "---|" * (2 * len(names))]  # shape, a time per run, a ratio per run but the first
     for key, base in runs[0].items():
         cells, ratios = [], []
         for run in runs:
