@@ -34,6 +34,12 @@ extern "C" __global__ void probe_atomic_add_relaxed_block(uint32_t v, uint32_t* 
   __shared__ uint32_t counter;  // the value does not matter: only the instruction is checked
   *out = atomic_add_relaxed_block(&counter, v);
 }
+extern "C" __global__ void probe_atomic_or_relaxed_block(uint32_t v, uint32_t* out) {
+  __shared__ uint32_t mask;  // the value does not matter: only the instruction is checked
+  atomic_or_relaxed_block(&mask, v);
+  __syncthreads();
+  *out = mask;
+}
 extern "C" __global__ void probe_atomic_cas_sys_u32(uint32_t* p, uint32_t expected, uint32_t desired, uint32_t* out) {
   *out = atomic_cas_sys(p, expected, desired);
 }

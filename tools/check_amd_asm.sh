@@ -132,6 +132,8 @@ forbid probe_atomic_add_relaxed_gpu_u64 '^global_atomic_add.*\bsc1\b' "$CACHE_OP
 # A block-scope counter in shared memory: one LDS atomic, nothing that touches the caches.
 expect probe_atomic_add_relaxed_block '^ds_add_rtn_u32\b'
 forbid probe_atomic_add_relaxed_block '^global_atomic' "$CACHE_OPS"
+expect probe_atomic_or_relaxed_block '^ds_or_b32\b'
+forbid probe_atomic_or_relaxed_block '^global_atomic' "$CACHE_OPS"
 expect probe_atomic_cas_sys_u32 "$WB_SYS" '^global_atomic_cmpswap\b.*\bsc1\b' "$WAIT_VM" "$INV_SYS"
 # --- fences --------------------------------------------------------------------------------------
 expect probe_fence_acq_rel_sys "$WB_SYS" "$INV_SYS"

@@ -69,7 +69,10 @@ step() {  # step NAME TIMEOUT_S CMD...: runs CMD, logs to OUT/NAME.log, records 
   return $rc
 }
 
-if wants build || { [ "$WHAT" != profile ] && [ ! -e python/moe_a2a/_C*.so ]; }; then
+# An extension left built with the profiler by an earlier call on this machine (`profile` ends
+# with that build) would make every later step time and test the profiler's build: rebuilt.
+built_with_profiler() { python3 -c 'import sys, moe_a2a._C as C; sys.exit(0 if C.profiler_compiled_in() else 1)' 2>/dev/null; }
+if wants build || { [ "$WHAT" != profile ] && { [ ! -e python/moe_a2a/_C*.so ] || built_with_profiler; }; }; then
   # --force: the previous build may have had the profiler in (same sources, other flags)
   step build 900 env MOE_A2A_PROFILE=0 MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace --force \
     || { tail -40 "$OUT/build.log"; exit 1; }

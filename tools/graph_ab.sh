@@ -36,11 +36,18 @@ time_tree() {  # time_tree DIR TREE: TREE's package timed by this checkout's ben
   fi
 }
 
+tree_version() {  # the tree's commit, marked if it has changes; a plain copy has none of its own
+  local top
+  top=$(cd "$1" && git rev-parse --show-toplevel 2>/dev/null) || { echo "not a git checkout"; return; }
+  [ "$top" = "$(cd "$1" && pwd -P)" ] || { echo "a copy inside $top, no commit of its own"; return; }
+  echo "$(git -C "$1" rev-parse --short HEAD)$([ -n "$(git -C "$1" status --porcelain --untracked-files=no)" ] && echo ' + uncommitted changes')"
+}
+
 i=0
 for tree in "$@"; do
   name=$([ "$tree" = . ] && echo this || basename "$tree")
   i=$((i + 1))
-  echo "-- $i: $tree ($(cd "$tree" && git rev-parse --short HEAD 2>/dev/null || echo 'no git'))"
+  echo "-- $i: $tree ($(tree_version "$tree"))"
   if ! (cd "$tree" && env MOE_A2A_PROFILE=0 MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace --force \
     >"$OUT/$i-$name-build.log" 2>&1); then
     echo "-- $name: build failed (see $OUT/$i-$name-build.log)"

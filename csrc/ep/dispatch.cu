@@ -139,34 +139,26 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   Vec16 first_chunk[kUnroll];
   if (wave_id() < n * chunks) load_chunk(x_row(wave_id() / chunks), wave_id() % chunks, in.vecs, first_chunk);
 
-  // 1. Routing: which ranks each token goes to. A bad id is reported and its (token, k) pair
-  //    dropped, never sent anywhere.
-  if (threadIdx.x < n) {
-    const int t = group.begin + threadIdx.x;
-    // Every id of the token in flight at once: the reports below write memory, so a load
-    // after one could not be moved before it.
-    int64_t ids[kMaxTopk];
-#pragma unroll
-    for (int k = 0; k < kMaxTopk; ++k) {
-      if (k < cfg.topk) ids[k] = read_expert(a, static_cast<size_t>(t) * cfg.topk + k);
+  // 1. Routing: which ranks each token goes to, one thread per (token, k): every id of the group
+  //    is in flight at once, and the code is a few instructions instead of one copy per k of a
+  //    loop unrolled over kMaxTopk (16), each with an inlined error report. A bad id is reported
+  //    and its (token, k) pair dropped, never sent anywhere.
+  for (int i = threadIdx.x; i < n; i += blockDim.x) sh.mask[i] = 0u;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
+    const int64_t e = read_expert(a, static_cast<size_t>(group.begin) * cfg.topk + j);
+    if (e == kMaskedSlot) continue;  // an unused slot: no row, its weight ignored
+    if (!valid_expert(cfg, e)) {
+      const int32_t shown = e < INT32_MIN ? INT32_MIN : (e > INT32_MAX ? INT32_MAX : static_cast<int32_t>(e));
+      report_error(b.c, ErrorCode::kBadExpertId, -1, shown, group.begin + j / cfg.topk, cfg.num_experts, 0);
+      continue;
     }
-    uint32_t mask = 0;
-#pragma unroll
-    for (int k = 0; k < kMaxTopk; ++k) {
-      if (k >= cfg.topk) break;
-      const int64_t e = ids[k];
-      if (e == kMaskedSlot) continue;  // an unused slot: no row, its weight ignored
-      if (!valid_expert(cfg, e)) {
-        const int32_t shown = e < INT32_MIN ? INT32_MIN : (e > INT32_MAX ? INT32_MAX : static_cast<int32_t>(e));
-        report_error(b.c, ErrorCode::kBadExpertId, -1, shown, t, cfg.num_experts, 0);
-        continue;
-      }
-      mask |= 1u << cfg.owner_rank(static_cast<int32_t>(e));
-    }
-    a.route.dest_mask[t] = static_cast<int32_t>(mask);  // combine sums exactly these ranks' partials
-    sh.mask[threadIdx.x] = mask;
+    atomic_or_relaxed_block(sh.mask + j / cfg.topk, 1u << cfg.owner_rank(static_cast<int32_t>(e)));
   }
   __syncthreads();
+  // combine sums exactly these ranks' partials
+  for (int i = threadIdx.x; i < n; i += blockDim.x)
+    a.route.dest_mask[group.begin + i] = static_cast<int32_t>(sh.mask[i]);
 
   // 2. Slots: the group's rows for each destination take its first slots, in token order.
   if (wave_id() == 0) {
@@ -201,10 +193,11 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
     const int t = group.begin + i;
     const size_t idx = static_cast<size_t>(t) * cfg.topk + k;
     const int64_t e = read_expert(a, idx);
+    const float w = a.topk_weights[idx];  // loaded with the id: a load after the store below would wait for it
     const bool here = valid_expert(cfg, e) && cfg.owner_rank(static_cast<int32_t>(e)) == r;
     const int s = sh.slot[i][r];
     b.recv_expert(r, me, s)[k] = here ? static_cast<int32_t>(e) - r * cfg.experts_per_rank() : -1;
-    b.recv_weight(r, me, s)[k] = a.topk_weights[idx];
+    b.recv_weight(r, me, s)[k] = w;
     if (k == 0) *b.recv_token(r, me, s) = t;
   }
   MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchMeta, meta_start, g));
@@ -376,6 +369,9 @@ MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a,
       const size_t row = b.row_index(src, slot);
       const int e = b.recv_expert(me, src, slot)[k];
       const int token = *b.recv_token(me, src, slot);
+      // Loaded with the expert and the token: after the atomic (a compiler barrier) it would cost
+      // one more memory round trip on the critical path.
+      const float w = b.recv_weight(me, src, slot)[k];
       int at = -1;
       if (e >= 0 && e < local) {
         const int pos = static_cast<int>(atomic_add_relaxed_gpu(b.expert_count() + e, 1u));
@@ -384,7 +380,7 @@ MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a,
           a.expert_meta[3 * static_cast<size_t>(at) + 0] = src;
           a.expert_meta[3 * static_cast<size_t>(at) + 1] = token;
           a.expert_meta[3 * static_cast<size_t>(at) + 2] = k;
-          a.expert_weights[at] = b.recv_weight(me, src, slot)[k];
+          a.expert_weights[at] = w;
         } else if (cfg.packed()) {
           report_error(b.c, ErrorCode::kCapacityOverflow, src, -1, token, cfg.expert_capacity, sh.all_rows);
         } else {

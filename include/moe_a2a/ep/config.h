@@ -201,10 +201,12 @@ struct EpConfig {
     return static_cast<int32_t>(g < max_tokens ? g : max_tokens);
   }
   MOE_A2A_HD int32_t num_groups(int32_t tokens) const { return tokens < max_groups() ? tokens : max_groups(); }
+  // 32-bit arithmetic: a 64-bit division is a long software routine on GPUs, and the kernels
+  // compute group bounds on their critical path (g * tokens <= kMaxTokensPerRank^2 fits).
   MOE_A2A_HD TokenRange token_group(int32_t tokens, int32_t g) const {
+    static_assert(static_cast<int64_t>(kMaxTokensPerRank) * kMaxTokensPerRank <= INT32_MAX, "token_group overflows");
     const int32_t n = num_groups(tokens);
-    return TokenRange{static_cast<int32_t>(static_cast<int64_t>(g) * tokens / n),
-                      static_cast<int32_t>(static_cast<int64_t>(g + 1) * tokens / n)};
+    return TokenRange{g * tokens / n, (g + 1) * tokens / n};
   }
   // The most tokens one group can hold (at max_tokens).
   MOE_A2A_HD int32_t max_group_tokens() const { return (max_tokens + max_groups() - 1) / max_groups(); }

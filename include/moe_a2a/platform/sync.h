@@ -61,6 +61,9 @@ MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t atomic_cas_sys(uint32_t* p, uint32_t expe
 MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t atomic_add_relaxed_block(uint32_t* p, uint32_t v) {
   return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_WORKGROUP);
 }
+MOE_A2A_DEVICE MOE_A2A_INLINE void atomic_or_relaxed_block(uint32_t* p, uint32_t v) {
+  __hip_atomic_fetch_or(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_WORKGROUP);
+}
 
 // The empty scope string is system scope for the amdgcn fence builtin.
 MOE_A2A_DEVICE MOE_A2A_INLINE void fence_acq_rel_sys() { __builtin_amdgcn_fence(__ATOMIC_ACQ_REL, ""); }
@@ -117,6 +120,9 @@ MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t atomic_add_relaxed_block(uint32_t* p, uin
   uint32_t old;
   asm volatile("atom.relaxed.cta.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
   return old;
+}
+MOE_A2A_DEVICE MOE_A2A_INLINE void atomic_or_relaxed_block(uint32_t* p, uint32_t v) {
+  asm volatile("red.relaxed.cta.or.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
 MOE_A2A_DEVICE MOE_A2A_INLINE void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
