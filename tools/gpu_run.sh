@@ -87,7 +87,7 @@ if wants bench; then
 fi
 if wants graph; then
   step bench_graph 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_graph.py --gemm --out "$OUT"
-  grep -A 20 "^shape " "$OUT/bench_graph.log" | tee -a "$OUT/summary.txt"
+  grep -A 20 -E "^ *shape " "$OUT/bench_graph.log" | tee -a "$OUT/summary.txt"
 fi
 if wants sweep; then
   step bench_sweep 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_sweep.py --out "$OUT"
@@ -123,7 +123,7 @@ if asked soak; then
 fi
 if asked proxy; then
   step proxy 500 bash tools/mps_proxy.sh "$OUT/proxy"
-  grep -A 12 "^shape " "$OUT/proxy.log" | tee -a "$OUT/summary.txt"
+  grep -A 12 -E "^ *shape " "$OUT/proxy.log" | tee -a "$OUT/summary.txt"
   (cd "$OUT" && tar czf proxy.tar.gz proxy && rm -rf proxy) || true
 fi
 if wants profile; then
