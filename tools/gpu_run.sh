@@ -38,7 +38,9 @@ cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 NGPU=$(python3 -c 'import torch; print(torch.cuda.device_count())')
-echo "== $(date -u +%FT%TZ) $(hostname) GPUs: $NGPU, commit $(git rev-parse --short HEAD 2>/dev/null || echo none)" | tee "$OUT/summary.txt"
+# sources: tools/source_hash.sh (a device machine's copy of the tree may carry an older .git).
+echo "== $(date -u +%FT%TZ) $(hostname) GPUs: $NGPU, sources $(bash tools/source_hash.sh)" \
+  "(.git says $(git rev-parse --short HEAD 2>/dev/null || echo none))" | tee "$OUT/summary.txt"
 NPROC=$NGPU
 if [ "$NGPU" = 1 ]; then
   # One GPU: the tests run as a correctness smoke run, 2 ranks sharing it (tests/python/gpu/conftest.py);

@@ -2,8 +2,8 @@
 # Before/after graph timing of kernel changes, in one call.
 #   tools/graph_ab.sh OUT TREE [TREE...]
 # TREE is a source tree: "." for this checkout, or a folder holding another version of it (on the
-# device machine, one carried there: CONTRIBUTING.md, "Timing a kernel change"). Each tree is built in
-# place (the default build, no profiler) and its package is timed by this checkout's
+# device machine, one carried there: CONTRIBUTING.md, "Timing a kernel change"). The trees are built in
+# place, all at once (the default build, no profiler), and each package is timed by this checkout's
 # benchmarks/bench_graph.py --shapes ab (10 replays) into OUT/<n>-<tree name>/: under torchrun on every GPU
 # of a node with two or more, else by the MPS proxy (tools/mps_proxy.sh: both ranks at once on the one
 # GPU). The first tree is the base and is timed once more at the end (OUT/<n+1>-base-again/), so drift
@@ -43,24 +43,39 @@ tree_version() {  # the tree's commit, marked if it has changes; a plain copy ha
   echo "$(git -C "$1" rev-parse --short HEAD)$([ -n "$(git -C "$1" status --porcelain --untracked-files=no)" ] && echo ' + uncommitted changes')"
 }
 
+# Every tree is built first, all at once (device time is what these calls spend: nvcc of one tree
+# leaves most cores idle, its largest file takes most of a build), then timed one after the other.
+build_tree() {  # build_tree TREE LOG
+  (cd "$1" && env MOE_A2A_PROFILE=0 MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace --force >"$2" 2>&1)
+}
+labels=() pids=()
 i=0
 for tree in "$@"; do
-  name=$([ "$tree" = . ] && echo this || basename "$tree")
   i=$((i + 1))
-  echo "-- $i: $tree ($(tree_version "$tree"))"
-  if ! (cd "$tree" && env MOE_A2A_PROFILE=0 MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace --force \
-    >"$OUT/$i-$name-build.log" 2>&1); then
-    echo "-- $name: build failed (see $OUT/$i-$name-build.log)"
+  labels+=("$i-$([ "$tree" = . ] && echo this || basename "$tree")")
+  echo "-- $i: $tree (sources $(bash "$HERE/tools/source_hash.sh" "$tree"); $(tree_version "$tree"))"
+  build_tree "$tree" "$OUT/${labels[-1]}-build.log" &
+  pids+=($!)
+done
+built=()
+for j in "${!pids[@]}"; do
+  if wait "${pids[$j]}"; then built+=(1); else built+=(0); fi
+done
+i=0
+for tree in "$@"; do
+  label=${labels[$i]}
+  name=${label#*-}
+  if [ "${built[$i]}" != 1 ]; then
+    echo "-- $name: build failed (see $OUT/$label-build.log)"
     status=1
-    continue
-  fi
-  if time_tree "$OUT/$i-$name" "$tree"; then
-    runs+=("$OUT/$i-$name/bench_graph.json")
+  elif time_tree "$OUT/$label" "$tree"; then
+    runs+=("$OUT/$label/bench_graph.json")
     names+=("$name")
   else
-    echo "-- $name: the timing run failed (see $OUT/$i-$name.log)"
+    echo "-- $name: the timing run failed (see $OUT/$label.log)"
     status=1
   fi
+  i=$((i + 1))
 done
 if time_tree "$OUT/$((i + 1))-base-again" "$1"; then
   runs+=("$OUT/$((i + 1))-base-again/bench_graph.json")
