@@ -1,18 +1,22 @@
 // Combine, one kernel with a send half (expert side) and a receive half (token side); it ends
 // the round (docs/design/protocol.md).
 //
-// Send half: block b takes the token groups b, b + G, ... of every source, as dispatch did.
-// For each received row of group g of every source (one batch) it sums the outputs of the
-// row's local experts, weighted by the router (or not: the backward of dispatch), in fp32 and
-// in ascending k, and stores that one partial sum straight into the source rank's comb_x at
-// the source token's index; then it publishes one partial signal for the group to each
-// source, also when the group had no row here. Which rows exist and where their experts' outputs are comes from the dispatch's
+// The unit of work is a combine unit (EpConfig::combine_parts): a token group, or at small T a
+// part of one (some of the chunks of each of its rows), so that few tokens still spread over
+// many blocks. Block b takes units b, b + G, ... (G blocks) on both halves.
+//
+// Send half: for unit u of every source (one batch) it sums, for each received row of the
+// unit's group and each of the unit's chunks, the outputs of the row's local experts, weighted
+// by the router (or not: the backward of dispatch), in fp32 and in ascending k, and stores that
+// one partial sum straight into the source rank's comb_x at the source token's index; then it
+// publishes one partial signal for the unit to each source, also when the unit had no row
+// here. Which rows exist and where their experts' outputs are comes from the dispatch's
 // RecvRoute, so the same kernel serves the forward pass and, later, the backward pass.
 //
-// Receive half: block b takes its own rank's token groups b, b + G, ...; once every rank's
-// partial signal for a group arrived, out[t] = the sum over the ranks token t went to, in
-// ascending rank order, in fp32, cast once to the token type. The order is fixed, so identical
-// inputs give bitwise identical outputs whatever the arrival order.
+// Receive half: block b takes its own rank's units b, b + G, ...; once every rank's partial
+// signal for a unit arrived, out[t] = the sum over the ranks token t went to, in ascending rank
+// order, in fp32, cast once to the token type, for the unit's chunks of its tokens. The order
+// is fixed, so identical inputs give bitwise identical outputs whatever the arrival order.
 #include "ep_device.cuh"
 
 namespace moe_a2a {
@@ -25,7 +29,23 @@ struct CombineShared {
   uint32_t mask[kEpBlock];  // receive half: the ranks each token of the group went to
   uint32_t payload[kMaxWorld];
   SourceRows batch;  // the token groups being answered
+  // Send half: the chunks of each row of batch source i: [chunk_first[i], + chunk_count[i]).
+  int chunk_first[kMaxWorld], chunk_count[kMaxWorld];
+  int chunk_span;  // the largest chunk_count of the batch
 };
+
+// Combine unit `u` of a rank whose groups are split into `parts` parts
+// (EpConfig::combine_parts): its token group and the chunks of each of the group's rows it
+// covers.
+struct CombineUnit {
+  int group, chunk_first, chunk_count;
+};
+MOE_A2A_DEVICE CombineUnit combine_unit(int u, int parts, int chunks) {
+  if (parts == 1) return CombineUnit{u, 0, chunks};  // without a division where it can
+  const int p = u % parts;
+  const int first = p * chunks / parts;
+  return CombineUnit{u / parts, first, (p + 1) * chunks / parts - first};
+}
 
 // Backward of dispatch only: every rank says "my comb_x is free" (its previous round ended
 // before this kernel started, on the same stream) and waits until every rank has said so.
@@ -39,33 +59,40 @@ MOE_A2A_DEVICE bool await_all_ready(const EpBuffers& b, CombineShared& sh, uint6
   return await_ranks(b.c, signal, all_ranks(cfg.world), epoch, WaitSite::kDispatchGradReady, -1, sh.payload);
 }
 
-// The partial sums of token group `g` of every source that has one, in one batch, then one
+// The partial sums of combine unit `u` of every source that has one, in one batch, then one
 // partial signal to each of those sources.
 template <TokenType kType>
-MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, int g,
+MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, int u,
                                   uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
+  const int vecs = b.vecs_per_row();
+  const int chunks = chunks_per_row(vecs);
   MOE_A2A_PROFILE(uint64_t route_start = prof.now());
-  if (threadIdx.x == 0) {
-    SourceRows& in = sh.batch;
-    in.count = 0;
-    in.first[0] = 0;
-    for (int s = 0; s < cfg.world; ++s) {
-      if (g >= cfg.num_groups(sh.src_tokens[s])) continue;
-      const TokenRange group = cfg.token_group(sh.src_tokens[s], g);
-      in.src[in.count] = s;
-      in.begin[in.count] = group.begin;
-      in.end[in.count] = group.end;
-      in.first[in.count + 1] = in.first[in.count] + (group.end - group.begin);  // every slot; empty ones skipped
-      ++in.count;
+  if (wave_id() == 0) {  // lane s: unit u of source s, if it has one
+    const int s = lane_id();
+    const int tokens = s < cfg.world ? sh.src_tokens[s] : 0;
+    const int parts = cfg.combine_parts(tokens, chunks);
+    const bool here = u < cfg.num_groups(tokens) * parts;
+    CombineUnit unit{0, 0, 0};
+    TokenRange group{0, 0};
+    if (here) {
+      unit = combine_unit(u, parts, chunks);
+      group = cfg.token_group(tokens, unit.group);
     }
+    // Every slot of the group is a batch row; the empty ones are skipped below.
+    const int at = gather_batch(sh.batch, cfg.world, here, group, group.end - group.begin);
+    if (here) {
+      sh.chunk_first[at] = unit.chunk_first;
+      sh.chunk_count[at] = unit.chunk_count;
+    }
+    const int span = max_over_sources(cfg.world, [&](int) { return unit.chunk_count; });
+    if (lane_id() == 0) sh.chunk_span = span;
   }
   __syncthreads();
   const SourceRows& in = sh.batch;
   const int rows = in.first[in.count];
-  const int vecs = b.vecs_per_row();
-  const int chunks = chunks_per_row(vecs);
+  const int span = sh.chunk_span;
   const Vec16* y = static_cast<const Vec16*>(a.expert_y);
   for (int batch = 0; batch < rows; batch += kRowBatch) {
     const int n = min(kRowBatch, rows - batch);
@@ -86,14 +113,16 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
     }
     __syncthreads();
     MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kCombineRoute, route_start, n));
-    // Tasks (row, chunk): sum the row's local experts' outputs for this chunk, k ascending.
-    // Lane k holds (row, k)'s position and weight; the experts the row has here are taken in
-    // order of k, kSumInFlight loads at a time.
-    for (int task = wave_id(); task < n * chunks; task += kWavesPerBlock) {
-      const int r = task / chunks, chunk = task % chunks;
+    // Tasks (row, chunk of the unit): sum the row's local experts' outputs for this chunk, k
+    // ascending. Lane k holds (row, k)'s position and weight; the experts the row has here are
+    // taken in order of k, kSumInFlight loads at a time.
+    for (int task = wave_id(); task < n * span; task += kWavesPerBlock) {
+      const int r = task / span;
       if (sh.token[r] < 0) continue;
       int i, slot;
       in.locate(batch + r, i, slot);
+      if (task % span >= sh.chunk_count[i]) continue;  // this source's unit has fewer chunks
+      const int chunk = sh.chunk_first[i] + task % span;
       MOE_A2A_PROFILE_SPAN(send_span, prof, kCombineSendRow, in.src[i]);
       const int p = lane_id() < cfg.topk ? sh.pos[r][lane_id()] : -1;
       const float w = a.expert_weights == nullptr || p < 0 ? 1.0f : a.expert_weights[p];
@@ -112,19 +141,22 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
     MOE_A2A_PROFILE(route_start = prof.now());
   }
   MOE_A2A_PROFILE(const uint64_t publish_start = prof.now());
-  if (threadIdx.x < in.count) publish(b.partial_signal(in.src[threadIdx.x], me, g), epoch, round_error_bit(b, epoch));
+  if (threadIdx.x < in.count) publish(b.partial_signal(in.src[threadIdx.x], me, u), epoch, round_error_bit(b, epoch));
   MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kCombinePublish, publish_start, in.count));
   __syncthreads();  // sh.batch is rewritten by the next call
 }
 
-// Out[t] for this rank's token group `g`, once every rank's partials for it are in. False
-// after a timeout.
+// Out[t] for this rank's combine unit `u` (its chunks of its group's tokens), once every
+// rank's partials for it are in. False after a timeout.
 template <TokenType kType>
-MOE_A2A_DEVICE bool receive_group(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, int g,
-                                  uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, int u,
+                                 uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
-  const TokenRange group = cfg.token_group(a.route.num_tokens, g);
+  const int vecs = b.vecs_per_row();
+  const int chunks = chunks_per_row(vecs);
+  const CombineUnit unit = combine_unit(u, cfg.combine_parts(a.route.num_tokens, chunks), chunks);
+  const TokenRange group = cfg.token_group(a.route.num_tokens, unit.group);
   const uint32_t ranks = all_ranks(cfg.world);
   // The group's destination masks are this rank's own (from its dispatch): loaded while the
   // partial sums are on their way. At most kEpBlock tokens a group (validate()).
@@ -132,17 +164,15 @@ MOE_A2A_DEVICE bool receive_group(const EpBuffers& b, const CombineArgs& a, Comb
     sh.mask[threadIdx.x] = static_cast<uint32_t>(a.route.dest_mask[group.begin + threadIdx.x]) & ranks;
   }
   MOE_A2A_PROFILE(const uint64_t wait_start = prof.now());
-  // Every rank signals every group, also those it has no row of, and the wait covers all of
+  // Every rank signals every unit, also those it has no row of, and the wait covers all of
   // them: a rank may start the next round only when every peer is done reading what it sent.
   // (await_ranks synchronises the block, so the masks are in shared memory after it.)
-  const auto signal = [&](int r) { return b.partial_signal(me, r, g); };
-  if (!await_ranks(b.c, signal, ranks, epoch, WaitSite::kCombinePartials, g, sh.payload)) return false;
+  const auto signal = [&](int r) { return b.partial_signal(me, r, u); };
+  if (!await_ranks(b.c, signal, ranks, epoch, WaitSite::kCombinePartials, u, sh.payload)) return false;
   MOE_A2A_PROFILE(prof.record_wait(ProfilerEvent::kCombineWait, wait_start, cfg.world));
-  const int vecs = b.vecs_per_row();
-  const int chunks = chunks_per_row(vecs);
   Vec16* out = static_cast<Vec16*>(a.out);
-  for (int task = wave_id(); task < (group.end - group.begin) * chunks; task += kWavesPerBlock) {
-    const int i = task / chunks, chunk = task % chunks;
+  for (int task = wave_id(); task < (group.end - group.begin) * unit.chunk_count; task += kWavesPerBlock) {
+    const int i = task / unit.chunk_count, chunk = unit.chunk_first + task % unit.chunk_count;
     const int t = group.begin + i;
     const uint32_t mask = sh.mask[i];
     MOE_A2A_PROFILE_SPAN(reduce_span, prof, kCombineReduce, t);
@@ -156,7 +186,7 @@ MOE_A2A_DEVICE bool receive_group(const EpBuffers& b, const CombineArgs& a, Comb
     for (int u = 0; u < kUnroll; ++u) packed[u] = pack_vec<kType>(acc[u]);
     store_chunk(out + static_cast<size_t>(t) * vecs, chunk, vecs, packed);
   }
-  __syncthreads();  // sh.mask is rewritten by the next group
+  __syncthreads();  // sh.mask is rewritten by the next unit
   return true;
 }
 
@@ -170,28 +200,29 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
   const int blocks = static_cast<int>(gridDim.x);
   const int first = static_cast<int>(blockIdx.x);
 
-  int src_groups = 0;
+  const int chunks = chunks_per_row(b.vecs_per_row());
+  int src_units = 0;
   if (sends(role)) {
     if (a.await_ready && !await_all_ready(b, sh, epoch)) return;  // timed out: engine failed
     load_route_tokens(c, a.recv_route, sh.src_tokens);
-    for (int s = 0; s < cfg.world; ++s) src_groups = max(src_groups, cfg.num_groups(sh.src_tokens[s]));
+    src_units = max_over_sources(cfg.world, [&](int s) { return cfg.combine_units(sh.src_tokens[s], chunks); });
     // The dispatch of this round is over on this rank: clear its position counters for the
     // next one (no kernel reads them until then).
     if (blockIdx.x == 0) {
       for (int e = threadIdx.x; e < cfg.experts_per_rank(); e += blockDim.x) b.expert_count()[e] = 0;
     }
   }
-  const int my_groups = receives(role) ? cfg.num_groups(a.route.num_tokens) : 0;
-  const auto send_step = [&](int g) {
-    if (g < src_groups) send_partials<kType>(b, a, sh, g, epoch MOE_A2A_PROFILE(, prof));
+  const int my_units = receives(role) ? cfg.combine_units(a.route.num_tokens, chunks) : 0;
+  const auto send_step = [&](int u) {
+    if (u < src_units) send_partials<kType>(b, a, sh, u, epoch MOE_A2A_PROFILE(, prof));
   };
-  // Step g: send the partials of group g + G of every source, then receive this rank's group g
+  // Step u: send the partials of unit u + G of every source, then receive this rank's unit u
   // (whose partials every rank sent one step earlier).
   send_step(first);
-  const int steps = max(my_groups, src_groups);
-  for (int g = first; g < steps; g += blocks) {
-    send_step(g + blocks);
-    if (g < my_groups && !receive_group<kType>(b, a, sh, g, epoch MOE_A2A_PROFILE(, prof))) return;
+  const int steps = max(my_units, src_units);
+  for (int u = first; u < steps; u += blocks) {
+    send_step(u + blocks);
+    if (u < my_units && !receive_unit<kType>(b, a, sh, u, epoch MOE_A2A_PROFILE(, prof))) return;
   }
   if (receives(role)) end_round(b);
 }

@@ -454,21 +454,17 @@ MOE_A2A_DEVICE bool receive_group(const EpBuffers& b, const DispatchArgs& a, Dis
     MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchWaitRows, wait_start, __ffs(arrived) - 1));
     pending &= ~arrived;
     MOE_A2A_PROFILE(const uint64_t batch_start = prof.now());
-    if (threadIdx.x == 0) {
-      SourceRows& in = sh.batch;
-      in.count = 0;
-      in.first[0] = 0;
-      for (int s = 0; s < cfg.world; ++s) {
-        if (!((arrived >> s) & 1u)) continue;
-        const TokenRange group = cfg.token_group(sh.src_tokens[s], g);
+    if (wave_id() == 0) {  // lane s: group g of source s, if it arrived
+      const int s = lane_id();
+      const bool here = s < cfg.world && ((arrived >> s) & 1u);
+      TokenRange group{0, 0};
+      int rows = 0;
+      if (here) {
+        group = cfg.token_group(sh.src_tokens[s], g);
         // A row count from a peer never addresses past its group.
-        const int rows = min(static_cast<int>(sh.payload[s] & kFlagCountMask), group.end - group.begin);
-        in.src[in.count] = s;
-        in.begin[in.count] = group.begin;
-        in.end[in.count] = group.end;
-        in.first[in.count + 1] = in.first[in.count] + rows;
-        ++in.count;
+        rows = min(static_cast<int>(sh.payload[s] & kFlagCountMask), group.end - group.begin);
       }
+      gather_batch(sh.batch, cfg.world, here, group, rows);
     }
     __syncthreads();
     MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchBatch, batch_start, __popc(arrived)));

@@ -97,19 +97,18 @@ struct EpBuffers {
   MOE_A2A_DEVICE float* comb_w(int owner, int token) const {
     return reinterpret_cast<float*>(heap_region(owner, c.heap_layout.comb_w)) + static_cast<size_t>(token) * c.cfg.topk;
   }
-  // Signals on rank `owner` written by rank `src` (see config.h); per-group ones also by group.
-  MOE_A2A_DEVICE Signal* signals(int owner, size_t region, int src, int group = 0) const {
-    return reinterpret_cast<Signal*>(heap_region(owner, region)) + static_cast<size_t>(src) * c.cfg.max_groups() +
-           group;
+  // Signals on rank `owner` written by rank `src` (see config.h), `per_src` of them per source.
+  MOE_A2A_DEVICE Signal* signals(int owner, size_t region, int src, int per_src, int i) const {
+    return reinterpret_cast<Signal*>(heap_region(owner, region)) + static_cast<size_t>(src) * per_src + i;
   }
   MOE_A2A_DEVICE Signal* count_signal(int owner, int src) const {
     return rank_signal(owner, c.heap_layout.count_signal, src);
   }
   MOE_A2A_DEVICE Signal* group_signal(int owner, int src, int g) const {
-    return signals(owner, c.heap_layout.group_signal, src, g);
+    return signals(owner, c.heap_layout.group_signal, src, c.cfg.max_groups(), g);
   }
-  MOE_A2A_DEVICE Signal* partial_signal(int owner, int src, int g) const {
-    return signals(owner, c.heap_layout.partial_signal, src, g);
+  MOE_A2A_DEVICE Signal* partial_signal(int owner, int src, int unit) const {
+    return signals(owner, c.heap_layout.partial_signal, src, c.cfg.max_combine_units(), unit);
   }
   MOE_A2A_DEVICE Signal* ready_signal(int owner, int src) const {
     return rank_signal(owner, c.heap_layout.ready_signal, src);
@@ -255,7 +254,8 @@ MOE_A2A_DEVICE inline uint32_t await_some_ranks(const EpContext& c, SignalOf sig
 }
 
 // Rows of several sources' token groups handled as one batch: batch row j belongs to the
-// source of the first entry whose `first` exceeds it. Filled by one thread, read by all.
+// source of the first entry whose `first` exceeds it. Filled by wave 0 (gather_batch), read by
+// all.
 struct SourceRows {
   int count;  // sources in the batch
   int src[kMaxWorld];
@@ -269,6 +269,45 @@ struct SourceRows {
     slot = begin[i] + (j - first[i]);
   }
 };
+
+// Wave 0 fills `in` from one lane per source: lane s < world says whether source s takes part,
+// its group's slots and how many of them hold rows. Sources stay in ascending order. One lane
+// per source, not one thread looping over them: a source's group bounds take integer
+// divisions (a long routine on GPUs), and at world 8 a loop would do eight in a row. Returns
+// the source's index in the batch (valid where it takes part); the caller synchronises the
+// block before anyone reads `in`.
+MOE_A2A_DEVICE MOE_A2A_INLINE int gather_batch(SourceRows& in, int world, bool takes_part, TokenRange slots, int rows) {
+  const bool mine = lane_id() < world && takes_part;
+  const LaneMask bits = wave_ballot(mine);
+  const int at = popcount(bits & lanes_below());
+  int upto = mine ? rows : 0;  // rows of the batch's sources up to this lane's, inclusive
+#pragma unroll
+  for (int d = 1; d < kMaxWorld; d *= 2) {
+    const int below = wave_shfl(upto, lane_id() >= d ? lane_id() - d : lane_id());
+    if (lane_id() >= d) upto += below;
+  }
+  if (mine) {
+    in.src[at] = lane_id();
+    in.begin[at] = slots.begin;
+    in.end[at] = slots.end;
+    in.first[at + 1] = upto;
+  }
+  if (lane_id() == 0) {
+    in.count = popcount(bits);
+    in.first[0] = 0;
+  }
+  return at;
+}
+
+// The largest f(s) over the sources s < world, in every lane of the calling wave: one lane per
+// source (f may divide; see gather_batch), no block barrier.
+template <typename F>
+MOE_A2A_DEVICE MOE_A2A_INLINE int max_over_sources(int world, F f) {
+  int v = lane_id() < world ? f(lane_id()) : 0;
+#pragma unroll
+  for (int d = 1; d < kMaxWorld; d *= 2) v = max(v, wave_shfl_xor(v, d));
+  return wave_shfl(v, 0);
+}
 
 // Every block of a round's last kernel calls this once at its end (all threads): this block's
 // round is over, so its epoch advances. Needs no other block.

@@ -21,7 +21,7 @@ enum class ErrorCode : uint32_t {
 #define MOE_A2A_WAIT_SITES(X)                                                  \
   X(kDispatchCounts, "dispatch-recv", "token counts")                          \
   X(kDispatchRows, "dispatch-recv", "rows of token group")                     \
-  X(kCombinePartials, "combine-recv", "partial sums of token group")           \
+  X(kCombinePartials, "combine-recv", "partial sums of combine unit")          \
   X(kDispatchGradReady, "combine-send (backward of dispatch)", "ready signal") \
   X(kOutputGrad, "output-grad-recv (backward of combine)", "output gradients") \
   X(kWeightGrad, "weight-grad-recv (backward of combine)", "weight gradients")

@@ -92,7 +92,7 @@ std::vector<Region> heap_regions(const EpConfig& c) {
       {"comb_w", l.comb_w, static_cast<size_t>(c.max_tokens) * k * sizeof(float)},
       {"count_signal", l.count_signal, w * sig},
       {"group_signal", l.group_signal, w * groups * sig},
-      {"partial_signal", l.partial_signal, w * groups * sig},
+      {"partial_signal", l.partial_signal, w * static_cast<size_t>(c.max_combine_units()) * sig},
       {"ready_signal", l.ready_signal, w * sig},
       {"grad_signal", l.grad_signal, w * sig},
       {"wgrad_signal", l.wgrad_signal, w * sig},

@@ -29,8 +29,9 @@
 //                                               token count
 //     group_signal  [world src][max_groups]     rows of src's token group g are in place;
 //                                               payload: how many
-//     partial_signal[world src][max_groups]     src's partial sums for this rank's token group
-//                                               g are in comb_x
+//     partial_signal[world src][max_combine_units]  src's partial sums for this rank's combine
+//                                               unit u (a token group, or at small T a part
+//                                               of one: see combine_parts) are in comb_x
 //     ready_signal  [world src]                 backward of dispatch: src may write comb_x
 //     grad_signal   [world src]                 backward of combine: output gradients in recv_x
 //     wgrad_signal  [world src]                 backward of combine: weight gradients in comb_w
@@ -205,11 +206,32 @@ struct EpConfig {
   // compute group bounds on their critical path (g * tokens <= kMaxTokensPerRank^2 fits).
   MOE_A2A_HD TokenRange token_group(int32_t tokens, int32_t g) const {
     static_assert(static_cast<int64_t>(kMaxTokensPerRank) * kMaxTokensPerRank <= INT32_MAX, "token_group overflows");
+    if (tokens <= max_groups()) return TokenRange{g, g + 1};  // one token a group: no division
     const int32_t n = num_groups(tokens);
     return TokenRange{g * tokens / n, (g + 1) * tokens / n};
   }
   // The most tokens one group can hold (at max_tokens).
   MOE_A2A_HD int32_t max_group_tokens() const { return (max_tokens + max_groups() - 1) / max_groups(); }
+
+  // ---- combine units: the unit of combine's work and of its partial signals ----
+  // With fewer groups than blocks (small T) a group's rows are split by chunk (the kernels'
+  // unit of row work, `chunks` per row) into parts(T) parts, so that one token's sums and
+  // reduction run on several blocks at once instead of being one block's chain. Unit u is
+  // part u % parts of group u / parts: chunks [p * chunks / parts, (p + 1) * chunks / parts)
+  // of each of the group's rows. It is summed by block u % num_blocks of every expert rank and
+  // reduced by the same block of the token's rank, announced by one partial signal per rank.
+  // Both sides compute the units of a source from its token count alone.
+  MOE_A2A_HD int32_t combine_parts(int32_t tokens, int32_t chunks) const {
+    const int32_t groups = num_groups(tokens);
+    if (groups == 0 || 2 * groups > num_blocks) return 1;  // without a division where it must be 1
+    const int32_t p = num_blocks / groups;
+    return p > chunks ? chunks : p;
+  }
+  MOE_A2A_HD int32_t combine_units(int32_t tokens, int32_t chunks) const {
+    return num_groups(tokens) * combine_parts(tokens, chunks);
+  }
+  // parts > 1 only when groups * parts <= num_blocks: units never exceed this.
+  MOE_A2A_HD int32_t max_combine_units() const { return max_groups() > num_blocks ? max_groups() : num_blocks; }
 
   // The worst case: padded, every token of every rank picked one expert; packed, every token
   // of every rank picked min(topk, experts_per_rank) experts of this rank, and every expert's
@@ -251,7 +273,7 @@ struct EpConfig {
     l.comb_w = take(static_cast<size_t>(max_tokens) * topk * sizeof(float));
     l.count_signal = take(signals);
     l.group_signal = take(signals * max_groups());
-    l.partial_signal = take(signals * max_groups());
+    l.partial_signal = take(signals * max_combine_units());
     l.ready_signal = take(signals);
     l.grad_signal = take(signals);
     l.wgrad_signal = take(signals);

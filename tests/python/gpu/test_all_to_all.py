@@ -388,6 +388,23 @@ def test_few_blocks_many_groups(num_sms, world, rank):
         )
 
 
+@pytest.mark.parametrize("num_sms", [3, 8, None])
+@pytest.mark.parametrize("layout", ["padded", "packed"])
+def test_small_batches_split_over_blocks(num_sms, layout, world, rank):
+    """Fewer token groups than blocks: combine splits each group's rows by chunk over several
+    blocks (EpConfig::combine_parts), a different number of parts per source when the sources'
+    token counts differ, so one batch mixes sources whose parts cover different chunks (here 1, 2,
+    3 or more parts of a 7-chunk row on NVIDIA, 4-chunk on AMD), and a source with no tokens."""
+    E, K, H, T = 16 * world, 8, 7168, 8
+    num_tokens = [(1, 3, 0, 2, 5, 1, 7, 4)[r] for r in range(world)]
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16, layout=layout, num_sms=num_sms) as ep:
+        for seed in (91, 92):
+            inputs = ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=seed, num_tokens=num_tokens)
+            first = run_round(ep, inputs, rank, world, E)
+        again = run_round(ep, inputs, rank, world, E, check=False)
+        assert torch.equal(first.view(torch.int16), again.view(torch.int16)), "combine is not bitwise reproducible"
+
+
 def test_too_few_blocks_for_max_tokens_raises(world):
     with pytest.raises(ValueError, match="num_sms"):
         moe_a2a.AllToAll(dist.group.WORLD, 8 * world, 2, 256, 4096, torch.bfloat16, num_sms=1)
