@@ -48,6 +48,9 @@ SANITIZE = Profile(
         Shape(2, 2, 64, 8, fp16, "packed", num_sms=2),
         Shape(2, 3, 208, 8, bf16, "packed", alignment=4, fp8=e4m3fn),  # two scale blocks, the last short
         Shape(2, 2, 64, 8, fp32, "padded", fp8=e4m3fnuz),
+        # combine split into units (EpConfig::combine_parts): 3 chunks a row on NVIDIA, the last one
+        # short (2 on AMD), 2 or 3 parts a token group by the source's T
+        Shape(2, 4, 2880, 8, bf16, "padded", num_sms=16),
     ),
     rounds=0,
     check_every=1,
