@@ -34,19 +34,6 @@ struct CombineShared {
   int chunk_span;  // the largest chunk_count of the batch
 };
 
-// Combine unit `u` of a rank whose groups are split into `parts` parts
-// (EpConfig::combine_parts): its token group and the chunks of each of the group's rows it
-// covers.
-struct CombineUnit {
-  int group, chunk_first, chunk_count;
-};
-MOE_A2A_DEVICE CombineUnit combine_unit(int u, int parts, int chunks) {
-  if (parts == 1) return CombineUnit{u, 0, chunks};  // without a division where it can
-  const int p = u % parts;
-  const int first = p * chunks / parts;
-  return CombineUnit{u / parts, first, (p + 1) * chunks / parts - first};
-}
-
 // Backward of dispatch only: every rank says "my comb_x is free" (its previous round ended
 // before this kernel started, on the same stream) and waits until every rank has said so.
 // In a forward round the dispatch half of the round plays this part.

@@ -384,6 +384,49 @@ TEST(EpConfig, TokenGroupsCoverEveryTokenOnce) {
   }
 }
 
+// Combine units: every (token, chunk) of a rank's tokens is in exactly one unit, units fit the
+// partial signals, and a group is split only where there are blocks to spare.
+TEST(EpConfig, CombineUnitsCoverEveryChunkOnce) {
+  for (int32_t blocks : {1, 2, 3, 8, 60, 132, 304}) {
+    EpConfig c = make(2, {16, 2, 256, 1024});
+    c.num_blocks = blocks;
+    c.groups_per_block = 8;
+    if (moe_a2a::validate(c) != "") continue;
+    for (int32_t chunks : {1, 2, 3, 7, 14}) {
+      for (int32_t tokens : {0, 1, 2, 3, 5, 7, 30, 31, 66, 67, 151, 1024}) {
+        const int32_t parts = c.combine_parts(tokens, chunks);
+        const int32_t groups = c.num_groups(tokens);
+        const int32_t units = c.combine_units(tokens, chunks);
+        const std::string at = std::to_string(blocks) + " blocks, " + std::to_string(chunks) + " chunks, " +
+                               std::to_string(tokens) + " tokens";
+        EXPECT_GE(parts, 1) << at;
+        EXPECT_LE(parts, chunks) << at;
+        EXPECT_EQ(units, groups * parts) << at;
+        EXPECT_LE(units, c.max_combine_units()) << at;
+        if (parts > 1) {
+          EXPECT_LE(units, blocks) << at;
+        }
+        if (groups > 0 && 2 * groups <= blocks) {
+          EXPECT_EQ(parts, std::min(chunks, blocks / groups)) << at;
+        }
+        std::vector<int32_t> seen(static_cast<size_t>(groups) * chunks, 0);
+        for (int32_t u = 0; u < units; ++u) {
+          const moe_a2a::CombineUnit unit = moe_a2a::combine_unit(u, parts, chunks);
+          ASSERT_GE(unit.group, 0) << at;
+          ASSERT_LT(unit.group, groups) << at;
+          EXPECT_GE(unit.chunk_count, 1) << at << ", unit " << u;
+          for (int32_t k = unit.chunk_first; k < unit.chunk_first + unit.chunk_count; ++k) {
+            ASSERT_GE(k, 0) << at;
+            ASSERT_LT(k, chunks) << at;
+            ++seen[static_cast<size_t>(unit.group) * chunks + k];
+          }
+        }
+        for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], 1) << at << ", (group, chunk) " << i;
+      }
+    }
+  }
+}
+
 TEST(EpConfig, ValidateNeedsEnoughBlocksForTheGroups) {
   EpConfig c = make(2, {16, 2, 256, 4096});
   c.groups_per_block = 4;

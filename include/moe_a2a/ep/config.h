@@ -153,6 +153,19 @@ struct TokenRange {
   int32_t begin, end;
 };
 
+// A combine unit (EpConfig::combine_parts): its token group, and the chunks
+// [chunk_first, chunk_first + chunk_count) of each of the group's rows it covers.
+struct CombineUnit {
+  int32_t group, chunk_first, chunk_count;
+};
+// Unit u of a rank whose groups are split into `parts` parts of `chunks` chunks.
+MOE_A2A_HD inline CombineUnit combine_unit(int32_t u, int32_t parts, int32_t chunks) {
+  if (parts == 1) return CombineUnit{u, 0, chunks};  // without a division where it can
+  const int32_t p = u % parts;
+  const int32_t first = p * chunks / parts;
+  return CombineUnit{u / parts, first, (p + 1) * chunks / parts - first};
+}
+
 struct EpConfig {
   int32_t world = 0;
   int32_t rank = 0;
@@ -218,9 +231,9 @@ struct EpConfig {
   // unit of row work, `chunks` per row) into parts(T) parts, so that one token's sums and
   // reduction run on several blocks at once instead of being one block's chain. Unit u is
   // part u % parts of group u / parts: chunks [p * chunks / parts, (p + 1) * chunks / parts)
-  // of each of the group's rows. It is summed by block u % num_blocks of every expert rank and
-  // reduced by the same block of the token's rank, announced by one partial signal per rank.
-  // Both sides compute the units of a source from its token count alone.
+  // of each of the group's rows (combine_unit above). It is summed by block u % num_blocks of
+  // every expert rank and reduced by the same block of the token's rank, announced by one
+  // partial signal per rank. Both sides compute the units of a source from its token count alone.
   MOE_A2A_HD int32_t combine_parts(int32_t tokens, int32_t chunks) const {
     const int32_t groups = num_groups(tokens);
     if (groups == 0 || 2 * groups > num_blocks) return 1;  // without a division where it must be 1
