@@ -1,5 +1,5 @@
 """The speed targets moe_a2a is judged by, as data: issue 12 (transport) and issue 13 (fp8).
-World 2 on 2 x H200, median, max over ranks. tools/perf_report.py sets a run's numbers next to
+World 2 on 2 x H200, median, max over ranks. benchmarks/perf_report.py sets a run's numbers next to
 them; targets live here and in benchmarks, never in timed tests.
 
 Each target names the result file and row it is read from (the row's "shape" and, for fp8, its

@@ -4,7 +4,7 @@
 #   tools/sanitize.sh OUT [TOOL[,TOOL...]]    TOOL: memcheck racecheck synccheck initcheck (default: all four)
 # What runs: tools/soak.py --profile sanitize (tests/python/gpu/soak_schedule.py): on five tiny
 # AllToAlls (padded and packed, bf16 / fp16 / fp32, fp8 dispatch in both formats, an expert
-# alignment, a 2-block grid), fused rounds, split rounds and forward rounds with both backward
+# alignment, a 2-block grid) and one whose combine splits token groups into units, fused rounds, split rounds and forward rounds with both backward
 # rounds (not with fp8), with unused slots, duplicate ids, a rank without tokens and every token
 # to one expert; every round checked against the reference. With one GPU both ranks share it (MOE_A2A_TEST_ONE_GPU=1, set here by itself).
 #

@@ -26,8 +26,8 @@
   X(kCombine, "combine", "")                                                                        \
   X(kCombineRoute, "combine.route", "rows")        /* a batch's rows and positions (route loads) */ \
   X(kCombineSendRow, "combine.send", "peer")       /* one (row, chunk) back to its rank */          \
-  X(kCombinePublish, "combine.publish", "sources") /* barrier + the group's partial signals */      \
-  X(kCombineWait, "combine.wait", "peer")          /* until a group's partials arrived */           \
+  X(kCombinePublish, "combine.publish", "sources") /* barrier + the unit's partial signals */       \
+  X(kCombineWait, "combine.wait", "peer")          /* until a unit's partials arrived */            \
   X(kCombineReduce, "combine.reduce", "token")     /* one (token, chunk) sum */                     \
   X(kOutputGradSend, "output_grad_send", "")       /* backward of combine */                        \
   X(kOutputGradRecv, "output_grad_recv", "")                                                        \
