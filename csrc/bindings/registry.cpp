@@ -13,7 +13,20 @@ struct Entry {
 
 std::mutex g_mutex;
 std::unordered_map<int64_t, Entry> g_engines;
-int64_t g_next_id = 1;
+uint32_t g_next_serial = 1;
+
+// torch.compile caches what it compiles on disk, shared by every process of the machine and
+// kept across runs, keyed by the graph's code, in which an engine's id is a constant; the Meta
+// kernels take output shapes from the engine with that id. So one id must never name engines
+// whose outputs differ, not even in two processes: bits 24..62 are a hash of the configuration
+// and dtype (EpConfig::fingerprint; the same on every rank), bits 0..23 a serial number.
+// (Serial numbers alone were 1, 2, ... in every process: a graph compiled at world 4 was taken
+// from the cache, with world 4's shapes, by a run at world 8.)
+constexpr int kSerialBits = 24;
+int64_t make_id(const EpConfig& c, at::ScalarType dtype, uint32_t serial) {
+  const uint64_t hash = c.fingerprint(static_cast<uint64_t>(dtype)) >> (64 - 63 + kSerialBits);
+  return static_cast<int64_t>((hash << kSerialBits) | (serial & ((1u << kSerialBits) - 1)));
+}
 
 Entry& entry(int64_t id) {
   auto it = g_engines.find(id);
@@ -25,7 +38,8 @@ Entry& entry(int64_t id) {
 
 int64_t register_engine(std::shared_ptr<EpEngine> engine, at::ScalarType dtype) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  const int64_t id = g_next_id++;
+  int64_t id = make_id(engine->config(), dtype, g_next_serial++);
+  while (g_engines.count(id) != 0) id = make_id(engine->config(), dtype, g_next_serial++);  // after 2^24 engines
   g_engines.emplace(id, Entry{std::move(engine), dtype});
   return id;
 }

@@ -539,4 +539,31 @@ TEST(EpConfig, Fp8ValidateNamesTheProblem) {
   EXPECT_NE(moe_a2a::validate(p).find("fp8 format"), std::string::npos);
 }
 
+// Engine ids are built from the fingerprint (csrc/bindings/registry.cpp): the ranks of one
+// all-to-all agree on it, and a change of any other field changes it, so that a graph that
+// torch.compile cached for one configuration is never taken for another.
+TEST(EpConfig, FingerprintIgnoresTheRankAndSeesEveryOtherField) {
+  const EpConfig base = make(8, {64, 6, 2048, 32});
+  EXPECT_EQ(base.fingerprint(0), make(8, {64, 6, 2048, 32}, 5).fingerprint(0));
+  EXPECT_NE(base.fingerprint(0), base.fingerprint(1)) << "the salt (dtype) is part of it";
+  const auto changed = [&](auto edit) {
+    EpConfig c = base;
+    edit(c);
+    return c.fingerprint(0) != base.fingerprint(0);
+  };
+  EXPECT_TRUE(changed([](EpConfig& c) { c.world = 4; }));
+  EXPECT_TRUE(changed([](EpConfig& c) { c.num_experts = 128; }));
+  EXPECT_TRUE(changed([](EpConfig& c) { c.topk = 8; }));
+  EXPECT_TRUE(changed([](EpConfig& c) { c.hidden = 4096; }));
+  EXPECT_TRUE(changed([](EpConfig& c) { c.max_tokens = 64; }));
+  EXPECT_TRUE(changed([](EpConfig& c) { c.expert_capacity += 1; }));
+  EXPECT_TRUE(changed([](EpConfig& c) { c.elem_bytes = 4; }));
+  EXPECT_TRUE(changed([](EpConfig& c) { c.layout = moe_a2a::Layout::kPacked; }));
+  EXPECT_TRUE(changed([](EpConfig& c) { c.num_blocks = 16; }));
+  EXPECT_TRUE(changed([](EpConfig& c) { c.groups_per_block = 3; }));
+  EXPECT_TRUE(changed([](EpConfig& c) { c.expert_alignment = 128; }));
+  EXPECT_TRUE(changed([](EpConfig& c) { c.fp8 = moe_a2a::Fp8Format::kE4M3Fn; }));
+  EXPECT_TRUE(changed([](EpConfig& c) { c.fp8_pow2_scales = 1; }));
+}
+
 }  // namespace

@@ -261,6 +261,36 @@ struct EpConfig {
     const size_t rows = rows_per_rank() * static_cast<size_t>(topk);
     return packed() ? rows + static_cast<size_t>(experts_per_rank()) * static_cast<size_t>(expert_alignment - 1) : rows;
   }
+  // A hash of every field but the rank: the same on every rank of one all-to-all, and (but for
+  // a 2^-64 chance) different between configurations. `salt` mixes in what the config does not
+  // hold (the bindings' token dtype). Host only: the bindings build engine ids from it.
+  uint64_t fingerprint(uint64_t salt) const {
+    static_assert(sizeof(Layout) == 4 && sizeof(Fp8Format) == 4, "fields hashed as 32-bit words");
+    const int32_t fields[] = {world,
+                              num_experts,
+                              topk,
+                              hidden,
+                              max_tokens,
+                              expert_capacity,
+                              elem_bytes,
+                              static_cast<int32_t>(layout),
+                              num_blocks,
+                              groups_per_block,
+                              expert_alignment,
+                              static_cast<int32_t>(fp8),
+                              fp8_pow2_scales};
+    // One entry per field but the rank: a field added to the struct must be added above.
+    static_assert(sizeof(fields) + sizeof(rank) == sizeof(EpConfig), "a new EpConfig field: hash it in fingerprint()");
+    uint64_t h = 0xcbf29ce484222325ull ^ salt;  // FNV-1a, 64-bit
+    for (const int32_t f : fields) {
+      for (int byte = 0; byte < 4; ++byte) {
+        h ^= (static_cast<uint32_t>(f) >> (8 * byte)) & 0xffu;
+        h *= 0x100000001b3ull;
+      }
+    }
+    return h;
+  }
+
   // Rows an expert with n rows takes in the packed layout, padding included.
   MOE_A2A_HD int32_t aligned_rows(int32_t n) const {
     return (n + expert_alignment - 1) / expert_alignment * expert_alignment;
