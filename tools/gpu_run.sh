@@ -4,6 +4,8 @@
 #   tools/gpu_run.sh OUT [all|STEP[,STEP...]] [extra pytest args...]
 # STEP is one of build, tests, bench, graph, sweep, layer, profile, fp8, hf, hf_smoke, sanitize, soak, proxy (e.g. build,tests,graph).
 # `tests` also writes the fault-injection table (tests/python/gpu/test_faults.py) to OUT/faults.txt and summary.txt.
+# On a one-GPU node the tests (and `soak`) run ONE_GPU_RANKS ranks on the GPU (default 2; 4 or 8 check the
+# protocol at a larger world, time-sliced: the whole suite takes several times as long).
 # `graph` runs benchmarks/bench_graph.py: dispatch + combine as CUDA-graph steady state and
 # eager, challenge shapes and the DeepSeek-V3 shape at 1..4096 tokens. After `graph` or `fp8`,
 # benchmarks/perf_report.py writes OUT/perf_report.md: every speed target next to its measured value.
@@ -43,11 +45,11 @@ echo "== $(date -u +%FT%TZ) $(hostname) GPUs: $NGPU, sources $(bash tools/source
   "(.git says $(git rev-parse --short HEAD 2>/dev/null || echo none))" | tee "$OUT/summary.txt"
 NPROC=$NGPU
 if [ "$NGPU" = 1 ]; then
-  # One GPU: the tests run as a correctness smoke run, 2 ranks sharing it (tests/python/gpu/conftest.py);
-  # benchmarks need a GPU per rank.
+  # One GPU: the tests run as a correctness smoke run, ONE_GPU_RANKS ranks (default 2; up to 8, the
+  # protocol at a larger world) sharing it (tests/python/gpu/conftest.py); benchmarks need a GPU per rank.
   export MOE_A2A_TEST_ONE_GPU=1
-  NPROC=2
-  echo "-- one GPU: the tests run 2 ranks on it (correctness only); the benchmark steps are skipped" | tee -a "$OUT/summary.txt"
+  NPROC=${ONE_GPU_RANKS:-2}
+  echo "-- one GPU: the tests run $NPROC ranks on it (correctness only); the benchmark steps are skipped" | tee -a "$OUT/summary.txt"
   for s in bench graph sweep layer; do
     [[ ",$WHAT," == *",$s,"* || "$WHAT" = all ]] && echo "-- $s: skipped (one GPU)" | tee -a "$OUT/summary.txt"
   done

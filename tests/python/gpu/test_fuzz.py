@@ -4,12 +4,14 @@ round on them (every rank's token count, 0 and max included; routing; masked slo
 fused, split or, without fp8, backward), and each round must match the reference (dispatch
 exactly, fp8 bytes and scales exactly, combine and gradients within tolerance).
 
-Every rank must run the same examples in the same order (each builds a collective AllToAll), so
-the draws are derandomized (a seed from the test's source, the same on every rank), nothing is
-read from or saved to an example database, no health check or deadline can stop one rank and not
-the others, and the ranks agree on each example's outcome before any of them raises. Shrinking
-is off: a failing example is reported as drawn. MOE_A2A_FUZZ_EXAMPLES sets the number of examples
-(default 12; a few seconds on one GPU)."""
+Every rank must run the same examples in the same order (each builds a collective AllToAll).
+Drawing on every rank with the same seed is not enough: hypothesis adapts what it draws next to
+what it saw while the test ran, and at world 4 one rank drew another hidden size than the others
+for the same example. So rank 0 draws the examples first, with nothing run in between
+(derandomized: a seed from the source; no example database, deadline or health check), every
+rank takes rank 0's list, and the ranks agree on each example's outcome before any of them
+raises; a failure names the example. MOE_A2A_FUZZ_EXAMPLES sets the number of examples (default
+12; a few seconds on one GPU)."""
 
 import dataclasses
 import os
@@ -22,6 +24,8 @@ import torch.distributed as dist
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from mixed_rounds import ROUTINGS, Bank, Shape, Spec, check_round
+
+from moe_a2a._collective import all_gather
 
 EXAMPLES = int(os.environ.get("MOE_A2A_FUZZ_EXAMPLES", "12"))
 MAX_WORLD = 8  # token counts are drawn for this many ranks; the first `world` are used
@@ -57,19 +61,32 @@ def rounds(draw):
     return shape, spec
 
 
-@settings(
-    max_examples=EXAMPLES,
-    derandomize=True,
-    database=None,
-    deadline=None,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=list(HealthCheck),
-    print_blob=False,
-)
-@given(case=rounds())
-def test_round_matches_reference(case, rank, world):
-    shape, spec = case
-    spec = dataclasses.replace(spec, tokens=spec.tokens[:world])
+def drawn_rounds(n: int) -> list:
+    """Up to n examples of rounds(), drawn by hypothesis with nothing run between the draws."""
+    cases = []
+
+    @settings(
+        max_examples=n,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+    )
+    @given(case=rounds())
+    def collect(case):
+        cases.append(case)
+
+    collect()
+    return cases
+
+
+def test_round_matches_reference(rank, world):
+    cases = all_gather(drawn_rounds(EXAMPLES) if rank == 0 else None, dist.group.WORLD)[0]
+    assert cases, "hypothesis drew no example"
     device = torch.device("cuda", torch.cuda.current_device())
-    with shape.build(dist.group.WORLD, world, device) as ep:
-        check_round(ep, shape, spec, Bank(shape, world, rank, device), rank, world, device)
+    for shape, spec in cases:
+        spec = dataclasses.replace(spec, tokens=spec.tokens[:world])
+        with shape.build(dist.group.WORLD, world, device) as ep:
+            check_round(ep, shape, spec, Bank(shape, world, rank, device), rank, world, device)

@@ -117,12 +117,15 @@ def test_flag_latency_is_measured(heap, one_gpu):
 
 
 @pytest.mark.parametrize("nbytes,blocks", [(196_608, 32), (1 << 20, 7), (16, 1)])
-def test_floor_exchange_delivers_every_byte(heap, world, rank, nbytes, blocks):
+def test_floor_exchange_delivers_every_byte(heap, world, rank, nbytes, blocks, one_gpu):
     """The floor benchmark's bare exchange really moves the bytes: after the timed graph, every
     16-byte vector of this rank's region was written by the previous rank, by the block whose
     contiguous share holds it, in the last round."""
     us = microbench.floor_times_us(heap, nbytes, blocks, iters_per_graph=10, replays=3)
-    assert len(us) == 3 and all(0 < u < 10_000 for u in us)
+    # Ranks time-sliced on one GPU wait for each other's time slices (milliseconds each, one per
+    # rank: over 10 ms an iteration at world 8), so there only a finite time is asked for.
+    limit = float("inf") if one_gpu else 10_000
+    assert len(us) == 3 and all(0 < u < limit for u in us), f"{us} us an iteration"
     torch.cuda.synchronize()
     dist.barrier()  # the peer's last phase is over before its bytes are read
     region, _, workspace = microbench.floor_reserve(heap, nbytes, blocks)
