@@ -1,9 +1,11 @@
 """One rank of test_transformers_integration's generate-in-step check, on the CPU over gloo:
-    python hf_sync_worker.py RANK PORT
-Rank 0 generates; rank 1 has no sequences and takes part through moe_tf.generate(input_ids=None).
-The exchange is a stand-in whose dispatch and combine are collectives of their own shapes, so a
-rank whose sequence of collectives differs from transformers' synced_gpus loop fails (shape
-mismatch, or the 20 s timeout) instead of passing. Prints the number of MoE collectives."""
+    python hf_sync_worker.py RANK PORT WORLD MODEL
+Every rank but the last generates, with 1 or 2 prompts of its own length (as
+tests/python/gpu/test_transformers.py does); the last rank has no sequences and takes part through
+moe_tf.generate(input_ids=None). The exchange is a stand-in whose dispatch and combine are
+collectives of their own shapes, so a rank whose sequence of collectives differs from
+transformers' synced_gpus loop fails (shape mismatch, or the 60 s timeout) instead of passing.
+Prints the number of MoE collectives and of MoE layers."""
 
 import datetime
 import os
@@ -15,10 +17,11 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from tiny_moe_models import build  # noqa: E402
+from tiny_moe_models import COMMON, build  # noqa: E402
 
 import moe_a2a.integrations.transformers as moe_tf  # noqa: E402
 
+NEW_TOKENS = 4
 calls = []
 
 
@@ -46,19 +49,21 @@ class CollectiveStandIn:
 
 
 def main():
-    rank, port = int(sys.argv[1]), int(sys.argv[2])
-    dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=20)
-    )
+    rank, port, world, name = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    timeout = datetime.timedelta(seconds=60)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=timeout)
     moe_tf._Shared.get = lambda self, num_experts, *rest: CollectiveStandIn(num_experts)
-    model = moe_tf.expert_parallel(build("mixtral"))
-    if rank == 0:
-        ids = torch.randint(0, 256, (2, 5), generator=torch.Generator().manual_seed(0))
-        out = moe_tf.generate(model, ids, max_new_tokens=4, do_sample=False, eos_token_id=None, pad_token_id=0)
-        assert out.shape == (2, 9), out.shape
+    model = moe_tf.expert_parallel(build(name))
+    kwargs = dict(max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None, pad_token_id=0)
+    if rank < world - 1:
+        shape = (1 + rank % 2, 5 + 3 * rank)
+        # ids from 1 up: a 0 (the pad token) in a prompt makes transformers infer padding
+        ids = torch.randint(1, COMMON["vocab_size"], shape, generator=torch.Generator().manual_seed(rank))
+        out = moe_tf.generate(model, ids, **kwargs)
+        assert out.shape == (shape[0], shape[1] + NEW_TOKENS), out.shape
     else:
-        assert moe_tf.generate(model, input_ids=None) is None
-    print(f"moe collectives {len(calls)}", flush=True)
+        assert moe_tf.generate(model, input_ids=None, **kwargs) is None
+    print(f"moe collectives {len(calls)} layers {len(moe_tf.experts_modules(model))}", flush=True)
     dist.destroy_process_group()
 
 

@@ -162,11 +162,13 @@ def test_row_bias_follows_the_expert_segments():
     assert moe_tf._row_bias(bias, offsets, 6)[:, 0].tolist() == [0, 0, 2, 2, 2, 2]
 
 
-def test_a_rank_with_no_sequences_follows_the_generate_loop():
+@pytest.mark.parametrize("world,name", [(2, "mixtral"), (8, "deepseek_v3")])
+def test_a_rank_with_no_sequences_follows_the_generate_loop(world, name):
     """transformers' synced_gpus loop (prefill, then per step an all-reduce and a forward) and
     moe_tf.generate(input_ids=None) on a rank with nothing to generate make the same sequence of
-    collective calls: two CPU processes over gloo, with a stand-in exchange whose calls are
-    collectives too (hf_sync_worker.py)."""
+    collective calls, also at world 8 with ranks of 1 and 2 prompts of different lengths: CPU
+    processes over gloo, with a stand-in exchange whose calls are collectives too
+    (hf_sync_worker.py)."""
     import socket
     import subprocess
     import sys
@@ -176,13 +178,17 @@ def test_a_rank_with_no_sequences_follows_the_generate_loop():
         port = s.getsockname()[1]
     worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf_sync_worker.py")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHELASTIC_")}
+    env["OMP_NUM_THREADS"] = "1"  # world processes on a CPU runner of a few cores
     procs = [
-        subprocess.Popen([sys.executable, worker, str(r), str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env=env)
-        for r in range(2)
+        subprocess.Popen([sys.executable, worker, str(r), str(port), str(world), name], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+        for r in range(world)
     ]  # fmt: skip
-    outs = [p.communicate(timeout=120) for p in procs]
+    outs = [p.communicate(timeout=240) for p in procs]
     for r, (p, (out, err)) in enumerate(zip(procs, outs)):
         assert p.returncode == 0, f"rank {r} failed:\n{out}\n{err[-4000:]}"
-    counts = [out.split("moe collectives ")[-1].strip() for out, _ in outs]
-    assert counts[0] == counts[1] == str(2 * 2 * 4), counts  # 2 layers x (dispatch, combine) x (prefill + 3 steps)
+    found = {out.split("moe collectives ")[-1].strip() for out, _ in outs}
+    assert len(found) == 1, f"ranks made different numbers of MoE collectives: {found}"
+    collectives, layers = (int(v) for v in found.pop().split(" layers "))
+    # (dispatch, combine) x (the prefill + 3 steps) in every MoE layer
+    assert layers > 0 and collectives == 2 * layers * 4, (collectives, layers)
