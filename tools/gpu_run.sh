@@ -5,7 +5,8 @@
 # STEP is one of build, tests, bench, graph, sweep, layer, profile, fp8, hf, hf_smoke, sanitize, soak, proxy (e.g. build,tests,graph).
 # `tests` also writes the fault-injection table (tests/python/gpu/test_faults.py) to OUT/faults.txt and summary.txt.
 # On a one-GPU node the tests (and `soak`) run ONE_GPU_RANKS ranks on the GPU (default 2; 4 or 8 check the
-# protocol at a larger world, time-sliced: the whole suite takes several times as long).
+# protocol at a larger world, time-sliced: the whole suite takes several times as long, so GPU_TESTS, the test
+# paths, default tests/python/gpu, lets it run a few files per call).
 # `graph` runs benchmarks/bench_graph.py: dispatch + combine as CUDA-graph steady state and
 # eager, challenge shapes and the DeepSeek-V3 shape at 1..4096 tokens. After `graph` or `fp8`,
 # benchmarks/perf_report.py writes OUT/perf_report.md: every speed target next to its measured value.
@@ -83,7 +84,7 @@ if wants build || { [ "$WHAT" != profile ] && { [ ! -e python/moe_a2a/_C*.so ] |
 fi
 if wants tests; then
   step gpu_tests 600 env MOE_A2A_RESULTS_DIR="$OUT" \
-    torchrun --nproc-per-node="$NPROC" -m pytest tests/python/gpu -q -rfE -p no:cacheprovider "$@"
+    torchrun --nproc-per-node="$NPROC" -m pytest ${GPU_TESTS:-tests/python/gpu} -q -rfE -p no:cacheprovider "$@"
   [ -f "$OUT/faults.txt" ] && cat "$OUT/faults.txt" >>"$OUT/summary.txt"
 fi
 if wants bench; then
