@@ -225,7 +225,10 @@ def _backward_round(ep, shape, spec, bank, rank, world, inputs, check):
         return
     ep.synchronize()
     want_out, want_gx, want_gw, gw_magnitude = closed_form(
-        shape, rank_inputs(shape, spec, bank, rank, world), bank.tokens(spec, rank, False, offset=1), world
+        rank_inputs(shape, spec, bank, rank, world),
+        bank.tokens(spec, rank, False, offset=1),
+        shape.experts_per_rank,
+        shape.dtype,
     )
     tol = BACKWARD_TOL[shape.dtype]
     torch.testing.assert_close(out.detach().cpu().double(), want_out, **tol, msg=lambda m: f"out: {m}")
@@ -233,21 +236,21 @@ def _backward_round(ep, shape, spec, bank, rank, world, inputs, check):
     assert_dot_products_close(wg.grad.cpu().double(), want_gw, gw_magnitude)
 
 
-def closed_form(shape: Shape, inputs: ref.Routing, g: torch.Tensor, world: int):
+def closed_form(inputs: ref.Routing, g: torch.Tensor, experts_per_rank: int, dtype: torch.dtype):
     """out, grad x and grad w of one rank for experts y = x * c (c = 1 + the expert's rank) and
     loss = sum(out * g), in float64, with y and the incoming gradient rounded to the token dtype
     as the library sees them, and the sum of |terms| of each grad w (assert_dot_products_close).
     An unused slot (-1) counts for nothing."""
     x, idx, w = inputs
-    grad_out = g.to(shape.dtype).double()  # the cast in sum(out.float() * g) rounds the gradient
+    grad_out = g.to(dtype).double()  # the cast in sum(out.float() * g) rounds the gradient
     out = torch.zeros(x.shape, dtype=torch.float64)
     grad_x = torch.zeros(x.shape, dtype=torch.float64)
     grad_w = torch.zeros(idx.shape, dtype=torch.float64)
     grad_w_magnitude = torch.zeros(idx.shape, dtype=torch.float64)
     for k in range(idx.shape[1]):
         used = (idx[:, k] >= 0).double()
-        c = 1.0 + torch.div(idx[:, k].long().clamp(min=0), shape.experts_per_rank, rounding_mode="floor").float()
-        y = (x.float() * c[:, None]).to(shape.dtype).double()
+        c = 1.0 + torch.div(idx[:, k].long().clamp(min=0), experts_per_rank, rounding_mode="floor").float()
+        y = (x.float() * c[:, None]).to(dtype).double()
         wk = w[:, k].double() * used
         out += wk[:, None] * y
         grad_x += (wk * c.double())[:, None] * grad_out

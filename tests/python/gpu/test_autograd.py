@@ -5,16 +5,17 @@ With the experts replaced by y = c_r * x on rank r (c_r = 1 + r), one forward ro
 so for a loss sum(out * g):
     grad x[t]    = sum_k w[t,k] * c(t,k) * g[t]          (dispatch's backward: rows summed home)
     grad w[t,k]  = c(t,k) * <g[t], x[t]>                 (combine's backward: dot products home)
-Each rank checks its own tokens against these, computed in float64 on the CPU. grad w is a
-dot product over H channels of rows that the experts rounded to the token type (c * x is not
-exact in bf16 for c = 3, 5, 6, 7, i.e. from world 3 on), so its closed form uses the rounded
-rows and its tolerance scales with the sum of the magnitudes of the dot product's terms.
+Each rank checks its own tokens against these, computed in float64 on the CPU
+(mixed_rounds.closed_form, shared with the soak and fuzz rounds). grad w is a dot product over
+H channels of rows that the experts rounded to the token type (c * x is not exact in bf16 for
+c = 3, 5, 6, 7, i.e. from world 3 on), so the closed form uses the rounded rows and grad w's
+tolerance scales with the sum of the magnitudes of the dot product's terms.
 """
 
 import pytest
 import torch
 import torch.distributed as dist
-from mixed_rounds import assert_dot_products_close
+from mixed_rounds import assert_dot_products_close, closed_form
 
 import moe_a2a
 from moe_a2a import reference as ref
@@ -23,19 +24,6 @@ CASES = [("padded", torch.float32), ("packed", torch.float32), ("padded", torch.
 # fp32 transport: sums of a few fp32 products. bf16: the rows themselves are rounded to bf16
 # (8 bits of mantissa) on the way and the dot products see bf16 inputs.
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}
-
-
-def closed_form(inputs, rank, E, world, g):
-    """out, grad x, grad w, and the sum of |terms| of each grad w dot product."""
-    x, idx, w = (t.double() for t in inputs[rank])
-    scale = 1.0 + torch.div(idx, E // world, rounding_mode="floor").double()  # c of each (t, k)
-    out = (w * scale).sum(1, keepdim=True) * x
-    grad_x = (w * scale).sum(1, keepdim=True) * g.double()
-    # y(t, k) as the experts of one_round hold it: c * x, computed in fp32, rounded to the token type
-    x_in, dtype = inputs[rank].x, inputs[rank].x.dtype
-    y = (x_in.float().unsqueeze(1) * scale.float().unsqueeze(2)).to(dtype).double()  # [T, K, H]
-    terms = g.double().unsqueeze(1) * y
-    return out, grad_x, terms.sum(2), terms.abs().sum(2)
 
 
 def one_round(ep, x, idx, w, rank):
@@ -58,7 +46,7 @@ def test_gradients_match_closed_form(layout, dtype, tokens, world, rank):
             out, _ = one_round(ep, x, inputs[rank].topk_idx.cuda(), w, rank)
             (out.float() * g.cuda().float()).sum().backward()
             ep.synchronize()
-            want_out, want_gx, want_gw, gw_magnitude = closed_form(inputs, rank, E, world, g)
+            want_out, want_gx, want_gw, gw_magnitude = closed_form(inputs[rank], g, E // world, dtype)
             torch.testing.assert_close(out.detach().cpu().double(), want_out, **TOL[dtype])
             torch.testing.assert_close(x.grad.cpu().double(), want_gx, **TOL[dtype])
             assert_dot_products_close(w.grad.cpu().double(), want_gw, gw_magnitude)
@@ -141,7 +129,7 @@ def test_two_rounds_in_flight_backward(world, rank):
         sum((o * g.cuda()).sum() for o, g in zip(outs, gs)).backward()
         ep.synchronize()
         for inp, x, w, out, g in zip(inputs, xs, ws, outs, gs):
-            want_out, want_gx, want_gw, gw_magnitude = closed_form(inp, rank, E, world, g)
+            want_out, want_gx, want_gw, gw_magnitude = closed_form(inp[rank], g, E // world, torch.float32)
             torch.testing.assert_close(out.detach().cpu().double(), want_out, **TOL[torch.float32])
             torch.testing.assert_close(x.grad.cpu().double(), want_gx, **TOL[torch.float32])
             assert_dot_products_close(w.grad.cpu().double(), want_gw, gw_magnitude)
