@@ -338,6 +338,27 @@ def test_benchmarks_import_common_first():
     } <= set(checked)
 
 
+def test_tools_take_the_multicast_environment_from_one_file():
+    """The tools' shell scripts start processes that may never import moe_a2a: they source
+    tools/no_multicast_env.sh, whose values are moe_a2a.NO_MULTICAST_ENV's, and set none
+    themselves."""
+    import re
+
+    import moe_a2a
+
+    tools = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
+    env_file = open(os.path.join(tools, "no_multicast_env.sh")).read()
+    exported = dict(re.findall(r"\b([A-Z_]+)=(\S+)", env_file.split("export", 1)[1]))
+    assert exported == moe_a2a.NO_MULTICAST_ENV
+    for name in sorted(os.listdir(tools)):
+        if not name.endswith(".sh") or name == "no_multicast_env.sh":
+            continue
+        src = open(os.path.join(tools, name)).read()
+        assert not any(f"{k}=" in src for k in exported), f"tools/{name} sets the multicast environment itself"
+        if "torchrun" in src or "python3" in src:
+            assert "no_multicast_env.sh" in src, f"tools/{name} starts processes without tools/no_multicast_env.sh"
+
+
 def test_common_sets_the_environment_before_torch():
     """In a fresh interpreter with none of the variables set, importing common alone puts every
     entry of moe_a2a.NO_MULTICAST_ENV into the environment before torch starts to load."""

@@ -37,8 +37,7 @@ shift $(( $# >= 2 ? 2 : 1 ))
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 
-# Never NVLink multicast. Defined once: NO_MULTICAST_ENV in python/moe_a2a/__init__.py; its values, for processes that never import moe_a2a.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source tools/no_multicast_env.sh
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 NGPU=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 # sources: tools/source_hash.sh (a device machine's copy of the tree may carry an older .git).

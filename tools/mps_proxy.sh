@@ -33,7 +33,7 @@ stop_mps() {
 }
 trap stop_mps EXIT
 nvidia-cuda-mps-control -d || { echo "mps_proxy: the MPS control daemon did not start" >&2; exit 2; }
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source tools/no_multicast_env.sh
 export MOE_A2A_TEST_ONE_GPU=1 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=${PROXY_PERCENT:-50}
 # MOE_A2A_PACKAGE_DIR: time another tree's build of the package (tools/graph_ab.sh) with these scripts.
 export PYTHONPATH="${MOE_A2A_PACKAGE_DIR:-$PWD/python}${PYTHONPATH:+:$PYTHONPATH}"

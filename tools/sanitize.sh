@@ -30,8 +30,7 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 cd "$(dirname "$0")/.." || exit 2
 
-# Never NVLink multicast (see CONTRIBUTING.md): also in the sanitized ranks.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source tools/no_multicast_env.sh  # also in the sanitized ranks
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 SANITIZER=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
 [ -x "$SANITIZER" ] || { echo "sanitize: compute-sanitizer not found (set COMPUTE_SANITIZER)"; exit 2; }
