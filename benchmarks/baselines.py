@@ -313,7 +313,7 @@ class MoeA2ASystem(System):
     graph_capturable = True
     graph_note = ""
 
-    def __init__(self, ctx, shape, profile=False, layout="padded", dispatch_dtype=None, num_sms=None):
+    def __init__(self, ctx, shape, profile=False, layout="padded", dispatch_dtype=None, num_sms=None, send_sms=None):
         super().__init__(ctx, shape)
         mod, why = import_moe_a2a()
         if not has_extension(mod):
@@ -323,6 +323,8 @@ class MoeA2ASystem(System):
             kw["dispatch_dtype"] = dispatch_dtype
         if num_sms is not None:
             kw["num_sms"] = num_sms
+        if send_sms is not None:
+            kw["send_sms"] = send_sms
         s = shape
         self.layout = layout
         self.note = f"layout {layout}" + (f", {str(dispatch_dtype)[6:]} dispatch" if dispatch_dtype else "")

@@ -368,7 +368,9 @@ def write_trace(ctx, shape, pool, path, args, flusher):
     from baselines import MoeA2ASystem
 
     if args.trace_graph > 0:
-        system = MoeA2ASystem(ctx, shape, profile=True, layout=args.layout, num_sms=args.num_sms)
+        system = MoeA2ASystem(
+            ctx, shape, profile=True, layout=args.layout, num_sms=args.num_sms, send_sms=args.send_sms
+        )
         graph = common.capture_steps(lambda i: system.dispatch_combine(pool.get(i)), args.pool, args.trace_graph)
         graph.replay()  # warm: the records of the replay below are steady state
         system.ep.profile_reset()
@@ -381,7 +383,9 @@ def write_trace(ctx, shape, pool, path, args, flusher):
         return
     med = {}
     for profile in (False, True):
-        system = MoeA2ASystem(ctx, shape, profile=profile, layout=args.layout, num_sms=args.num_sms)
+        system = MoeA2ASystem(
+            ctx, shape, profile=profile, layout=args.layout, num_sms=args.num_sms, send_sms=args.send_sms
+        )
 
         def prep(i, system=system, profile=profile):
             if profile:  # untimed: keeps every timed iteration's records inside the buffers
@@ -422,7 +426,12 @@ def save_trace(ctx, trace, ep, path, label):
 def build_system(name, ctx, shape, args):
     from baselines import build
 
-    return build(name, ctx, shape, **({"layout": args.layout, "num_sms": args.num_sms} if name == "moe_a2a" else {}))
+    return build(
+        name,
+        ctx,
+        shape,
+        **({"layout": args.layout, "num_sms": args.num_sms, "send_sms": args.send_sms} if name == "moe_a2a" else {}),
+    )
 
 
 def system_rows(info, system, times, gtimes, routing, args, tokens, check, status):

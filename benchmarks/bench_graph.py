@@ -93,7 +93,9 @@ def bench_shape(ctx, shape, args, micro, flusher, fp8=None):
     pool = common.InputPool(ctx, shape, args.inputs, num_tokens=shape.max_tokens)
     routing = Routing(ctx, shape, pool, micro)
     fp8_dtype = {"e4m3fn": torch.float8_e4m3fn, "e4m3fnuz": torch.float8_e4m3fnuz}.get(fp8)
-    system = MoeA2ASystem(ctx, shape, layout=args.layout, dispatch_dtype=fp8_dtype, num_sms=args.num_sms)
+    system = MoeA2ASystem(
+        ctx, shape, layout=args.layout, dispatch_dtype=fp8_dtype, num_sms=args.num_sms, send_sms=args.send_sms
+    )
 
     per_graph = 8 * args.inputs if shape.max_tokens <= 256 else args.inputs
     row = {
@@ -101,6 +103,7 @@ def bench_shape(ctx, shape, args, micro, flusher, fp8=None):
         "tokens": shape.max_tokens,
         "world": ctx.world,
         "layout": args.layout,
+        "send_sms": list(getattr(system.ep, "send_sms", (0, 0))),  # a package from before send_sms: all do both
         "dispatch_dtype": fp8 or str(shape.dtype)[6:],
         "sol_bound": routing.bound("dispatch+combine"),
         "inputs_in_graph": args.inputs,
@@ -161,6 +164,11 @@ def main():
                 flush=True,
             )
     if ctx.rank == 0:
+        if rows:
+            print(
+                f"moe_a2a blocks that only send (dispatch, combine): {rows[0]['send_sms']} "
+                "(0: every block does both, -1: auto)"
+            )
         heads = ["shape", "dispatch", "graph d+c us", "p10", "p90", "SoL d+c", "bound", "x SoL", "floor", "x floor"]
         heads += ["graph pipeline"] if args.gemm else []
         heads += ["eager dispatch", "eager combine"]

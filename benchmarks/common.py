@@ -180,6 +180,12 @@ def add_num_sms_arg(p):
         default=None,
         help="blocks per moe_a2a kernel (AllToAll(num_sms=); default every SM); also caps the floor's blocks",
     )
+    p.add_argument(
+        "--send-sms",
+        default=None,
+        help="blocks of the fused dispatch / combine that only send: 'auto', 'n' or 'dispatch,combine' "
+        "(AllToAll(send_sms=); default MOE_A2A_SEND_SMS, else auto; 0: every block sends and receives)",
+    )
 
 
 def gather_rows(ctx, t):
@@ -547,7 +553,11 @@ def metadata(ctx=None):
         "driver": driver,
         **_git(),
         "world_size": ctx.world if ctx else None,
-        "env": {k: os.environ.get(k) for k in NO_MULTICAST_ENV},
+        # the multicast switches, and every moe_a2a setting taken from the environment
+        "env": {
+            k: os.environ.get(k)
+            for k in sorted({*NO_MULTICAST_ENV, *(k for k in os.environ if k.startswith("MOE_A2A_"))})
+        },
         "sm_clock_mhz": mine["clocks.sm"] if mine else None,
         "sm_clock_max_mhz": mine["clocks.max.sm"] if mine else None,
         "gpus_smi": gpus,

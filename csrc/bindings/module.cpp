@@ -46,10 +46,22 @@ moe_a2a::Layout layout_of(const std::string& name) {
 // The one EpConfig of an all-to-all, from the Python API's names (dtype and layout spelled as
 // there); `rank` is the caller's. Every config helper below takes it.
 EpConfig make_config(const py::kwargs& kw) {
-  static const char* const kKnown[] = {"world",  "rank",           "num_experts",      "topk",
-                                       "hidden", "max_tokens",     "capacity",         "dtype",
-                                       "layout", "num_blocks",     "groups_per_block", "expert_alignment",
-                                       "fp8",    "fp8_pow2_scales"};
+  static const char* const kKnown[] = {"world",
+                                       "rank",
+                                       "num_experts",
+                                       "topk",
+                                       "hidden",
+                                       "max_tokens",
+                                       "capacity",
+                                       "dtype",
+                                       "layout",
+                                       "num_blocks",
+                                       "groups_per_block",
+                                       "expert_alignment",
+                                       "fp8",
+                                       "fp8_pow2_scales",
+                                       "dispatch_senders",
+                                       "combine_senders"};
   for (const auto& item : kw) {
     const std::string key = py::str(item.first);
     bool known = false;
@@ -72,6 +84,8 @@ EpConfig make_config(const py::kwargs& kw) {
   c.expert_alignment = get("expert_alignment", 1);
   c.fp8 = fp8_format_of(kw.contains("fp8") ? kw["fp8"].cast<std::string>() : "none");
   c.fp8_pow2_scales = get("fp8_pow2_scales", 0);
+  c.dispatch_senders = get("dispatch_senders", moe_a2a::kAutoSenders);
+  c.combine_senders = get("combine_senders", moe_a2a::kAutoSenders);
   return c;
 }
 
@@ -177,7 +191,7 @@ PYBIND11_MODULE(_C, m) {
   // ---- EP engine ----
   // The config helpers take the config's fields as keyword arguments (make_config): world, rank,
   // num_experts, topk, hidden, max_tokens, capacity, dtype, layout, num_blocks, groups_per_block,
-  // expert_alignment, fp8 ("none", "e4m3fn", "e4m3fnuz"), fp8_pow2_scales.
+  // expert_alignment, fp8 ("none", "e4m3fn", "e4m3fnuz"), fp8_pow2_scales, dispatch_senders, combine_senders.
   m.def("validate_config", [](const py::kwargs& kw) { return moe_a2a::validate(make_config(kw)); });
   m.def("default_capacity",
         [](size_t budget, const py::kwargs& kw) { return moe_a2a::default_expert_capacity(make_config(kw), budget); });

@@ -3,7 +3,9 @@
 //
 // The unit of work is a combine unit (EpConfig::combine_parts): a token group, or at small T a
 // part of one (some of the chunks of each of its rows), so that few tokens still spread over
-// many blocks. Block b takes units b, b + G, ... (G blocks) on both halves.
+// many blocks. Block b takes units b, b + G, ... (G blocks) on both halves, or at a few
+// tokens S blocks only send (units i, i + S, ...) and the other R only receive (units j,
+// j + R, ...): block_shares in ep_device.cuh.
 //
 // Send half: for unit u of every source (one batch) it sums, for each received row of the
 // unit's group and each of the unit's chunks, the outputs of the row's local experts, weighted
@@ -184,33 +186,36 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
   const EpBuffers b{c};
   const EpConfig& cfg = c.cfg;
   const uint64_t epoch = b.current_epoch();
-  const int blocks = static_cast<int>(gridDim.x);
-  const int first = static_cast<int>(blockIdx.x);
-
   const int chunks = chunks_per_row(b.vecs_per_row());
+  const BlockShares share = block_shares(role, cfg.combine_sender_blocks(a.route.num_tokens, chunks));
+  const HalfShare& send = share.send;
+  const HalfShare& recv = share.recv;
+
   int src_units = 0;
-  if (sends(role)) {
+  if (send.runs) {
     if (a.await_ready && !await_all_ready(b, sh, epoch)) return;  // timed out: engine failed
     load_route_tokens(c, a.recv_route, sh.src_tokens);
     src_units = max_over_sources(cfg.world, [&](int s) { return cfg.combine_units(sh.src_tokens[s], chunks); });
     // The dispatch of this round is over on this rank: clear its position counters for the
     // next one (no kernel reads them until then).
-    if (blockIdx.x == 0) {
+    if (send.first == 0) {
       for (int e = threadIdx.x; e < cfg.experts_per_rank(); e += blockDim.x) b.expert_count()[e] = 0;
     }
   }
-  const int my_units = receives(role) ? cfg.combine_units(a.route.num_tokens, chunks) : 0;
+  const int my_units = recv.runs ? cfg.combine_units(a.route.num_tokens, chunks) : 0;
   const auto send_step = [&](int u) {
     if (u < src_units) send_partials<kType>(b, a, sh, u, epoch MOE_A2A_PROFILE(, prof));
   };
-  // Step u: send the partials of unit u + G of every source, then receive this rank's unit u
-  // (whose partials every rank sent one step earlier).
-  send_step(first);
-  const int steps = max(my_units, src_units);
-  for (int u = first; u < steps; u += blocks) {
-    send_step(u + blocks);
+  // Step i: send the partials of this block's next unit of every source, then receive its i-th
+  // unit (a block that runs both halves receives unit u after sending u + G: every rank sent
+  // u's partials one step earlier).
+  send_step(send.first);
+  for (int u = recv.first, next = send.first + send.stride; u < my_units || next < src_units;
+       u += recv.stride, next += send.stride) {
+    send_step(next);
     if (u < my_units && !receive_unit<kType>(b, a, sh, u, epoch MOE_A2A_PROFILE(, prof))) return;
   }
+  // Every block of the launch, also one that only sent, ends the round on its own counter.
   if (receives(role)) end_round(b);
 }
 

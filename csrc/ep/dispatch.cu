@@ -1,20 +1,25 @@
 // Dispatch, one kernel with a send half and a receive half (docs/design/protocol.md).
 //
-// Send half: a rank's T tokens are split into token groups (EpConfig::token_group); block b
-// sends groups b, b + G, b + 2G, ... (G blocks). For a group it routes each token (which ranks
+// Which blocks run which half, and which groups each takes, is block_shares (ep_device.cuh):
+// every block both halves, block b taking groups b, b + G, ... (G blocks), or at a few tokens
+// S blocks sending groups i, i + S, ... and the other R receiving groups j, j + R, ...
+//
+// Send half: a rank's T tokens are split into token groups (EpConfig::token_group); a sending
+// block takes its share of them. For a group it routes each token (which ranks
 // own its top-k experts; ids are checked here, before any remote write), numbers the group's
 // rows per destination, stores each row once per destination rank with its metadata (local
 // expert of each k or -1, weight, source token) into that rank's recv_x at the group's slots,
-// and publishes one group signal per destination carrying the row count. The last block also
-// counts the (token, k) pairs per expert over all tokens and publishes them first (count
-// signal): the receivers need every expert's total before placing rows in the packed layout.
+// and publishes one group signal per destination carrying the row count. The last sending
+// block also counts the (token, k) pairs per expert over all tokens and publishes them first
+// (count signal): the receivers need every expert's total before placing rows in the packed
+// layout.
 //
-// Receive half: every block waits for the count signals of all sources, computes each local
-// expert's segment of expert_x, then takes the same group indices as its send half, of every
+// Receive half: every receiving block waits for the count signals of all sources, computes
+// each local expert's segment of expert_x, then takes its share of the group indices, of every
 // source, in the order their signals arrive, and copies each row to every local expert that
 // it carries (positions inside an expert from a local atomic counter: order inside an expert
-// is free by contract). In a fused launch a block sends its next group before it receives
-// the current one, so that the link and the local copies overlap.
+// is free by contract). A block that runs both halves sends its next group before it
+// receives the current one, so that the link and the local copies overlap.
 #include "ep_device.cuh"
 #include "fp8_rows.cuh"
 #include "moe_a2a/platform/block_ops.h"
@@ -283,13 +288,15 @@ MOE_A2A_DEVICE void expert_segments(const EpBuffers& b, DispatchShared& sh) {
 
 // Packed with expert_alignment > 1: the rows between each expert's last row and the start of
 // the next segment are zeros, so a grouped GEMM over whole segments (and its weight gradient)
-// reads no garbage. Block b clears the padding of experts b, b + G, ...; no row is placed there.
-MOE_A2A_DEVICE void zero_padding_rows(const EpBuffers& b, const DispatchArgs& a, const DispatchShared& sh) {
+// reads no garbage. Receiving block i clears the padding of experts i, i + R, ... (R receiving
+// blocks); no row is placed there.
+MOE_A2A_DEVICE void zero_padding_rows(const EpBuffers& b, const DispatchArgs& a, const DispatchShared& sh,
+                                      HalfShare recv) {
   const EpConfig& cfg = b.c.cfg;
   const int vecs = static_cast<int>(cfg.out_row_bytes() / sizeof(Vec16));
   const int blocks = cfg.scale_blocks();
   Vec16* out = static_cast<Vec16*>(a.expert_x);
-  for (int e = blockIdx.x; e < cfg.experts_per_rank(); e += gridDim.x) {
+  for (int e = recv.first; e < cfg.experts_per_rank(); e += recv.stride) {
     const int first = sh.seg_first[e] + min(sh.seg_total[e], sh.seg_limit[e]);
     const int end = min(sh.seg_first[e] + cfg.aligned_rows(sh.seg_total[e]), cfg.expert_capacity);
     const size_t rows = end > first ? static_cast<size_t>(end - first) : 0;
@@ -302,9 +309,9 @@ MOE_A2A_DEVICE void zero_padding_rows(const EpBuffers& b, const DispatchArgs& a,
   }
 }
 
-// Waits for every source's counts, then lays out the experts' segments; block 0 writes them
-// out. False after a timeout.
-MOE_A2A_DEVICE bool receive_counts(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh,
+// Waits for every source's counts, then lays out the experts' segments; the first receiving
+// block writes them out. False after a timeout.
+MOE_A2A_DEVICE bool receive_counts(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, HalfShare recv,
                                    uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
@@ -318,8 +325,8 @@ MOE_A2A_DEVICE bool receive_counts(const EpBuffers& b, const DispatchArgs& a, Di
     sh.src_tokens[threadIdx.x] = min(static_cast<int>(sh.payload[threadIdx.x] & kFlagCountMask), cfg.max_tokens);
   }
   expert_segments(b, sh);  // synchronises the block
-  if (cfg.expert_alignment > 1) zero_padding_rows(b, a, sh);
-  if (blockIdx.x == 0) {
+  if (cfg.expert_alignment > 1) zero_padding_rows(b, a, sh, recv);
+  if (recv.first == 0) {
     const int local = cfg.experts_per_rank();
     if (threadIdx.x < cfg.world) a.recv_route.src_tokens[threadIdx.x] = sh.src_tokens[threadIdx.x];
     for (int e = threadIdx.x; e < local; e += blockDim.x) {
@@ -480,26 +487,28 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   const EpBuffers b{c};
   const EpConfig& cfg = c.cfg;
   const uint64_t epoch = b.current_epoch();
-  const int blocks = static_cast<int>(gridDim.x);
-  const int first = static_cast<int>(blockIdx.x);
+  const BlockShares share = block_shares(role, cfg.dispatch_sender_blocks(a.route.num_tokens));
+  const HalfShare& send = share.send;
+  const HalfShare& recv = share.recv;
 
-  const int my_groups = sends(role) ? cfg.num_groups(a.route.num_tokens) : 0;
-  if (sends(role)) {
-    if (first == blocks - 1) {
+  const int my_groups = send.runs ? cfg.num_groups(a.route.num_tokens) : 0;
+  if (send.runs) {
+    if (send.first == send.stride - 1) {  // the last sending block counts
       MOE_A2A_PROFILE_SPAN(count_span, prof, kDispatchCounts, a.route.num_tokens);
       send_counts(b, a, sh, epoch);
     }
-    if (first < my_groups) send_group<kCodec>(b, a, sh, first, epoch MOE_A2A_PROFILE(, prof));
+    if (send.first < my_groups) send_group<kCodec>(b, a, sh, send.first, epoch MOE_A2A_PROFILE(, prof));
   }
   int src_groups = 0;
-  if (receives(role)) {
-    if (!receive_counts(b, a, sh, epoch MOE_A2A_PROFILE(, prof))) return;  // timed out: engine failed
+  if (recv.runs) {
+    if (!receive_counts(b, a, sh, recv, epoch MOE_A2A_PROFILE(, prof))) return;  // timed out: engine failed
     for (int s = 0; s < cfg.world; ++s) src_groups = max(src_groups, cfg.num_groups(sh.src_tokens[s]));
   }
-  // Step g: send this block's next group, then receive group g (sent one step earlier).
-  const int steps = max(my_groups, src_groups);
-  for (int g = first; g < steps; g += blocks) {
-    if (g + blocks < my_groups) send_group<kCodec>(b, a, sh, g + blocks, epoch MOE_A2A_PROFILE(, prof));
+  // Step i: send this block's next group, then receive its i-th (a block that runs both halves
+  // receives group g after sending g + G, so that the link and its local copies overlap).
+  for (int g = recv.first, next = send.first + send.stride; g < src_groups || next < my_groups;
+       g += recv.stride, next += send.stride) {
+    if (next < my_groups) send_group<kCodec>(b, a, sh, next, epoch MOE_A2A_PROFILE(, prof));
     if (g < src_groups && !receive_group(b, a, sh, g, epoch MOE_A2A_PROFILE(, prof))) return;
   }
 }

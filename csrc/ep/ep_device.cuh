@@ -370,6 +370,31 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void row_source(const int* first_row, int world, i
   slot = g - first_row[src];
 }
 
+// What one block of a dispatch or combine launch takes (docs/design/protocol.md, "Sending and
+// receiving blocks"): of each half it runs, the work items (token groups, combine units)
+// first, first + stride, ... By default every block runs both halves of a fused launch and
+// block b takes items b, b + G, ... of each (G blocks), alternating between them. With
+// `senders` > 0 (EpConfig::dispatch_sender_blocks, combine_sender_blocks) a fused launch gives
+// the first `senders` blocks only the send half and the others only the receive half, so the
+// receivers' work (their prologue at a few tokens, the local copies at many) runs while the
+// senders send instead of after. Launches of one half use every block for it.
+// A block outside a half has runs = false (its caller counts no items of that half for it)
+// and first >= 0, so the loops over items need no other test.
+struct HalfShare {
+  bool runs;  // this block takes part in the half
+  int first, stride;
+};
+struct BlockShares {
+  HalfShare send, recv;
+};
+MOE_A2A_DEVICE MOE_A2A_INLINE BlockShares block_shares(Role role, int senders) {
+  const int b = static_cast<int>(blockIdx.x), blocks = static_cast<int>(gridDim.x);
+  if (role != Role::kBoth || senders == 0) return {{sends(role), b, blocks}, {receives(role), b, blocks}};
+  constexpr HalfShare kNone{false, 0, 1};
+  return b < senders ? BlockShares{{true, b, senders}, kNone}
+                     : BlockShares{kNone, {true, b - senders, blocks - senders}};
+}
+
 // Ranks whose bit is set among the lowest `world`.
 MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t all_ranks(int world) { return (1u << world) - 1u; }
 

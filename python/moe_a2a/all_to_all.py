@@ -32,7 +32,7 @@ moe_a2a.trace.save(path) writes what was recorded as one Perfetto trace for all 
 import os
 import weakref
 from dataclasses import dataclass, field
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Tuple, Union
 
 import torch
 import torch.distributed as dist
@@ -54,6 +54,8 @@ DEFAULT_OUTPUT_BUDGET_BYTES = 4 << 30
 DEFAULT_PROFILE_CAPACITY = 512
 # Token groups each block sends per call at most (EpConfig::groups_per_block).
 DEFAULT_GROUPS_PER_BLOCK = 1
+# AllToAll(send_sms="auto"): the kernels pick their sending blocks per launch (EpConfig kAutoSenders).
+AUTO_SENDERS = -1
 # Rounds that may be outstanding at once, at most (AllToAll(num_buffers=)).
 MAX_BUFFERS = 4
 
@@ -232,6 +234,19 @@ def _close_engines(engines, heap: SymmetricHeap, timeout_s: float) -> None:
     heap.close(timeout_s)
 
 
+def _sender_blocks(send_sms) -> Tuple[int, int]:
+    """AllToAll(send_sms=) as EpConfig's (dispatch_senders, combine_senders): "auto" (-1), an int,
+    a (dispatch, combine) pair of those, or a string "n" / "d,c" (MOE_A2A_SEND_SMS). validate_config
+    checks the range."""
+    if isinstance(send_sms, str):
+        send_sms = [p.strip() for p in send_sms.split(",")]
+    parts = send_sms if isinstance(send_sms, (list, tuple)) else [send_sms]
+    if len(parts) not in (1, 2):
+        raise ValueError(f'moe_a2a: send_sms must be "auto", an int or a (dispatch, combine) pair, got {send_sms!r}')
+    blocks = tuple(AUTO_SENDERS if p == "auto" else int(p) for p in parts)
+    return (blocks[0], blocks[-1])
+
+
 def _needs_grad(*tensors) -> bool:
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
@@ -253,6 +268,7 @@ class AllToAll:
         device: Optional[torch.device] = None,
         num_sms: Optional[int] = None,
         groups_per_block: Optional[int] = None,
+        send_sms: Union[str, int, Tuple[int, int], None] = None,
         expert_alignment: int = 1,
         num_buffers: int = 1,
         dispatch_dtype: Optional[torch.dtype] = None,
@@ -297,6 +313,16 @@ class AllToAll:
         overlaps the split calls. groups_per_block: token groups each block sends per call at
         most (default 1, or MOE_A2A_GROUPS_PER_BLOCK): more pipeline large batches better,
         fewer cost fewer signals. Both must be the same on every rank.
+
+        send_sms (default "auto", or MOE_A2A_SEND_SMS as "auto", "n" or "dispatch,combine"): in
+        the fused dispatch and combine, how many of the num_sms blocks only send; the others only
+        receive. 0: every block sends its share, then receives its share. "auto": split when every
+        item of each half (a token group, a combine unit) gets a block of its own, which at a few
+        tokens per rank starts the receive half while the tokens are being sent; else 0. An int
+        sets both kernels, a pair (dispatch, combine) each; a fixed split is for experiments at
+        large batches, where the link and the receivers' local copies could then run at the same
+        time. The split calls (dispatch_send, ...) always use every block. Part of the config:
+        the same on every rank. self.send_sms holds the pair, -1 for "auto".
 
         profile=True turns the in-kernel profiler on (needs a build with MOE_A2A_PROFILE=1);
         profile_capacity is the number of records each wave of each block keeps, later ones
@@ -352,6 +378,9 @@ class AllToAll:
         if groups_per_block is None:
             groups_per_block = int(os.environ.get("MOE_A2A_GROUPS_PER_BLOCK", DEFAULT_GROUPS_PER_BLOCK))
         self.groups_per_block = int(groups_per_block)
+        if send_sms is None:
+            send_sms = os.environ.get("MOE_A2A_SEND_SMS", "auto")
+        self.send_sms = _sender_blocks(send_sms)
         self.expert_alignment = int(expert_alignment)
         # The config, in one place: the compiled core's EpConfig fields (csrc/bindings/module.cpp
         # make_config), validated there with these names.
@@ -366,6 +395,8 @@ class AllToAll:
             layout=layout,
             num_blocks=self.num_sms,
             groups_per_block=self.groups_per_block,
+            dispatch_senders=self.send_sms[0],
+            combine_senders=self.send_sms[1],
             expert_alignment=self.expert_alignment,
             fp8=_FP8_FORMATS.get(dispatch_dtype, "none"),
             fp8_pow2_scales=int(self.fp8_pow2_scales),

@@ -291,6 +291,19 @@ TEST(EpConfig, ValidateRejectsBadConfigs) {
   EXPECT_EQ(moe_a2a::validate(c), "");
   c.expert_capacity += 1;
   expect_rejected(c, "max_recv_tokens_per_expert");
+  // Blocks that only send: auto, 0 (every block does both) or up to num_blocks - 1 (one receiver left).
+  for (int32_t senders : {-2, good.num_blocks, good.num_blocks + 5}) {  // -1 is kAutoSenders
+    c = good;
+    c.dispatch_senders = senders;
+    expect_rejected(c, "send_sms");
+    c = good;
+    c.combine_senders = senders;
+    expect_rejected(c, "send_sms");
+  }
+  c = good;
+  c.dispatch_senders = good.num_blocks - 1;
+  c.combine_senders = 1;
+  EXPECT_EQ(moe_a2a::validate(c), "");
 }
 
 TEST(EpConfig, PackedLayout) {
@@ -539,6 +552,28 @@ TEST(EpConfig, Fp8ValidateNamesTheProblem) {
   EXPECT_NE(moe_a2a::validate(p).find("fp8 format"), std::string::npos);
 }
 
+// send_sms="auto": a split only where each half has a block for every item it takes.
+TEST(EpConfig, AutomaticSendersSplitOnlyWhereEveryItemHasABlock) {
+  EpConfig c = make(2, {256, 8, 7168, 4096});  // 132 blocks, 7 chunks a row on NVIDIA
+  ASSERT_EQ(c.dispatch_senders, moe_a2a::kAutoSenders);
+  ASSERT_EQ(c.combine_senders, moe_a2a::kAutoSenders);
+  EXPECT_EQ(c.dispatch_sender_blocks(0), 1);    // the counting block alone
+  EXPECT_EQ(c.dispatch_sender_blocks(1), 2);    // one group and the counting block
+  EXPECT_EQ(c.dispatch_sender_blocks(65), 66);  // 66 senders, 66 receivers
+  EXPECT_EQ(c.dispatch_sender_blocks(66), 0);
+  EXPECT_EQ(c.dispatch_sender_blocks(4096), 0);
+  EXPECT_EQ(c.combine_sender_blocks(0, 7), 0);
+  EXPECT_EQ(c.combine_sender_blocks(1, 7), 7);   // one token: a unit per chunk
+  EXPECT_EQ(c.combine_sender_blocks(9, 7), 63);  // 9 groups of 7 parts
+  EXPECT_EQ(c.combine_sender_blocks(10, 7), 0);  // 70 units: more than half the blocks
+  EXPECT_EQ(c.combine_sender_blocks(4096, 7), 0);
+  c.dispatch_senders = 5;
+  c.combine_senders = 0;
+  EXPECT_EQ(c.dispatch_sender_blocks(1), 5);  // a fixed choice is kept at every batch
+  EXPECT_EQ(c.dispatch_sender_blocks(4096), 5);
+  EXPECT_EQ(c.combine_sender_blocks(1, 7), 0);
+}
+
 // Engine ids are built from the fingerprint (csrc/bindings/registry.cpp): the ranks of one
 // all-to-all agree on it, and a change of any other field changes it, so that a graph that
 // torch.compile cached for one configuration is never taken for another.
@@ -564,6 +599,8 @@ TEST(EpConfig, FingerprintIgnoresTheRankAndSeesEveryOtherField) {
   EXPECT_TRUE(changed([](EpConfig& c) { c.expert_alignment = 128; }));
   EXPECT_TRUE(changed([](EpConfig& c) { c.fp8 = moe_a2a::Fp8Format::kE4M3Fn; }));
   EXPECT_TRUE(changed([](EpConfig& c) { c.fp8_pow2_scales = 1; }));
+  EXPECT_TRUE(changed([](EpConfig& c) { c.dispatch_senders = 4; }));
+  EXPECT_TRUE(changed([](EpConfig& c) { c.combine_senders = 4; }));
 }
 
 }  // namespace

@@ -56,6 +56,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "moe_a2a/ep/fp8.h"
@@ -80,6 +81,8 @@ inline constexpr int kBlockThreads = 256;
 inline constexpr int kDefaultGroupsPerBlock = 1;
 inline constexpr int kMaxBlocks = 1024;
 inline constexpr int kMaxExpertAlignment = 1024;
+// EpConfig::dispatch_senders / combine_senders: pick the sending blocks per launch.
+inline constexpr int kAutoSenders = -1;
 
 // Kernels that publish once per grid (the last block to finish publishes), each with its
 // own done counter.
@@ -187,6 +190,13 @@ struct EpConfig {
   // backward rounds always move the token type.
   Fp8Format fp8 = Fp8Format::kNone;
   int32_t fp8_pow2_scales = 0;  // 1: every scale a power of two (UE8M0-style)
+  // Blocks that only send in a fused dispatch / combine launch (the others only receive); 0:
+  // every block sends and receives; kAutoSenders: chosen per launch from the batch
+  // (dispatch_sender_blocks, combine_sender_blocks; docs/design/protocol.md, "Sending and
+  // receiving blocks"). Local scheduling, not protocol: which block handles a token group or
+  // combine unit is invisible to the peers.
+  int32_t dispatch_senders = kAutoSenders;
+  int32_t combine_senders = kAutoSenders;
 
   MOE_A2A_HD int32_t experts_per_rank() const { return num_experts / world; }
   MOE_A2A_HD int32_t owner_rank(int32_t expert) const { return expert / experts_per_rank(); }
@@ -243,6 +253,24 @@ struct EpConfig {
   MOE_A2A_HD int32_t combine_units(int32_t tokens, int32_t chunks) const {
     return num_groups(tokens) * combine_parts(tokens, chunks);
   }
+  // ---- sending and receiving blocks of a fused launch, on a rank with `tokens` tokens ----
+  // Automatic: split only when each half has a block for every item it takes (a token group,
+  // plus the counting block, in dispatch; a combine unit in combine), so that a few tokens
+  // start the receive half (the count wait, the expert segments, the masks) while they are
+  // still being sent, instead of after; otherwise every block does both (a split with fewer
+  // blocks than items would serialise items). Every rank decides for itself: the split is not
+  // part of the protocol.
+  MOE_A2A_HD int32_t dispatch_sender_blocks(int32_t tokens) const {
+    if (dispatch_senders != kAutoSenders) return dispatch_senders;
+    const int32_t s = num_groups(tokens) + 1;
+    return 2 * s <= num_blocks ? s : 0;
+  }
+  MOE_A2A_HD int32_t combine_sender_blocks(int32_t tokens, int32_t chunks) const {
+    if (combine_senders != kAutoSenders) return combine_senders;
+    const int32_t s = combine_units(tokens, chunks);
+    return s > 0 && 2 * s <= num_blocks ? s : 0;
+  }
+
   // parts > 1 only when groups * parts <= num_blocks: units never exceed this.
   MOE_A2A_HD int32_t max_combine_units() const { return max_groups() > num_blocks ? max_groups() : num_blocks; }
 
@@ -278,7 +306,9 @@ struct EpConfig {
                               groups_per_block,
                               expert_alignment,
                               static_cast<int32_t>(fp8),
-                              fp8_pow2_scales};
+                              fp8_pow2_scales,
+                              dispatch_senders,
+                              combine_senders};
     // One entry per field but the rank: a field added to the struct must be added above.
     static_assert(sizeof(fields) + sizeof(rank) == sizeof(EpConfig), "a new EpConfig field: hash it in fingerprint()");
     uint64_t h = 0xcbf29ce484222325ull ^ salt;  // FNV-1a, 64-bit
@@ -396,6 +426,13 @@ inline std::string validate(const EpConfig& c) {
   if (c.num_blocks < 1 || c.num_blocks > kMaxBlocks)
     return bad("num_sms (blocks per kernel) must be in [1, " + std::to_string(kMaxBlocks) + "], got " +
                std::to_string(c.num_blocks));
+  for (const int32_t senders : {c.dispatch_senders, c.combine_senders}) {
+    if (senders != kAutoSenders && (senders < 0 || senders >= c.num_blocks))
+      return bad(
+          "send_sms (blocks that only send) must be \"auto\", 0 (every block sends and receives) or in "
+          "[1, num_sms), num_sms = " +
+          std::to_string(c.num_blocks) + ", got " + std::to_string(senders));
+  }
   if (c.groups_per_block < 1 || c.groups_per_block > 64)
     return bad("groups_per_block must be in [1, 64], got " + std::to_string(c.groups_per_block));
   if (c.max_group_tokens() > kBlockThreads)

@@ -405,6 +405,49 @@ def test_small_batches_split_over_blocks(num_sms, layout, world, rank):
         assert torch.equal(first.view(torch.int16), again.view(torch.int16)), "combine is not bitwise reproducible"
 
 
+def sm_count():
+    return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+
+
+@pytest.mark.parametrize(
+    "num_sms, send_sms, T, layout, alignment",
+    [
+        (8, 3, 1024, "packed", 16),  # many groups for each sending block, alignment padding cleared by receivers
+        (8, (1, 7), 1024, "padded", 1),  # one sender in dispatch, one receiver in combine
+        (8, (6, 2), 3, "packed", 1),  # fewer groups than blocks: combine units (2 a group) over 2 senders
+        (None, "thirds", 200, "packed", 1),  # every SM
+        (None, "thirds", 1, "padded", 1),
+        (None, "auto", 1, "packed", 1),  # the default: split at a few tokens
+        (8, "auto", 2, "padded", 1),
+    ],
+    ids=["many-groups", "one-sender-one-receiver", "units", "all-sms", "one-token", "auto-one-token", "auto-8-blocks"],
+)
+def test_sending_and_receiving_blocks(num_sms, send_sms, T, layout, alignment, world, rank):
+    """send_sms: in the fused dispatch and combine some blocks only send and the others only
+    receive. Dispatch matches the reference, combine (forward, and the backward of dispatch) and
+    the weight gradients are bitwise those of every block doing both (send_sms=0), with sources
+    of different token counts."""
+    E, K, H = 8 * world, 4, 4096  # 4 chunks a row on NVIDIA: combine units split groups
+    if send_sms == "thirds":
+        sms = sm_count()
+        send_sms = (sms // 3, 2 * sms // 3)
+    kw = dict(layout=layout, num_sms=num_sms, expert_alignment=alignment)
+    num_tokens = [max(T - 7 * r, 0) if T > 1 else (1, 0)[r % 2] for r in range(world)]
+    inputs = ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=97, num_tokens=num_tokens)
+    x, idx, w = to_device(inputs)[rank]
+    results = []
+    for split in (0, send_sms):
+        with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16, send_sms=split, **kw) as ep:
+            out = run_round(ep, inputs, rank, world, E)
+            xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+            d = ep.dispatch(xg, idx, wg)
+            ep.combine(d.expert_x * (1.0 + rank), d).float().square().sum().backward()
+            ep.synchronize()
+            results.append((out, xg.grad, wg.grad))
+    for name, fused, split in zip(("combine", "grad x", "grad w"), *results):
+        assert torch.equal(fused, split), f"{name} with send_sms={send_sms} differs from every block doing both"
+
+
 def test_too_few_blocks_for_max_tokens_raises(world):
     with pytest.raises(ValueError, match="num_sms"):
         moe_a2a.AllToAll(dist.group.WORLD, 8 * world, 2, 256, 4096, torch.bfloat16, num_sms=1)
