@@ -63,10 +63,10 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
     const int tokens = s < cfg.world ? sh.src_tokens[s] : 0;
     const int parts = cfg.combine_parts(tokens, chunks);
     const bool here = u < cfg.num_groups(tokens) * parts;
-    CombineUnit unit{0, 0, 0};
+    GroupPart unit{0, 0, 0};
     TokenRange group{0, 0};
     if (here) {
-      unit = combine_unit(u, parts, chunks);
+      unit = group_part(u, parts, chunks);
       group = cfg.token_group(tokens, unit.group);
     }
     // Every slot of the group is a batch row; the empty ones are skipped below.
@@ -144,7 +144,7 @@ MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, Combi
   const int me = cfg.rank;
   const int vecs = b.vecs_per_row();
   const int chunks = chunks_per_row(vecs);
-  const CombineUnit unit = combine_unit(u, cfg.combine_parts(a.route.num_tokens, chunks), chunks);
+  const GroupPart unit = group_part(u, cfg.combine_parts(a.route.num_tokens, chunks), chunks);
   const TokenRange group = cfg.token_group(a.route.num_tokens, unit.group);
   const uint32_t ranks = all_ranks(cfg.world);
   // The group's destination masks are this rank's own (from its dispatch): loaded while the
@@ -196,11 +196,6 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
     if (a.await_ready && !await_all_ready(b, sh, epoch)) return;  // timed out: engine failed
     load_route_tokens(c, a.recv_route, sh.src_tokens);
     src_units = max_over_sources(cfg.world, [&](int s) { return cfg.combine_units(sh.src_tokens[s], chunks); });
-    // The dispatch of this round is over on this rank: clear its position counters for the
-    // next one (no kernel reads them until then).
-    if (send.first == 0) {
-      for (int e = threadIdx.x; e < cfg.experts_per_rank(); e += blockDim.x) b.expert_count()[e] = 0;
-    }
   }
   const int my_units = recv.runs ? cfg.combine_units(a.route.num_tokens, chunks) : 0;
   const auto send_step = [&](int u) {

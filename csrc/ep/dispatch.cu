@@ -9,17 +9,21 @@
 // own its top-k experts; ids are checked here, before any remote write), numbers the group's
 // rows per destination, stores each row once per destination rank with its metadata (local
 // expert of each k or -1, weight, source token) into that rank's recv_x at the group's slots,
-// and publishes one group signal per destination carrying the row count. The last sending
-// block also counts the (token, k) pairs per expert over all tokens and publishes them first
-// (count signal): the receivers need every expert's total before placing rows in the packed
-// layout.
+// and publishes one group signal per destination carrying the row count. Each (token, k) pair
+// travels with its rank among the pairs this rank sends to its expert (place_word in config.h),
+// numbered by the sending block from the pairs of the tokens before its group. The last
+// sending block also counts the (token, k) pairs per expert over all tokens and publishes them
+// first (count signal): the receivers need every expert's total before placing rows.
 //
-// Receive half: every receiving block waits for the count signals of all sources, computes
-// each local expert's segment of expert_x, then takes its share of the group indices, of every
-// source, in the order their signals arrive, and copies each row to every local expert that
-// it carries (positions inside an expert from a local atomic counter: order inside an expert
-// is free by contract). A block that runs both halves sends its next group before it
-// receives the current one, so that the link and the local copies overlap.
+// Receive half: every receiving block waits for the count signals of all sources and computes
+// each local expert's segment of expert_x and where each source's pairs start in it. The
+// groups of all sources are split into parts by chunk where there are blocks to spare (a few
+// tokens: parts_per_group), and a block takes its share of the (group, part) items; for each it
+// waits for the group of every source, in the order their signals arrive, and copies its chunks
+// of each row to every local expert that the row carries, at segment start + the lower sources'
+// pairs + the pair's rank: every part computes the same positions, with no shared counter. The
+// first part also writes the metadata and the route. A block that runs both halves sends its
+// next group before it receives the current one, so that the link and the local copies overlap.
 #include "ep_device.cuh"
 #include "fp8_rows.cuh"
 #include "moe_a2a/platform/block_ops.h"
@@ -35,9 +39,13 @@ struct DispatchShared {
   int slot[kEpBlock][kMaxWorld];  // its slot on each destination
   int rows[kMaxWorld];            // the group's rows per destination
   uint32_t pairs[kMaxExperts];    // counting block: (token, k) pairs per global expert
+  // Pairs per global expert of the tokens before this block's current group, and of the pairs of
+  // the group numbered so far: the next pair's rank (place_word).
+  uint32_t numbered[kMaxExperts];
   // receive half
   int src_tokens[kMaxWorld];
   int seg_first[kMaxExperts / 2], seg_limit[kMaxExperts / 2], seg_total[kMaxExperts / 2];
+  int src_first[kMaxExperts];  // [source][local expert]: row of expert_x of the source's first pair
   int all_rows;
   int dest[kRowBatch][kMaxTopk];  // row of expert_x for each (row, k) of a batch, or -1
   uint32_t payload[kMaxWorld];
@@ -85,6 +93,32 @@ MOE_A2A_DEVICE int64_t read_expert(const DispatchArgs& a, size_t i) {
 MOE_A2A_DEVICE bool valid_expert(const EpConfig& cfg, int64_t e) { return e >= 0 && e < cfg.num_experts; }
 
 // ---------------------------------------------------------------- send half
+// Adds `add` (1, or ~0u to take them off) to `pairs` (per global expert, in shared memory) for
+// each (token, k) pair of topk_idx entries [first, end). True in a thread that saw a bad id
+// (neither an expert nor kMaskedSlot): it is counted nowhere, as it is sent nowhere.
+MOE_A2A_DEVICE bool count_pairs(const EpConfig& cfg, const DispatchArgs& a, uint32_t* pairs, int first, int end,
+                                uint32_t add = 1u) {
+  bool bad = false;
+  constexpr int kInFlight = 8;  // ids loaded before the first is counted
+  for (int base = first + threadIdx.x; base < end; base += kInFlight * blockDim.x) {
+    int64_t ids[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int i = base + u * blockDim.x;
+      ids[u] = i < end ? read_expert(a, i) : 0;
+    }
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      if (base + u * static_cast<int>(blockDim.x) >= end) break;
+      if (valid_expert(cfg, ids[u]))
+        atomic_add_relaxed_block(pairs + ids[u], add);
+      else if (ids[u] != kMaskedSlot)
+        bad = true;
+    }
+  }
+  return bad;
+}
+
 // The counting block: (token, k) pairs per local expert of every rank, over all tokens, and the
 // token count, to every rank. Bad ids are left out here as they are from the rows.
 MOE_A2A_DEVICE void send_counts(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, uint64_t epoch) {
@@ -92,26 +126,7 @@ MOE_A2A_DEVICE void send_counts(const EpBuffers& b, const DispatchArgs& a, Dispa
   const int tokens = a.route.num_tokens;
   for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) sh.pairs[e] = 0;
   __syncthreads();
-  bool bad = false;
-  const int n = tokens * cfg.topk;
-  constexpr int kInFlight = 8;  // ids loaded before the first is counted
-  for (int base = threadIdx.x; base < n; base += kInFlight * blockDim.x) {
-    int64_t ids[kInFlight];
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u) {
-      const int i = base + u * blockDim.x;
-      ids[u] = i < n ? read_expert(a, i) : 0;
-    }
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u) {
-      if (base + u * static_cast<int>(blockDim.x) >= n) break;
-      if (valid_expert(cfg, ids[u]))
-        atomic_add_relaxed_block(sh.pairs + ids[u], 1u);
-      else if (ids[u] != kMaskedSlot)
-        bad = true;
-    }
-  }
-  bad = __syncthreads_or(bad);
+  const bool bad = __syncthreads_or(count_pairs(cfg, a, sh.pairs, 0, tokens * cfg.topk));
   const int local = cfg.experts_per_rank();
   for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) {
     const int r = e / local;
@@ -124,8 +139,10 @@ MOE_A2A_DEVICE void send_counts(const EpBuffers& b, const DispatchArgs& a, Dispa
   }
 }
 
+// Token group `g` to every rank. `numbered_to`: the tokens [0, numbered_to) whose pairs
+// sh.numbered holds (this block's previous group's end; 0 and zeros before its first).
 template <SendCodec kCodec>
-MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, int g,
+MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, int g, int& numbered_to,
                                uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
@@ -144,6 +161,17 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   Vec16 first_chunk[kUnroll];
   if (wave_id() < n * chunks) load_chunk(x_row(wave_id() / chunks), wave_id() % chunks, in.vecs, first_chunk);
 
+  // A thread's first id of the group (step 1) is loaded now, so that its load and those of
+  // step 0 are in flight together.
+  const size_t group_ids = static_cast<size_t>(group.begin) * cfg.topk;
+  const int64_t first_id = static_cast<int>(threadIdx.x) < n * cfg.topk ? read_expert(a, group_ids + threadIdx.x) : 0;
+
+  // 0. The group's pairs are numbered after those of the tokens before it, which other blocks
+  //    send: count them (each block reads every id before its last group once in all; none at
+  //    one token a group and block). Bad ids are reported by the routing of their own group.
+  count_pairs(cfg, a, sh.numbered, numbered_to * cfg.topk, group.begin * cfg.topk);
+  numbered_to = group.end;
+
   // 1. Routing: which ranks each token goes to, one thread per (token, k): every id of the group
   //    is in flight at once, and the code is a few instructions instead of one copy per k of a
   //    loop unrolled over kMaxTopk (16), each with an inlined error report. A bad id is reported
@@ -151,7 +179,7 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   for (int i = threadIdx.x; i < n; i += blockDim.x) sh.mask[i] = 0u;
   __syncthreads();
   for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
-    const int64_t e = read_expert(a, static_cast<size_t>(group.begin) * cfg.topk + j);
+    const int64_t e = j == static_cast<int>(threadIdx.x) ? first_id : read_expert(a, group_ids + j);
     if (e == kMaskedSlot) continue;  // an unused slot: no row, its weight ignored
     if (!valid_expert(cfg, e)) {
       const int32_t shown = e < INT32_MIN ? INT32_MIN : (e > INT32_MAX ? INT32_MAX : static_cast<int32_t>(e));
@@ -189,8 +217,10 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchRoute, route_start, g));
   MOE_A2A_PROFILE(const uint64_t meta_start = prof.now());
 
-  // 3. Metadata: for each (token, destination, k), the expert's local id there (or -1) and the
-  //    weight; the source token once per row.
+  // 3. Metadata: for each (token, destination, k), where the pair goes there (its local expert
+  //    and its rank, or kNoLocalExpert) and the weight; the source token once per row. The rank
+  //    is one shared-memory atomic on the pairs counted so far (step 0 finished before the
+  //    routing's barriers).
   const int per_token = world * cfg.topk;
   for (int j = threadIdx.x; j < n * per_token; j += blockDim.x) {
     const int i = j / per_token, r = (j % per_token) / cfg.topk, k = j % cfg.topk;
@@ -201,7 +231,9 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
     const float w = a.topk_weights[idx];  // loaded with the id: a load after the store below would wait for it
     const bool here = valid_expert(cfg, e) && cfg.owner_rank(static_cast<int32_t>(e)) == r;
     const int s = sh.slot[i][r];
-    b.recv_expert(r, me, s)[k] = here ? static_cast<int32_t>(e) - r * cfg.experts_per_rank() : -1;
+    b.recv_expert(r, me, s)[k] = here ? place_word(static_cast<int32_t>(e) - r * cfg.experts_per_rank(),
+                                                   static_cast<int32_t>(atomic_add_relaxed_block(sh.numbered + e, 1u)))
+                                      : kNoLocalExpert;
     b.recv_weight(r, me, s)[k] = w;
     if (k == 0) *b.recv_token(r, me, s) = t;
   }
@@ -261,26 +293,38 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
 // ---------------------------------------------------------------- receive half
 // Rows of expert_x that each local expert may use: [first[e], first[e] + limit[e]). Padded:
 // e * capacity and capacity. Packed: prefix sums of the experts' totals, each rounded up to
-// expert_alignment, and as many rows as fit before the end of the buffer.
+// expert_alignment, and as many rows as fit before the end of the buffer. Inside a segment the
+// sources' pairs follow each other in rank order (src_first).
 MOE_A2A_DEVICE void expert_segments(const EpBuffers& b, DispatchShared& sh) {
   using Scan = BlockScan<int, kEpBlock>;
   __shared__ typename Scan::TempStorage scan_tmp;
   const EpConfig& cfg = b.c.cfg;
+  const int local = cfg.experts_per_rank();
   const int e = threadIdx.x;
+  int count[kMaxWorld] = {};
   int n = 0;
-  if (e < cfg.experts_per_rank()) {
+  if (e < local) {
 #pragma unroll
     for (int src = 0; src < kMaxWorld; ++src) {  // unrolled: every source's count in flight at once
-      if (src < cfg.world) n += b.recv_count(cfg.rank, src)[e];
+      if (src < cfg.world) count[src] = b.recv_count(cfg.rank, src)[e];
     }
+#pragma unroll
+    for (int src = 0; src < kMaxWorld; ++src) n += count[src];
   }
   int before = 0, all = 0;
   Scan::exclusive_sum(scan_tmp, cfg.packed() ? cfg.aligned_rows(n) : n, before, all);
-  if (e < cfg.experts_per_rank()) {
+  if (e < local) {
     sh.seg_total[e] = n;
     const int cap = cfg.expert_capacity;
-    sh.seg_first[e] = cfg.packed() ? min(before, cap) : e * cap;
-    sh.seg_limit[e] = cfg.packed() ? min(n, cap - sh.seg_first[e]) : cap;
+    const int first = cfg.packed() ? min(before, cap) : e * cap;
+    sh.seg_first[e] = first;
+    sh.seg_limit[e] = cfg.packed() ? min(n, cap - first) : cap;
+    int at = first;
+#pragma unroll
+    for (int src = 0; src < kMaxWorld; ++src) {
+      if (src < cfg.world) sh.src_first[src * local + e] = at;
+      at += count[src];
+    }
   }
   if (threadIdx.x == 0) sh.all_rows = all;
   __syncthreads();
@@ -332,6 +376,13 @@ MOE_A2A_DEVICE bool receive_counts(const EpBuffers& b, const DispatchArgs& a, Di
     for (int e = threadIdx.x; e < local; e += blockDim.x) {
       a.expert_num_tokens[e] = min(sh.seg_total[e], sh.seg_limit[e]);
       a.expert_offsets[e] = sh.seg_first[e];
+      // The rows past the limit are dropped by every receiving block (place_rows); reported once.
+      if (sh.seg_total[e] > sh.seg_limit[e]) {
+        if (cfg.packed())
+          report_error(b.c, ErrorCode::kCapacityOverflow, -1, -1, -1, cfg.expert_capacity, sh.all_rows);
+        else
+          report_error(b.c, ErrorCode::kCapacityOverflow, -1, e, -1, cfg.expert_capacity, sh.seg_total[e]);
+      }
     }
     if (threadIdx.x == 0) {
       a.expert_offsets[local] = cfg.packed() ? min(sh.all_rows, cfg.expert_capacity) : local * cfg.expert_capacity;
@@ -342,15 +393,17 @@ MOE_A2A_DEVICE bool receive_counts(const EpBuffers& b, const DispatchArgs& a, Di
   return true;
 }
 
-// The rows of the batch (sh.batch: one token group of each of several sources): positions,
-// metadata, route, then payload.
-MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a,
-                               DispatchShared& sh MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+// The rows of the batch (sh.batch: one token group of each of several sources), part `part`
+// of them: positions, then the part's chunks of the payload. The first part (the one with
+// chunk 0) also writes the metadata and the route.
+MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh,
+                               GroupPart part MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   const int local = cfg.experts_per_rank();
   const int vecs = static_cast<int>(cfg.out_row_bytes() / sizeof(Vec16));  // the wire row's payload
-  const int chunks = chunks_per_row(vecs);
+  const int chunks = part.chunk_count;
+  const bool first_part = part.chunk_first == 0;
   const SourceRows& in = sh.batch;
   const int rows = in.first[in.count];
   Vec16* out = static_cast<Vec16*>(a.expert_x);
@@ -365,45 +418,46 @@ MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a,
     // The payload moves as tasks (row, chunk) over the waves. A wave's first chunk does not
     // depend on the positions: loaded now, while they are computed.
     Vec16 first_chunk[kUnroll];
-    if (wave_id() < n * chunks) load_chunk(recv_row(batch + wave_id() / chunks), wave_id() % chunks, vecs, first_chunk);
+    if (wave_id() < n * chunks) {
+      load_chunk(recv_row(batch + wave_id() / chunks), part.chunk_first + wave_id() % chunks, vecs, first_chunk);
+    }
     MOE_A2A_PROFILE(const uint64_t place_start = prof.now());
-    // Positions: one thread per (row, k) that names a local expert.
+    // Positions: one thread per (row, k) that names a local expert. A place word from a peer is
+    // checked like a count: a position past the expert's limit is not written (the overflow
+    // was reported with the segments).
     for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
       const int r = j / cfg.topk, k = j % cfg.topk;
       int i, slot;
       in.locate(batch + r, i, slot);
       const int src = in.src[i];
       const size_t row = b.row_index(src, slot);
-      const int e = b.recv_expert(me, src, slot)[k];
+      const int32_t place = b.recv_expert(me, src, slot)[k];
       const int token = *b.recv_token(me, src, slot);
-      // Loaded with the expert and the token: after the atomic (a compiler barrier) it would cost
-      // one more memory round trip on the critical path.
       const float w = b.recv_weight(me, src, slot)[k];
+      const int e = place_expert(place);
       int at = -1;
-      if (e >= 0 && e < local) {
-        const int pos = static_cast<int>(atomic_add_relaxed_gpu(b.expert_count() + e, 1u));
-        if (pos < sh.seg_limit[e]) {
-          at = sh.seg_first[e] + pos;
+      if (place >= 0 && e < local) {
+        const int pos = sh.src_first[src * local + e] + place_rank(place);
+        if (pos < sh.seg_first[e] + sh.seg_limit[e]) at = pos;
+      }
+      sh.dest[r][k] = at;
+      if (first_part) {
+        if (at >= 0) {
           a.expert_meta[3 * static_cast<size_t>(at) + 0] = src;
           a.expert_meta[3 * static_cast<size_t>(at) + 1] = token;
           a.expert_meta[3 * static_cast<size_t>(at) + 2] = k;
           a.expert_weights[at] = w;
-        } else if (cfg.packed()) {
-          report_error(b.c, ErrorCode::kCapacityOverflow, src, -1, token, cfg.expert_capacity, sh.all_rows);
-        } else {
-          report_error(b.c, ErrorCode::kCapacityOverflow, src, e, token, cfg.expert_capacity, pos + 1);
         }
+        a.recv_route.pos[row * cfg.topk + k] = at;
+        if (k == 0) a.recv_route.token[row] = token;
       }
-      sh.dest[r][k] = at;
-      a.recv_route.pos[row * cfg.topk + k] = at;
-      if (k == 0) a.recv_route.token[row] = token;
     }
     __syncthreads();
     MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchPlace, place_start, in.count));
     // Payload: tasks (row, chunk) over the waves; each chunk is read once and written to
     // every local expert of the row.
     for (int task = wave_id(); task < n * chunks; task += kWavesPerBlock) {
-      const int r = task / chunks, chunk = task % chunks;
+      const int r = task / chunks, chunk = part.chunk_first + task % chunks;
       MOE_A2A_PROFILE_SPAN(copy_span, prof, kDispatchCopy, batch + r);
       Vec16 v[kUnroll];
       if (task == wave_id()) {
@@ -433,7 +487,7 @@ MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a,
   // The groups' other slots hold no row this round. Their positions are written too, so the
   // route is defined wherever combine may load it (it loads a slot's positions together with its
   // token, before it knows the slot is empty; compute-sanitizer's initcheck would flag that).
-  for (int i = 0; i < in.count; ++i) {
+  for (int i = 0; first_part && i < in.count; ++i) {
     const int filled = in.begin[i] + in.first[i + 1] - in.first[i];
     for (int slot = filled + threadIdx.x; slot < in.end[i]; slot += blockDim.x) {
       const size_t row = b.row_index(in.src[i], slot);
@@ -444,11 +498,12 @@ MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a,
   __syncthreads();  // sh.batch is rewritten by the next call
 }
 
-// Group `g` of every source that has one: whatever has arrived is placed in one batch, until
-// every source's group is in. False after a timeout.
-MOE_A2A_DEVICE bool receive_group(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, int g,
-                                  uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+// Part `part` of group part.group of every source that has one: whatever has arrived is placed
+// in one batch, until every source's group is in. False after a timeout.
+MOE_A2A_DEVICE bool receive_part(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, GroupPart part,
+                                 uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
   const EpConfig& cfg = b.c.cfg;
+  const int g = part.group;
   uint32_t pending = 0;
   for (int s = 0; s < cfg.world; ++s) {
     if (g < cfg.num_groups(sh.src_tokens[s])) pending |= 1u << s;
@@ -475,7 +530,7 @@ MOE_A2A_DEVICE bool receive_group(const EpBuffers& b, const DispatchArgs& a, Dis
     }
     __syncthreads();
     MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchBatch, batch_start, __popc(arrived)));
-    place_rows(b, a, sh MOE_A2A_PROFILE(, prof));
+    place_rows(b, a, sh, part MOE_A2A_PROFILE(, prof));
   }
   return true;
 }
@@ -492,24 +547,44 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   const HalfShare& recv = share.recv;
 
   const int my_groups = send.runs ? cfg.num_groups(a.route.num_tokens) : 0;
+  int numbered_to = 0;  // see send_group
   if (send.runs) {
+    for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) sh.numbered[e] = 0;
+    __syncthreads();
     if (send.first == send.stride - 1) {  // the last sending block counts
       MOE_A2A_PROFILE_SPAN(count_span, prof, kDispatchCounts, a.route.num_tokens);
       send_counts(b, a, sh, epoch);
+      // If it also sends (every block does both), its first group is among the last: the pairs
+      // before it are the totals less the pairs from it on, fewer ids to read than from token 0.
+      const int tokens = a.route.num_tokens;
+      const int begin = send.first < my_groups ? cfg.token_group(tokens, send.first).begin : 0;
+      if (tokens - begin < begin) {
+        for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) sh.numbered[e] = sh.pairs[e];
+        __syncthreads();
+        count_pairs(cfg, a, sh.numbered, begin * cfg.topk, tokens * cfg.topk, ~0u);
+        numbered_to = begin;
+      }
     }
-    if (send.first < my_groups) send_group<kCodec>(b, a, sh, send.first, epoch MOE_A2A_PROFILE(, prof));
+    if (send.first < my_groups) send_group<kCodec>(b, a, sh, send.first, numbered_to, epoch MOE_A2A_PROFILE(, prof));
   }
-  int src_groups = 0;
+  // Receive items: every source's groups, each split into `parts` parts by chunk where the
+  // receiving blocks outnumber the groups (item u is part u % parts of group u / parts).
+  const int chunks = chunks_per_row(static_cast<int>(cfg.out_row_bytes() / sizeof(Vec16)));
+  int parts = 1, src_items = 0;
   if (recv.runs) {
     if (!receive_counts(b, a, sh, recv, epoch MOE_A2A_PROFILE(, prof))) return;  // timed out: engine failed
+    int src_groups = 0;
     for (int s = 0; s < cfg.world; ++s) src_groups = max(src_groups, cfg.num_groups(sh.src_tokens[s]));
+    parts = parts_per_group(src_groups, recv.stride, chunks);
+    src_items = src_groups * parts;
   }
-  // Step i: send this block's next group, then receive its i-th (a block that runs both halves
-  // receives group g after sending g + G, so that the link and its local copies overlap).
-  for (int g = recv.first, next = send.first + send.stride; g < src_groups || next < my_groups;
-       g += recv.stride, next += send.stride) {
-    if (next < my_groups) send_group<kCodec>(b, a, sh, next, epoch MOE_A2A_PROFILE(, prof));
-    if (g < src_groups && !receive_group(b, a, sh, g, epoch MOE_A2A_PROFILE(, prof))) return;
+  // Step i: send this block's next group, then receive its i-th item (a block that runs both
+  // halves receives item u after sending group u + G, so that the link and its local copies
+  // overlap).
+  for (int u = recv.first, next = send.first + send.stride; u < src_items || next < my_groups;
+       u += recv.stride, next += send.stride) {
+    if (next < my_groups) send_group<kCodec>(b, a, sh, next, numbered_to, epoch MOE_A2A_PROFILE(, prof));
+    if (u < src_items && !receive_part(b, a, sh, group_part(u, parts, chunks), epoch MOE_A2A_PROFILE(, prof))) return;
   }
 }
 

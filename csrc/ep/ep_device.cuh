@@ -131,7 +131,6 @@ struct EpBuffers {
   MOE_A2A_DEVICE uint64_t* block_epoch() const { return ws<uint64_t>(c.ws_layout.block_epoch) + blockIdx.x; }
   MOE_A2A_DEVICE uint64_t* round_error() const { return ws<uint64_t>(c.ws_layout.round_error); }
   MOE_A2A_DEVICE uint64_t* timed_out() const { return ws<uint64_t>(c.ws_layout.timed_out); }
-  MOE_A2A_DEVICE uint32_t* expert_count() const { return ws<uint32_t>(c.ws_layout.expert_count); }
   MOE_A2A_DEVICE uint32_t* done_counter(DoneCounter k) const {
     return ws<uint32_t>(c.ws_layout.done_counter) + static_cast<int>(k);
   }

@@ -105,7 +105,6 @@ std::vector<Region> workspace_regions(const EpConfig& c) {
       {"block_epoch", l.block_epoch, static_cast<size_t>(c.num_blocks) * sizeof(uint64_t)},
       {"round_error", l.round_error, sizeof(uint64_t)},
       {"timed_out", l.timed_out, sizeof(uint64_t)},
-      {"expert_count", l.expert_count, static_cast<size_t>(c.num_experts / c.world) * sizeof(uint32_t)},
       {"done_counter", l.done_counter, moe_a2a::kNumDoneCounters * sizeof(uint32_t)},
   };
 }
@@ -197,8 +196,6 @@ TEST(EpConfig, NoInt32OverflowAtTheLargestConfig) {
   const size_t group_signals = 8u * 132 * 8;  // 132 blocks x 1 group, 8 sources, 8 bytes each
   EXPECT_EQ(l.total, 2 * token_buf + rows * 4 + rows * 16 * 4 * 2 + counts + weight_grads + 2 * group_signals +
                          4 * kBufferAlign);
-
-  EXPECT_EQ(c.workspace_layout().done_counter - c.workspace_layout().expert_count, 64u * 4);
 
   // Padded dispatch output: 64 local experts x 32768 rows x 32 KiB.
   EXPECT_EQ(c.expert_x_bytes(), uint64_t{64} * 32768 * 32768);
@@ -397,6 +394,43 @@ TEST(EpConfig, TokenGroupsCoverEveryTokenOnce) {
   }
 }
 
+// A dispatched pair's place word keeps its local expert and its rank at their extremes, and is
+// never the "no local expert" value (the receiver tells them apart by sign).
+TEST(PlaceWord, KeepsLocalExpertAndRank) {
+  const int32_t max_rank = moe_a2a::kMaxTokensPerRank * moe_a2a::kMaxTopk - 1;
+  for (int32_t expert : {0, 1, 127, moe_a2a::kMaxExperts / 2 - 1}) {
+    for (int32_t rank : {0, 1, 255, 256, 4095, max_rank}) {
+      const int32_t w = moe_a2a::place_word(expert, rank);
+      EXPECT_GE(w, 0) << expert << ", " << rank;
+      EXPECT_EQ(moe_a2a::place_expert(w), expert) << expert << ", " << rank;
+      EXPECT_EQ(moe_a2a::place_rank(w), rank) << expert << ", " << rank;
+    }
+  }
+  EXPECT_LT(moe_a2a::kNoLocalExpert, 0);
+}
+
+// Dispatch's receive items: groups split over the receiving blocks only where each part gets a
+// block of its own (so the parts of every group run at once), and never finer than a chunk.
+TEST(EpConfig, ReceivePartsGiveEachPartABlock) {
+  for (int32_t blocks : {1, 2, 7, 58, 130, 304}) {
+    for (int32_t groups : {0, 1, 2, 3, 29, 65, 132}) {
+      for (int32_t chunks : {1, 3, 7, 14}) {
+        const int32_t parts = moe_a2a::parts_per_group(groups, blocks, chunks);
+        const std::string at = std::to_string(groups) + " groups, " + std::to_string(blocks) + " blocks, " +
+                               std::to_string(chunks) + " chunks";
+        EXPECT_GE(parts, 1) << at;
+        EXPECT_LE(parts, chunks) << at;
+        if (parts > 1) {
+          EXPECT_LE(groups * parts, blocks) << at;
+        }
+        if (groups > 0 && 2 * groups <= blocks) {
+          EXPECT_EQ(parts, std::min(chunks, blocks / groups)) << at;
+        }
+      }
+    }
+  }
+}
+
 // Combine units: every (token, chunk) of a rank's tokens is in exactly one unit, units fit the
 // partial signals, and a group is split only where there are blocks to spare.
 TEST(EpConfig, CombineUnitsCoverEveryChunkOnce) {
@@ -424,7 +458,7 @@ TEST(EpConfig, CombineUnitsCoverEveryChunkOnce) {
         }
         std::vector<int32_t> seen(static_cast<size_t>(groups) * chunks, 0);
         for (int32_t u = 0; u < units; ++u) {
-          const moe_a2a::CombineUnit unit = moe_a2a::combine_unit(u, parts, chunks);
+          const moe_a2a::GroupPart unit = moe_a2a::group_part(u, parts, chunks);
           ASSERT_GE(unit.group, 0) << at;
           ASSERT_LT(unit.group, groups) << at;
           EXPECT_GE(unit.chunk_count, 1) << at << ", unit " << u;

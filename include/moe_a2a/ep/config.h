@@ -14,11 +14,14 @@
 //                                                 or with fp8 rows the hidden fp8 bytes, then
 //                                                 scale_blocks() fp32 scales (16-byte padded).
 //   recv_token  [world src][max_tokens]           source token of each slot's row
-//   recv_expert [world src][max_tokens][topk]     local expert of each k, or -1 if k's expert
-//                                                 lives on another rank
+//   recv_expert [world src][max_tokens][topk]     where each k goes (place_word): -1 if k's
+//                                                 expert lives on another rank, else the local
+//                                                 expert and the pair's rank among the (token,
+//                                                 k) pairs src sends to it in this round
 //   recv_weight [world src][max_tokens][topk]     router weight of each k
 //   recv_count  [world src][experts_per_rank]     (token, k) pairs src sends to each local
-//                                                 expert in this round: the packed offsets
+//                                                 expert in this round: the segments, and
+//                                                 where each source's pairs start in them
 //   comb_x      [world src][max_tokens][hidden]   partial sums sent back by expert rank `src`,
 //                                                 indexed by this rank's token
 //   comb_w      [max_tokens][topk]                backward of combine: gradient of this rank's
@@ -46,8 +49,6 @@
 //                             the engine is unusable from then on); every later wait of a
 //                             kernel already queued gives up at once instead of waiting out
 //                             its own timeout
-//   expert_count[experts_per_rank]  rows placed per local expert in the current dispatch
-//                             (cleared by the combine of the round)
 //   done_counter[kNumDoneCounters]  blocks finished, for the kernels that publish once per grid
 // What one round needs later (which rows went where) is not kept here but in tensors the
 // caller holds (see kernels.h), so that a backward pass can replay a round long after later
@@ -147,7 +148,7 @@ struct HeapLayout {
 };
 
 struct WorkspaceLayout {
-  size_t block_epoch, round_error, timed_out, expert_count, done_counter;
+  size_t block_epoch, round_error, timed_out, done_counter;
   size_t total;
 };
 
@@ -156,18 +157,45 @@ struct TokenRange {
   int32_t begin, end;
 };
 
-// A combine unit (EpConfig::combine_parts): its token group, and the chunks
-// [chunk_first, chunk_first + chunk_count) of each of the group's rows it covers.
-struct CombineUnit {
+// Part of a token group: its group, and the chunks [chunk_first, chunk_first + chunk_count) of
+// each of the group's rows it covers. A group split into `parts` parts is work items
+// group * parts + p, p < parts (combine units: EpConfig::combine_parts; dispatch's receive half:
+// parts_per_group over its receiving blocks).
+struct GroupPart {
   int32_t group, chunk_first, chunk_count;
 };
-// Unit u of a rank whose groups are split into `parts` parts of `chunks` chunks.
-MOE_A2A_HD inline CombineUnit combine_unit(int32_t u, int32_t parts, int32_t chunks) {
-  if (parts == 1) return CombineUnit{u, 0, chunks};  // without a division where it can
+// Item u of groups split into `parts` parts of rows of `chunks` chunks.
+MOE_A2A_HD inline GroupPart group_part(int32_t u, int32_t parts, int32_t chunks) {
+  if (parts == 1) return GroupPart{u, 0, chunks};  // without a division where it can
   const int32_t p = u % parts;
   const int32_t first = p * chunks / parts;
-  return CombineUnit{u / parts, first, (p + 1) * chunks / parts - first};
+  return GroupPart{u / parts, first, (p + 1) * chunks / parts - first};
 }
+// Parts per group when `blocks` blocks share `groups` groups of rows of `chunks` chunks: as many
+// as give each part a block of its own, at most one per chunk; 1 (without a division) when
+// fewer than two blocks a group.
+MOE_A2A_HD inline int32_t parts_per_group(int32_t groups, int32_t blocks, int32_t chunks) {
+  if (groups == 0 || 2 * groups > blocks) return 1;
+  const int32_t p = blocks / groups;
+  return p > chunks ? chunks : p;
+}
+
+// What recv_expert holds for (row, k): kNoLocalExpert where k's expert lives on another rank,
+// else place_word(local expert, rank), the rank being the pair's number among the (token, k)
+// pairs its source sends to that expert this round (unique, in no particular order). The
+// receiver places the pair at that expert's segment start + the pairs of lower sources (from
+// the counts) + the rank: no counter shared between the receiving blocks, so every block that
+// copies a part of the row computes the same position.
+inline constexpr int32_t kNoLocalExpert = -1;
+inline constexpr int kPlaceExpertBits = 8;
+static_assert(kMaxExperts / 2 <= (1 << kPlaceExpertBits), "a local expert id fits its bits (world >= 2)");
+static_assert(static_cast<int64_t>(kMaxTokensPerRank) * kMaxTopk <= (int64_t{1} << (31 - kPlaceExpertBits)),
+              "a pair's rank fits its bits");
+MOE_A2A_HD inline constexpr int32_t place_word(int32_t local_expert, int32_t rank) {
+  return (rank << kPlaceExpertBits) | local_expert;
+}
+MOE_A2A_HD inline constexpr int32_t place_expert(int32_t word) { return word & ((1 << kPlaceExpertBits) - 1); }
+MOE_A2A_HD inline constexpr int32_t place_rank(int32_t word) { return word >> kPlaceExpertBits; }
 
 struct EpConfig {
   int32_t world = 0;
@@ -241,14 +269,11 @@ struct EpConfig {
   // unit of row work, `chunks` per row) into parts(T) parts, so that one token's sums and
   // reduction run on several blocks at once instead of being one block's chain. Unit u is
   // part u % parts of group u / parts: chunks [p * chunks / parts, (p + 1) * chunks / parts)
-  // of each of the group's rows (combine_unit above). It is summed by block u % num_blocks of
+  // of each of the group's rows (group_part above). It is summed by block u % num_blocks of
   // every expert rank and reduced by the same block of the token's rank, announced by one
   // partial signal per rank. Both sides compute the units of a source from its token count alone.
   MOE_A2A_HD int32_t combine_parts(int32_t tokens, int32_t chunks) const {
-    const int32_t groups = num_groups(tokens);
-    if (groups == 0 || 2 * groups > num_blocks) return 1;  // without a division where it must be 1
-    const int32_t p = num_blocks / groups;
-    return p > chunks ? chunks : p;
+    return parts_per_group(num_groups(tokens), num_blocks, chunks);
   }
   MOE_A2A_HD int32_t combine_units(int32_t tokens, int32_t chunks) const {
     return num_groups(tokens) * combine_parts(tokens, chunks);
@@ -363,7 +388,6 @@ struct EpConfig {
     l.block_epoch = take(static_cast<size_t>(num_blocks) * sizeof(uint64_t));
     l.round_error = take(sizeof(uint64_t));
     l.timed_out = take(sizeof(uint64_t));
-    l.expert_count = take(static_cast<size_t>(experts_per_rank()) * sizeof(uint32_t));
     l.done_counter = take(kNumDoneCounters * sizeof(uint32_t));
     l.total = cursor.end;
     return l;
