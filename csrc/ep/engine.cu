@@ -237,7 +237,7 @@ std::string EpEngine::describe(const ErrorRecord& e) const {
         return cat("rank ", me, ": received ", e.seen, " (token, expert) rows in total but max_recv_tokens is ",
                    e.expected, "; the extra rows were dropped. Raise max_recv_tokens");
       }
-      return cat("rank ", me, ": local expert ", e.detail, " received at least ", e.seen,
+      return cat("rank ", me, ": local expert ", e.detail, " received ", e.seen,
                  " tokens but its capacity (max_recv_tokens_per_expert) is ", e.expected,
                  "; the extra tokens were dropped. Raise max_recv_tokens_per_expert");
     case ErrorCode::kBadRoute:
