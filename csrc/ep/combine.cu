@@ -30,7 +30,8 @@ struct CombineShared {
   int token[kRowBatch];
   uint32_t mask[kEpBlock];  // receive half: the ranks each token of the group went to
   uint32_t payload[kMaxWorld];
-  SourceRows batch;  // the token groups being answered
+  SourceRows batch;          // the token groups being answered
+  int src_parts[kMaxWorld];  // send half: combine_parts of each source's token count
   // Send half: the chunks of each row of batch source i: [chunk_first[i], + chunk_count[i]).
   int chunk_first[kMaxWorld], chunk_count[kMaxWorld];
   int chunk_span;  // the largest chunk_count of the batch
@@ -61,7 +62,7 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
   if (wave_id() == 0) {  // lane s: unit u of source s, if it has one
     const int s = lane_id();
     const int tokens = s < cfg.world ? sh.src_tokens[s] : 0;
-    const int parts = cfg.combine_parts(tokens, chunks);
+    const int parts = s < cfg.world ? sh.src_parts[s] : 1;  // written by this lane (combine_kernel)
     const bool here = u < cfg.num_groups(tokens) * parts;
     GroupPart unit{0, 0, 0};
     TokenRange group{0, 0};
@@ -135,16 +136,14 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
   __syncthreads();  // sh.batch is rewritten by the next call
 }
 
-// Out[t] for this rank's combine unit `u` (its chunks of its group's tokens), once every
+// Out[t] for this rank's combine unit `u` (`unit`: its chunks of its group's tokens), once every
 // rank's partials for it are in. False after a timeout.
 template <TokenType kType>
-MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, int u,
+MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, int u, GroupPart unit,
                                  uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   const int vecs = b.vecs_per_row();
-  const int chunks = chunks_per_row(vecs);
-  const GroupPart unit = group_part(u, cfg.combine_parts(a.route.num_tokens, chunks), chunks);
   const TokenRange group = cfg.token_group(a.route.num_tokens, unit.group);
   const uint32_t ranks = all_ranks(cfg.world);
   // The group's destination masks are this rank's own (from its dispatch): loaded while the
@@ -195,9 +194,16 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
   if (send.runs) {
     if (a.await_ready && !await_all_ready(b, sh, epoch)) return;  // timed out: engine failed
     load_route_tokens(c, a.recv_route, sh.src_tokens);
-    src_units = max_over_sources(cfg.world, [&](int s) { return cfg.combine_units(sh.src_tokens[s], chunks); });
+    // Each source's parts, once: lane s of every wave (parts may divide; see gather_batch), kept by
+    // wave 0's lane s for send_partials.
+    src_units = max_over_sources(cfg.world, [&](int s) {
+      const int parts = cfg.combine_parts(sh.src_tokens[s], chunks);
+      if (wave_id() == 0) sh.src_parts[s] = parts;
+      return cfg.num_groups(sh.src_tokens[s]) * parts;
+    });
   }
-  const int my_units = recv.runs ? cfg.combine_units(a.route.num_tokens, chunks) : 0;
+  const int my_parts = recv.runs ? cfg.combine_parts(a.route.num_tokens, chunks) : 1;
+  const int my_units = recv.runs ? cfg.num_groups(a.route.num_tokens) * my_parts : 0;
   const auto send_step = [&](int u) {
     if (u < src_units) send_partials<kType>(b, a, sh, u, epoch MOE_A2A_PROFILE(, prof));
   };
@@ -208,7 +214,10 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
   for (int u = recv.first, next = send.first + send.stride; u < my_units || next < src_units;
        u += recv.stride, next += send.stride) {
     send_step(next);
-    if (u < my_units && !receive_unit<kType>(b, a, sh, u, epoch MOE_A2A_PROFILE(, prof))) return;
+    if (u < my_units &&
+        !receive_unit<kType>(b, a, sh, u, group_part(u, my_parts, chunks), epoch MOE_A2A_PROFILE(, prof))) {
+      return;
+    }
   }
   // Every block of the launch, also one that only sent, ends the round on its own counter.
   if (receives(role)) end_round(b);

@@ -161,10 +161,12 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   Vec16 first_chunk[kUnroll];
   if (wave_id() < n * chunks) load_chunk(x_row(wave_id() / chunks), wave_id() % chunks, in.vecs, first_chunk);
 
-  // A thread's first id of the group (step 1) is loaded now, so that its load and those of
-  // step 0 are in flight together.
+  // A thread's first (token, k) of the group (steps 1 and 3): its id and weight are loaded now, so
+  // that they and the ids of step 0 are in flight together, and stay in registers until step 3.
   const size_t group_ids = static_cast<size_t>(group.begin) * cfg.topk;
-  const int64_t first_id = static_cast<int>(threadIdx.x) < n * cfg.topk ? read_expert(a, group_ids + threadIdx.x) : 0;
+  const bool has_pair = static_cast<int>(threadIdx.x) < n * cfg.topk;
+  const int64_t first_id = has_pair ? read_expert(a, group_ids + threadIdx.x) : 0;
+  const float first_weight = has_pair ? a.topk_weights[group_ids + threadIdx.x] : 0.0f;
 
   // 0. The group's pairs are numbered after those of the tokens before it, which other blocks
   //    send: count them (each block reads every id before its last group once in all; none at
@@ -217,25 +219,29 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchRoute, route_start, g));
   MOE_A2A_PROFILE(const uint64_t meta_start = prof.now());
 
-  // 3. Metadata: for each (token, destination, k), where the pair goes there (its local expert
-  //    and its rank, or kNoLocalExpert) and the weight; the source token once per row. The rank
-  //    is one shared-memory atomic on the pairs counted so far (step 0 finished before the
-  //    routing's barriers).
-  const int per_token = world * cfg.topk;
-  for (int j = threadIdx.x; j < n * per_token; j += blockDim.x) {
-    const int i = j / per_token, r = (j % per_token) / cfg.topk, k = j % cfg.topk;
-    if (!((sh.mask[i] >> r) & 1u)) continue;
+  // 3. Metadata: one thread per (token, k), as in step 1: for each destination of the token,
+  //    where the pair goes there (its local expert and its rank on the expert's rank,
+  //    kNoLocalExpert on the others) and the weight; the source token once per row. The rank is
+  //    one shared-memory atomic on the pairs counted so far (step 0 finished before the routing's
+  //    barriers).
+  for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
+    const int i = j / cfg.topk, k = j % cfg.topk;
     const int t = group.begin + i;
-    const size_t idx = static_cast<size_t>(t) * cfg.topk + k;
-    const int64_t e = read_expert(a, idx);
-    const float w = a.topk_weights[idx];  // loaded with the id: a load after the store below would wait for it
-    const bool here = valid_expert(cfg, e) && cfg.owner_rank(static_cast<int32_t>(e)) == r;
-    const int s = sh.slot[i][r];
-    b.recv_expert(r, me, s)[k] = here ? place_word(static_cast<int32_t>(e) - r * cfg.experts_per_rank(),
-                                                   static_cast<int32_t>(atomic_add_relaxed_block(sh.numbered + e, 1u)))
-                                      : kNoLocalExpert;
-    b.recv_weight(r, me, s)[k] = w;
-    if (k == 0) *b.recv_token(r, me, s) = t;
+    const bool first = j == static_cast<int>(threadIdx.x);
+    const int64_t e = first ? first_id : read_expert(a, group_ids + j);
+    const float w = first ? first_weight : a.topk_weights[group_ids + j];
+    const uint32_t mask = sh.mask[i];
+    const int owner = valid_expert(cfg, e) ? cfg.owner_rank(static_cast<int32_t>(e)) : -1;
+    const int32_t place = owner < 0 ? kNoLocalExpert
+                                    : place_word(static_cast<int32_t>(e) - owner * cfg.experts_per_rank(),
+                                                 static_cast<int32_t>(atomic_add_relaxed_block(sh.numbered + e, 1u)));
+    for (int r = 0; r < world; ++r) {
+      if (!((mask >> r) & 1u)) continue;
+      const int s = sh.slot[i][r];
+      b.recv_expert(r, me, s)[k] = r == owner ? place : kNoLocalExpert;
+      b.recv_weight(r, me, s)[k] = w;
+      if (k == 0) *b.recv_token(r, me, s) = t;
+    }
   }
   MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchMeta, meta_start, g));
 
