@@ -68,6 +68,20 @@ def test_cli_parses():
     assert [s.max_tokens for s in b.shape_list] == [1, 8] and b.shape_list[0].experts == 256
 
 
+def test_bench_host_cli_and_sequences():
+    import bench_host
+
+    a = bench_host.parse_args([])
+    assert a.iters >= 50 and [s.max_tokens for s in common.parse_shapes(a.shapes)] == [1, 128]
+    with pytest.raises(SystemExit):
+        bench_host.parse_args(["--iters", "10"])
+    with pytest.raises(SystemExit):
+        bench_host.parse_args(["--sync-every", "0"])
+    # every call a sequence times is reported once, under its sequence
+    calls = [c for seq in bench_host.SEQUENCES.values() for c in seq]
+    assert len(calls) == len(set(calls)) and "backward" in bench_host.SEQUENCES["training"]
+
+
 class _Pool:
     """InputPool stand-in: every rank's routing of each entry, no process group."""
 
@@ -335,6 +349,7 @@ def test_benchmarks_import_common_first():
         "baselines.py",
         "bench_moe_layer.py",
         "bench_hf_model.py",
+        "bench_host.py",
     } <= set(checked)
 
 

@@ -2,7 +2,8 @@
 # One call on a GPU node does it all: build the extension, run the GPU tests under torchrun on
 # every GPU, run the benchmarks, and leave every log in OUT.
 #   tools/gpu_run.sh OUT [all|STEP[,STEP...]] [extra pytest args...]
-# STEP is one of build, tests, bench, graph, sweep, layer, profile, fp8, hf, hf_smoke, sanitize, soak, proxy (e.g. build,tests,graph).
+# STEP is one of build, tests, bench, graph, sweep, layer, host, profile, fp8, hf, hf_smoke, sanitize, soak, proxy (e.g.
+# build,tests,graph).
 # `tests` also writes the fault-injection table (tests/python/gpu/test_faults.py) to OUT/faults.txt and summary.txt.
 # On a one-GPU node the tests (and `soak`) run ONE_GPU_RANKS ranks on the GPU (default 2; 4 or 8 check the
 # protocol at a larger world, time-sliced: the whole suite takes several times as long, so GPU_TESTS, the test
@@ -10,6 +11,8 @@
 # `graph` runs benchmarks/bench_graph.py: dispatch + combine as CUDA-graph steady state and
 # eager, challenge shapes and the DeepSeek-V3 shape at 1..4096 tokens. After `graph` or `fp8`,
 # benchmarks/perf_report.py writes OUT/perf_report.md: every speed target next to its measured value.
+# `host` runs benchmarks/bench_host.py: the host time of each call (forward, split, training with backward)
+# next to one plain torch op; on a one-GPU node (named only) under the MPS proxy, host times being the CPU's.
 # `layer` runs examples/moe_layer.py and benchmarks/bench_moe_layer.py (the MoE layer at the
 # DeepSeek-V3 shape: forward, backward, and its dispatch / combine / experts alone).
 # `fp8` runs bench_graph.py --fp8 e4m3fn at the DeepSeek-V3 shape, 128 and 4096 tokens: fp8 dispatch next
@@ -29,7 +32,7 @@
 # so the extension is left built with the profiler.
 # Exit status: non-zero if the build or any test failed.
 set -uo pipefail
-OUT=${1:?usage: tools/gpu_run.sh OUT_DIR [all|STEP[,STEP...]] (steps: build tests bench graph sweep layer profile fp8 hf hf_smoke sanitize soak proxy)}
+OUT=${1:?usage: tools/gpu_run.sh OUT_DIR [all|STEP[,STEP...]] (steps: build tests bench graph sweep layer host profile fp8 hf hf_smoke sanitize soak proxy)}
 WHAT=${2:-all}
 asked() { [[ ",$WHAT," == *",$1,"* ]]; }  # named in the list (steps that `all` leaves out)
 wants() { [ "$WHAT" = all ] || asked "$1"; }
@@ -99,6 +102,14 @@ fi
 if wants layer; then
   step example 120 torchrun --nproc-per-node="$NGPU" examples/moe_layer.py
   step bench_moe_layer 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_moe_layer.py --out "$OUT"
+fi
+if wants host; then
+  if [ "$NGPU" -gt 1 ]; then
+    step bench_host 300 torchrun --nproc-per-node="$NGPU" benchmarks/bench_host.py --out "$OUT"
+  else  # `all` on one GPU leaves it out (build,tests,profile); named, it runs under MPS
+    step bench_host 300 bash tools/mps_proxy.sh "$OUT" benchmarks/bench_host.py
+  fi
+  grep -A 40 "^host us" "$OUT/bench_host.log" | tee -a "$OUT/summary.txt"
 fi
 if asked fp8; then
   step bench_fp8 400 torchrun --nproc-per-node="$NGPU" benchmarks/bench_graph.py --shapes "256,8,7168,128;256,8,7168,4096" \

@@ -8,7 +8,8 @@
 // 2. output_grad_recv (expert side): for each (row, k) pair of the forward's route, writes
 //    grad_expert_y and sends the dot product to comb_w of the token's rank (rows of no
 //    expert get zeros); then the last block publishes the wgrad signal.
-// 3. weight_grad_recv (token side): waits for every rank, copies comb_w out, ends the round.
+// 3. weight_grad_recv (token side): waits for every rank, copies comb_w out (zero for an unused
+//    slot, which no rank answers), ends the round.
 // These signals are per rank, not per token group: the backward of combine is not on the
 // latency path of serving.
 #include "ep_device.cuh"
@@ -145,7 +146,9 @@ __global__ void __launch_bounds__(kEpBlock) weight_grad_recv_kernel(EpContext c,
   if (!await_ranks(c, signal, all_ranks(cfg.world), epoch, WaitSite::kWeightGrad, -1, payload)) return;
   const int n = a.route.num_tokens * cfg.topk;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    a.grad_topk_weights[i] = b.comb_w(me, i / cfg.topk)[i % cfg.topk];
+    const int t = i / cfg.topk, k = i % cfg.topk;
+    // No expert answers for an unused slot: its comb_w word is stale.
+    a.grad_topk_weights[i] = slot_unused(a.route.dest_mask[t], k) ? 0.0f : b.comb_w(me, t)[k];
   }
   end_round(b);
 }

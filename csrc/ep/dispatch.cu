@@ -182,7 +182,10 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   __syncthreads();
   for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
     const int64_t e = j == static_cast<int>(threadIdx.x) ? first_id : read_expert(a, group_ids + j);
-    if (e == kMaskedSlot) continue;  // an unused slot: no row, its weight ignored
+    if (e == kMaskedSlot) {  // an unused slot: no row, its weight ignored (and given no gradient)
+      atomic_or_relaxed_block(sh.mask + j / cfg.topk, 1u << (kUnusedSlotBit + j % cfg.topk));
+      continue;
+    }
     if (!valid_expert(cfg, e)) {
       const int32_t shown = e < INT32_MIN ? INT32_MIN : (e > INT32_MAX ? INT32_MAX : static_cast<int32_t>(e));
       report_error(b.c, ErrorCode::kBadExpertId, -1, shown, group.begin + j / cfg.topk, cfg.num_experts, 0);
@@ -191,7 +194,7 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
     atomic_or_relaxed_block(sh.mask + j / cfg.topk, 1u << cfg.owner_rank(static_cast<int32_t>(e)));
   }
   __syncthreads();
-  // combine sums exactly these ranks' partials
+  // combine sums exactly these ranks' partials (the unused slots' bits are for its backward)
   for (int i = threadIdx.x; i < n; i += blockDim.x)
     a.route.dest_mask[group.begin + i] = static_cast<int32_t>(sh.mask[i]);
 
@@ -249,7 +252,7 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   //    rank of the token.
   for (int task = wave_id(); task < n * chunks; task += kWavesPerBlock) {
     const int i = task / chunks, chunk = task % chunks;
-    const uint32_t mask = sh.mask[i];
+    const uint32_t mask = sh.mask[i] & all_ranks(world);  // not the unused slots' bits
     if (mask == 0) continue;
     MOE_A2A_PROFILE_SPAN(row_span, prof, kDispatchSendRow, group.begin + i);
     Vec16 v[kUnroll];

@@ -40,7 +40,6 @@ import torch.distributed as dist
 from ._collective import GroupRef, require_same
 from ._ext import ext
 from .heap import DEFAULT_CLOSE_TIMEOUT_S, SymmetricHeap
-from .reference import MASKED_SLOT  # a topk_idx entry that marks an unused slot (EpConfig kMaskedSlot)
 
 _DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
 # fp8 dispatch formats (EpConfig::fp8): e4m3fn is NVIDIA's, e4m3fnuz MI300X's.
@@ -198,10 +197,18 @@ class _DispatchFunction(torch.autograd.Function):
         ctx.engine = engine
         ctx.save_for_backward(*out.route(dest_mask))
         ctx.mark_non_differentiable(*out[1:], dest_mask)
+        # The nine outputs without a gradient would each get a zero-filled one (an allocation
+        # and a kernel per backward) that backward never reads.
+        ctx.set_materialize_grads(False)
+        ctx.expert_x_like = (out.expert_x.shape, out.expert_x.dtype)
         return (*out, dest_mask)
 
     @staticmethod
     def backward(ctx, grad_expert_x, *_non_differentiable):
+        if grad_expert_x is None:  # not expected (expert_x is the only differentiable output); the
+            # round is collective, so it runs anyway
+            shape, dtype = ctx.expert_x_like
+            grad_expert_x = torch.zeros(shape, dtype=dtype, device=ctx.saved_tensors[0].device)
         grad_x = _dispatch_backward_round(ctx.engine, grad_expert_x, _Route(*ctx.saved_tensors))
         return None, None, grad_x, None, None
 
@@ -534,10 +541,7 @@ class AllToAll:
         else:
             out, dest_mask = _dispatch_round(engine, self._state, x, x_scale, topk_idx, topk_weights)
         self._began(round_)
-        if _needs_grad(topk_weights):
-            # No expert answers for an unused slot, so combine's backward leaves its weight
-            # gradient undefined; differentiating through this mask makes it 0.
-            topk_weights = topk_weights.masked_fill(topk_idx == MASKED_SLOT, 0.0)
+        # An unused slot's weight gets a zero gradient from combine's backward (the route marks it).
         return self._dispatched(round_, out, dest_mask, topk_weights)
 
     def combine(self, expert_y: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:

@@ -52,9 +52,17 @@ MOE_A2A_HD inline bool receives(Role r) { return (static_cast<int32_t>(r) & 2) !
 
 // Token side of a dispatch: which ranks each token went to.
 struct SendRoute {
-  int32_t* dest_mask;  // [num_tokens]: bit r set when the token went to rank r
+  int32_t* dest_mask;  // [num_tokens]: the ranks each token went to, and its unused slots (below)
   int32_t num_tokens;
 };
+
+// dest_mask[t]: bit r (r < kMaxWorld) set when token t went to rank r; bit kUnusedSlotBit + k set
+// when its slot k is unused (kMaskedSlot), so that combine's backward gives that weight a zero
+// gradient without the caller masking it (no expert answers for the slot). Readers of the ranks
+// mask with all_ranks(world).
+inline constexpr int kUnusedSlotBit = kMaxWorld;
+static_assert(kUnusedSlotBit + kMaxTopk <= 31, "dest_mask holds the ranks and the unused slots");
+MOE_A2A_HD inline bool slot_unused(int32_t dest_word, int k) { return (dest_word >> (kUnusedSlotBit + k)) & 1; }
 
 // Expert side of a dispatch: where each received row went. Source s sent src_tokens[s]
 // tokens, split into token groups (EpConfig::token_group); the rows of group g fill the first

@@ -361,6 +361,12 @@ def test_masked_slots(layout, world, rank):
         split = ep.combine_recv(ep.combine_send(fake_grouped_gemm(d, rank), d))
         assert torch.equal(split, out), "split calls differ from fused with unused slots"
         # Backward: y(t, k) = x[t] * (1 + owner of k's expert); unused slots count for nothing.
+        # A backward with every slot used first, so that each slot's weight-gradient word holds a
+        # nonzero value from it when the masked round leaves the unused ones unanswered.
+        unmasked = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=61, index_dtype=torch.int64)
+        _, full, _ = to_device(unmasked)[rank]
+        d = ep.dispatch(x, full, w.clone().requires_grad_())
+        ep.combine(d.expert_x * (1.0 + rank), d).sum().backward()
         xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
         d = ep.dispatch(xg, idx, wg)
         ep.combine(d.expert_x * (1.0 + rank), d).sum().backward()

@@ -1,0 +1,156 @@
+"""Host time of moe_a2a's calls: what a program that does not capture CUDA graphs pays on the CPU
+for each call, next to one plain torch op on the same machine.
+
+    torchrun --nproc-per-node=<N> benchmarks/bench_host.py [--shapes ...] [--iters 300] [--out DIR]
+
+Eager device time (bench_graph.py, bench_all2all.py) queues the host ahead of the GPU and leaves
+the host out. Training steps and transformers' generate() run eagerly and pay it on every MoE
+layer; at a few tokens it is more than the kernels take. Each call is timed by the host's clock
+around that call alone, in steady state: the calls of an iteration run back to back with no
+synchronisation between them, as a user's would, and every --sync-every iterations the GPU is
+waited for outside the timed calls, so its queue never fills and no call waits for the GPU.
+Per call: the max over ranks of each iteration, then median and p10-p90 over iterations.
+
+Sequences (one round each; inputs cycle through --inputs routings):
+  forward   dispatch, combine (no autograd)
+  split     dispatch_send, dispatch_recv, combine_send, combine_recv
+  training  dispatch and combine with x and topk_weights requiring grad, then backward from a
+            given gradient of the output; the experts are the identity, so backward is combine's
+            and dispatch's backward rounds and autograd's own work
+  floor     torch.add of two 16-element tensors (one op, one kernel launch), torch.empty
+"""
+
+import argparse
+import os
+import time
+
+import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
+import torch
+import torch.distributed as dist
+from common import fmt, summarize
+
+DEFAULT_SHAPES = "256,8,7168,1;256,8,7168,128"
+SEQUENCES = {
+    "forward": ("dispatch", "combine"),
+    "split": ("dispatch_send", "dispatch_recv", "combine_send", "combine_recv"),
+    "training": ("dispatch (grad)", "combine (grad)", "backward"),
+    "floor": ("torch.add", "torch.empty"),
+}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--shapes", default=DEFAULT_SHAPES, help='"E,K,H,T[,dtype[,seed]];..." (T = tokens per rank)')
+    p.add_argument("--layout", default="packed", choices=["packed", "padded"])
+    p.add_argument("--iters", type=int, default=300, help="timed iterations of each sequence (default 300)")
+    p.add_argument("--warmup", type=int, default=30, help="untimed iterations first (default 30)")
+    p.add_argument("--inputs", type=int, default=8, help="distinct routings cycled through (default 8)")
+    p.add_argument("--sync-every", type=int, default=8, help="iterations between two waits for the GPU (default 8)")
+    p.add_argument("--no-microbench", action="store_true", help="accepted for tools/mps_proxy.sh; nothing to skip")
+    common.add_num_sms_arg(p)
+    p.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+    args = p.parse_args(argv)
+    if args.iters < 50:
+        p.error("--iters must be >= 50 (a median over at least 50 iterations)")
+    if args.sync_every < 1 or args.inputs < 1:
+        p.error("--sync-every and --inputs must be >= 1")
+    return args
+
+
+class Clock:
+    """Host microseconds of each named call, one list per name, iteration by iteration."""
+
+    def __init__(self):
+        self.us = {}
+
+    def __call__(self, name, fn, *a):
+        t0 = time.perf_counter()
+        r = fn(*a)
+        self.us.setdefault(name, []).append((time.perf_counter() - t0) * 1e6)
+        return r
+
+
+def run_sequence(name, ep, pool, args, ctx):
+    """{call: [host us per timed iteration]} of sequence `name` on this rank."""
+    clock = Clock()
+    grad_out = None
+    a = torch.randn(16, device=ctx.device)
+
+    def forward(x, idx, w):
+        d = clock("dispatch", ep.dispatch, x, idx, w)
+        clock("combine", ep.combine, d.expert_x, d)
+
+    def split(x, idx, w):
+        d = clock("dispatch_recv", ep.dispatch_recv, clock("dispatch_send", ep.dispatch_send, x, idx, w))
+        clock("combine_recv", ep.combine_recv, clock("combine_send", ep.combine_send, d.expert_x, d))
+
+    def training(x, idx, w):
+        nonlocal grad_out
+        x, w = x.detach().requires_grad_(), w.detach().requires_grad_()
+        d = clock("dispatch (grad)", ep.dispatch, x, idx, w)
+        out = clock("combine (grad)", ep.combine, d.expert_x, d)
+        if grad_out is None or grad_out.shape != out.shape:
+            grad_out = torch.ones_like(out)
+        clock("backward", out.backward, grad_out)
+
+    def floor(*_):
+        clock("torch.add", torch.add, a, a)
+        clock("torch.empty", lambda: torch.empty(1024, device=ctx.device))
+
+    step = {"forward": forward, "split": split, "training": training, "floor": floor}[name]
+    for i in range(args.warmup + args.iters):
+        if i == args.warmup:
+            torch.cuda.synchronize()
+            clock.us.clear()
+        step(*pool.get(i))
+        if (i + 1) % args.sync_every == 0:
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    return clock.us
+
+
+def max_per_iteration(ctx, us):
+    """Per call, the max over ranks of each iteration (the ranks ran the same iterations)."""
+    names = sorted(us)
+    t = torch.tensor([us[n] for n in names], dtype=torch.float64, device=ctx.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=ctx.group)
+    return {n: row for n, row in zip(names, t.tolist())}
+
+
+def bench_shape(ctx, shape, args):
+    mod, _ = common.import_moe_a2a()
+    kw = {"layout": args.layout}
+    if args.num_sms is not None:
+        kw["num_sms"] = args.num_sms
+    if args.send_sms is not None:
+        kw["send_sms"] = args.send_sms
+    rows = []
+    with mod.AllToAll(ctx.group, shape.experts, shape.topk, shape.hidden, shape.max_tokens, shape.dtype, **kw) as ep:
+        pool = common.InputPool(ctx, shape, args.inputs)
+        for seq, calls in SEQUENCES.items():
+            us = max_per_iteration(ctx, run_sequence(seq, ep, pool, args, ctx))
+            total = [sum(vals) for vals in zip(*(us[c] for c in calls))]
+            for call in (*calls, "sum"):
+                s = summarize(total if call == "sum" else us[call])
+                rows.append({"shape": shape.label, "sequence": seq, "call": call, **s})
+    return rows
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    ctx = common.init_benchmark()
+    rows = []
+    for shape in common.parse_shapes(args.shapes):
+        rows += bench_shape(ctx, shape, args)
+    if ctx.rank == 0:
+        print(f"host us per call, max over {ctx.world} ranks per iteration, median (p10-p90) of {args.iters}")
+        spread = [f"{fmt(r['p10'])}-{fmt(r['p90'])}" for r in rows]
+        table = [[r["shape"], r["sequence"], r["call"], fmt(r["median"]), s] for r, s in zip(rows, spread)]
+        common.print_table(["shape", "sequence", "call", "median", "p10-p90"], table)
+        common.write_json(os.path.join(args.out, "bench_host.json"), {"meta": common.metadata(ctx), "rows": rows})
+        common.write_csv(os.path.join(args.out, "bench_host.csv"), rows)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
