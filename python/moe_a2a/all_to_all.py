@@ -539,7 +539,11 @@ class AllToAll:
             *out, dest_mask = _DispatchFunction.apply(engine, self._state, x, topk_idx, topk_weights.detach())
             out = _DispatchOutputs(*out)
         else:
-            out, dest_mask = _dispatch_round(engine, self._state, x, x_scale, topk_idx, topk_weights)
+            # Detached: the op has no autograd kernel, and torch's fallback for one would give its
+            # outputs a grad_fn that warns when reached (and is deprecated); topk_weights' gradient
+            # comes from combine, which keeps the undetached tensor.
+            w = topk_weights.detach() if topk_weights.requires_grad else topk_weights
+            out, dest_mask = _dispatch_round(engine, self._state, x, x_scale, topk_idx, w)
         self._began(round_)
         # An unused slot's weight gets a zero gradient from combine's backward (the route marks it).
         return self._dispatched(round_, out, dest_mask, topk_weights)

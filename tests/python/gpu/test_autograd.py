@@ -12,6 +12,8 @@ c = 3, 5, 6, 7, i.e. from world 3 on), so the closed form uses the rounded rows 
 tolerance scales with the sum of the magnitudes of the dot product's terms.
 """
 
+import warnings
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -50,6 +52,29 @@ def test_gradients_match_closed_form(layout, dtype, tokens, world, rank):
             torch.testing.assert_close(out.detach().cpu().double(), want_out, **TOL[dtype])
             torch.testing.assert_close(x.grad.cpu().double(), want_gx, **TOL[dtype])
             assert_dot_products_close(w.grad.cpu().double(), want_gw, gw_magnitude)
+
+
+def test_router_gradient_without_input_gradient(world, rank):
+    """x without a gradient, topk_weights with one (a trainable router over fixed inputs): w's
+    gradient comes from combine, x gets none, and no torch autograd-fallback warning is raised
+    on the way (the ops have no autograd kernel; reaching the fallback's grad_fn warns, and
+    torch says it will stop working)."""
+    E, K, H, T = 8 * world, 4, 512, 24
+    inputs = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=73)
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float32, layout="packed") as ep:
+        x = inputs[rank].x.cuda()
+        w = inputs[rank].topk_weights.cuda().requires_grad_()
+        g = torch.randn(x.shape, generator=torch.Generator().manual_seed(rank))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out, _ = one_round(ep, x, inputs[rank].topk_idx.cuda(), w, rank)
+            (out * g.cuda()).sum().backward()
+            ep.synchronize()
+        fallback = [str(c.message) for c in caught if "autograd kernel was not registered" in str(c.message)]
+        assert not fallback, f"torch's autograd fallback was reached: {fallback[0][:200]}"
+        _, _, want_gw, gw_magnitude = closed_form(inputs[rank], g, E // world, torch.float32)
+        assert_dot_products_close(w.grad.cpu().double(), want_gw, gw_magnitude)
+        assert x.grad is None
 
 
 @pytest.mark.parametrize("layout", ["padded", "packed"])
