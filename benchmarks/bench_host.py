@@ -27,6 +27,7 @@ import time
 import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
 import torch
 import torch.distributed as dist
+from baselines import MoeA2ASystem
 from common import fmt, summarize
 
 DEFAULT_SHAPES = "256,8,7168,1;256,8,7168,128"
@@ -112,27 +113,22 @@ def run_sequence(name, ep, pool, args, ctx):
 def max_per_iteration(ctx, us):
     """Per call, the max over ranks of each iteration (the ranks ran the same iterations)."""
     names = sorted(us)
-    t = torch.tensor([us[n] for n in names], dtype=torch.float64, device=ctx.device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=ctx.group)
-    return {n: row for n, row in zip(names, t.tolist())}
+    return dict(zip(names, common.max_over_ranks(ctx, [us[n] for n in names])))
 
 
 def bench_shape(ctx, shape, args):
-    mod, _ = common.import_moe_a2a()
-    kw = {"layout": args.layout}
-    if args.num_sms is not None:
-        kw["num_sms"] = args.num_sms
-    if args.send_sms is not None:
-        kw["send_sms"] = args.send_sms
+    system = MoeA2ASystem(ctx, shape, layout=args.layout, num_sms=args.num_sms, send_sms=args.send_sms)
     rows = []
-    with mod.AllToAll(ctx.group, shape.experts, shape.topk, shape.hidden, shape.max_tokens, shape.dtype, **kw) as ep:
+    try:
         pool = common.InputPool(ctx, shape, args.inputs)
         for seq, calls in SEQUENCES.items():
-            us = max_per_iteration(ctx, run_sequence(seq, ep, pool, args, ctx))
+            us = max_per_iteration(ctx, run_sequence(seq, system.ep, pool, args, ctx))
             total = [sum(vals) for vals in zip(*(us[c] for c in calls))]
             for call in (*calls, "sum"):
                 s = summarize(total if call == "sum" else us[call])
                 rows.append({"shape": shape.label, "sequence": seq, "call": call, **s})
+    finally:
+        system.close()
     return rows
 
 

@@ -528,21 +528,20 @@ class AllToAll:
         With fp8 dispatch (dispatch_dtype), x is quantized here, or, with x_scale
         [T, ceil(H / 128)] float32, x is already fp8 (dispatch_dtype) and is sent as given."""
         round_, engine = self._next_dispatch("dispatch")
+        # topk_weights goes to the op detached: its gradient is combine's business (combine keeps
+        # the undetached tensor), so dispatch's backward runs exactly when x needs a gradient, and
+        # the op (no autograd kernel) never reaches torch's deprecated autograd fallback, whose
+        # grad_fn warns when backward gets to it.
+        w = topk_weights.detach() if topk_weights.requires_grad else topk_weights
         if _needs_grad(x):
             if self.dispatch_dtype is not None:
                 raise RuntimeError(
                     "moe_a2a: fp8 dispatch is forward-only and x requires grad; for training create the "
                     "AllToAll without dispatch_dtype (bf16 rows), or dispatch under torch.no_grad()"
                 )
-            # topk_weights goes in detached: its gradient is combine's business, so this
-            # backward runs exactly when x needs a gradient.
-            *out, dest_mask = _DispatchFunction.apply(engine, self._state, x, topk_idx, topk_weights.detach())
+            *out, dest_mask = _DispatchFunction.apply(engine, self._state, x, topk_idx, w)
             out = _DispatchOutputs(*out)
         else:
-            # Detached: the op has no autograd kernel, and torch's fallback for one would give its
-            # outputs a grad_fn that warns when reached (and is deprecated); topk_weights' gradient
-            # comes from combine, which keeps the undetached tensor.
-            w = topk_weights.detach() if topk_weights.requires_grad else topk_weights
             out, dest_mask = _dispatch_round(engine, self._state, x, x_scale, topk_idx, w)
         self._began(round_)
         # An unused slot's weight gets a zero gradient from combine's backward (the route marks it).
