@@ -65,7 +65,9 @@ class _Route(NamedTuple):
     tracks top-level tensors only) and is rebuilt with _Route(*tensors); the ops take it
     through the _..._round helpers below, each the one place its argument order is written."""
 
-    dest_mask: torch.Tensor  # [T] int32, token side: bit r = token went to rank r
+    # [T] int32, token side: bit r = token went to rank r; bit kUnusedSlotBit (8) + k = its slot k is unused
+    # (ep/kernels.h: combine's backward gives that weight a zero gradient)
+    dest_mask: torch.Tensor
     src_tokens: torch.Tensor  # [world] int32, expert side: tokens each source dispatched
     recv_token: torch.Tensor  # [world * max_tokens] int32: source token of each received slot, or -1
     recv_pos: torch.Tensor  # [world * max_tokens, topk] int32: row of expert_x of each (slot, k), or -1
