@@ -64,10 +64,14 @@ def test_backend_is_registered():
 
 
 def test_version_outside_the_tested_range_raises(monkeypatch):
-    monkeypatch.setattr(transformers, "__version__", "4.57.1")
+    # The module _check_version imports now, not this file's `transformers`: building a model
+    # (AutoModelForCausalLM.from_config, in an earlier test of the same session) puts a new
+    # transformers module object into sys.modules.
+    current = sys.modules["transformers"]
+    monkeypatch.setattr(current, "__version__", "4.57.1")
     with pytest.raises(ImportError, match=r"transformers >= 5\.17, < 6\.0.*found 4\.57\.1"):
         moe_tf._check_version()
-    monkeypatch.setattr(transformers, "__version__", "6.0.0")
+    monkeypatch.setattr(current, "__version__", "6.0.0")
     with pytest.raises(ImportError, match="found 6.0.0"):
         moe_tf._check_version()
 
