@@ -13,6 +13,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include "output_pool.h"
 #include "registry.h"
 
 namespace moe_a2a {
@@ -76,10 +77,10 @@ RecvRoute recv_route(const at::Tensor& src_tokens, const at::Tensor& token, cons
 }
 
 // ---- dispatch: the send half's inputs, the receive half's outputs
-// Checks x (and x_scale), topk_idx, topk_weights and fills the send half of `args`; returns
-// dest_mask.
-at::Tensor dispatch_inputs(int64_t id, const EpEngine& e, const at::Tensor& x, const std::optional<at::Tensor>& x_scale,
-                           const at::Tensor& topk_idx, const at::Tensor& topk_weights, DispatchArgs& args) {
+// Checks x (and x_scale), topk_idx, topk_weights and fills the send half of `args` but its
+// route (dest_mask: point_send_route).
+void dispatch_inputs(int64_t id, const EpEngine& e, const at::Tensor& x, const std::optional<at::Tensor>& x_scale,
+                     const at::Tensor& topk_idx, const at::Tensor& topk_weights, DispatchArgs& args) {
   const EpConfig& c = e.config();
   check_device(x, "x", e);
   check_device(topk_idx, "topk_idx", e);
@@ -108,13 +109,15 @@ at::Tensor dispatch_inputs(int64_t id, const EpEngine& e, const at::Tensor& x, c
                       "moe_a2a: topk_weights must be [", t, ", ", c.topk, "], got ", shape_str(topk_weights.sizes()));
   MOE_A2A_TORCH_CHECK(topk_weights.scalar_type() == at::kFloat, "moe_a2a: topk_weights must be float32, got ",
                       c10::toString(topk_weights.scalar_type()));
-  at::Tensor dest_mask = at::empty({t}, x.options().dtype(at::kInt));
   args.x = x.data_ptr();
   args.topk_idx = topk_idx.data_ptr();
   args.topk_idx_is_int64 = topk_idx.scalar_type() == at::kLong;
   args.topk_weights = topk_weights.data_ptr<float>();
-  args.route = SendRoute{dest_mask.data_ptr<int32_t>(), static_cast<int32_t>(t)};
-  return dest_mask;
+}
+// dest_mask: [num_tokens] int32, one word per token of x (the token side of the route).
+std::vector<int64_t> dest_mask_shape(const at::Tensor& x) { return {x.size(0)}; }
+void point_send_route(DispatchArgs& args, const at::Tensor& dest_mask) {
+  args.route = SendRoute{dest_mask.data_ptr<int32_t>(), static_cast<int32_t>(dest_mask.size(0))};
 }
 
 // What a dispatch returns, by name. The ops return it as a tuple in this order (the schemas
@@ -140,19 +143,39 @@ struct DispatchOutputs {
     return std::tuple_cat(std::move(*this).as_tuple(), std::make_tuple(std::move(dest_mask)));
   }
 
-  static DispatchOutputs empty(int64_t id, at::Device device) {
+  // expert_x gets an allocation of its own (the big one: autograd keeps the route until the
+  // backward, and must not keep expert_x with it); the other outputs are planned into `pool`
+  // (OutputPool: one allocation for them all, and for whatever else the caller plans there) and
+  // taken from it by take(), in this order.
+  static void plan(const EpConfig& c, OutputPool& pool) {
+    pool.plan(expert_x_scale_shape(c), at::kFloat);   // expert_x_scale (no elements without fp8)
+    pool.plan({c.experts_per_rank()}, at::kInt);      // expert_num_tokens
+    pool.plan({c.experts_per_rank() + 1}, at::kInt);  // expert_offsets
+    pool.plan(with(rows_shape(c), 3), at::kInt);      // expert_meta
+    pool.plan(rows_shape(c), at::kFloat);             // expert_weights
+    pool.plan({c.world}, at::kInt);                   // src_tokens
+    pool.plan({route_rows(c)}, at::kInt);             // recv_token
+    pool.plan({route_rows(c), c.topk}, at::kInt);     // recv_pos
+  }
+  static DispatchOutputs take(int64_t id, at::Device device, OutputPool& pool) {
     const EpConfig& c = engine_by_id(id).config();
-    const auto opts = at::TensorOptions().device(device);
-    const auto i32 = opts.dtype(at::kInt);
-    return {at::empty(expert_x_shape(c), opts.dtype(expert_x_dtype(id, c))),
-            at::empty(expert_x_scale_shape(c), opts.dtype(at::kFloat)),
-            at::empty({c.experts_per_rank()}, i32),
-            at::empty({c.experts_per_rank() + 1}, i32),
-            at::empty(with(rows_shape(c), 3), i32),
-            at::empty(rows_shape(c), opts.dtype(at::kFloat)),
-            at::empty({c.world}, i32),
-            at::empty({route_rows(c)}, i32),
-            at::empty({route_rows(c), c.topk}, i32)};
+    DispatchOutputs out;
+    out.expert_x = at::empty(expert_x_shape(c), at::TensorOptions().device(device).dtype(expert_x_dtype(id, c)));
+    out.expert_x_scale = pool.take();
+    out.expert_num_tokens = pool.take();
+    out.expert_offsets = pool.take();
+    out.expert_meta = pool.take();
+    out.expert_weights = pool.take();
+    out.src_tokens = pool.take();
+    out.recv_token = pool.take();
+    out.recv_pos = pool.take();
+    return out;
+  }
+  static DispatchOutputs empty(int64_t id, at::Device device) {
+    OutputPool pool;
+    plan(engine_by_id(id).config(), pool);
+    pool.allocate(device);
+    return take(id, device, pool);
   }
 
   void point(DispatchArgs& args) {
@@ -181,9 +204,15 @@ DispatchOutputs::FusedTuple dispatch(int64_t id, at::Tensor& state, const at::Te
   EpEngine& e = engine_by_id(id);
   const c10::cuda::CUDAGuard guard(e.heap().device());
   DispatchArgs args{};
-  at::Tensor dest_mask = dispatch_inputs(id, e, x, x_scale, topk_idx, topk_weights, args);
-  DispatchOutputs out = DispatchOutputs::empty(id, x.device());
+  dispatch_inputs(id, e, x, x_scale, topk_idx, topk_weights, args);
+  OutputPool pool;  // every output but expert_x, and dest_mask: one allocation
+  DispatchOutputs::plan(e.config(), pool);
+  pool.plan(dest_mask_shape(x), at::kInt);
+  pool.allocate(x.device());
+  DispatchOutputs out = DispatchOutputs::take(id, x.device(), pool);
+  at::Tensor dest_mask = pool.take();
   out.point(args);
+  point_send_route(args, dest_mask);
   e.dispatch(args, current_stream(e));
   return std::move(out).with_dest_mask(std::move(dest_mask));
 }
@@ -194,7 +223,9 @@ at::Tensor dispatch_send(int64_t id, at::Tensor& state, const at::Tensor& x, con
   EpEngine& e = engine_by_id(id);
   const c10::cuda::CUDAGuard guard(e.heap().device());
   DispatchArgs args{};
-  at::Tensor dest_mask = dispatch_inputs(id, e, x, x_scale, topk_idx, topk_weights, args);
+  dispatch_inputs(id, e, x, x_scale, topk_idx, topk_weights, args);
+  at::Tensor dest_mask = at::empty(dest_mask_shape(x), x.options().dtype(at::kInt));
+  point_send_route(args, dest_mask);
   e.dispatch_send(args, current_stream(e));
   return dest_mask;
 }
@@ -330,7 +361,7 @@ at::Tensor token_rows_meta(int64_t id, const at::Tensor& dest_mask) {
 DispatchOutputs::FusedTuple dispatch_meta(int64_t id, at::Tensor&, const at::Tensor& x,
                                           const std::optional<at::Tensor>&, const at::Tensor&, const at::Tensor&) {
   return DispatchOutputs::empty(id, at::Device(at::kMeta))
-      .with_dest_mask(at::empty({x.size(0)}, x.options().dtype(at::kInt)));
+      .with_dest_mask(at::empty(dest_mask_shape(x), x.options().dtype(at::kInt)));
 }
 at::Tensor dispatch_send_meta(int64_t, at::Tensor&, const at::Tensor& x, const std::optional<at::Tensor>&,
                               const at::Tensor&, const at::Tensor&) {

@@ -202,6 +202,52 @@ def test_thousand_consecutive_rounds(world, rank):
         ep.synchronize()
 
 
+def byte_range(t):
+    return (t.data_ptr(), t.data_ptr() + t.numel() * t.element_size())
+
+
+@pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
+@pytest.mark.parametrize("ops", ["fused", "split"])
+def test_outputs_are_the_callers_and_do_not_overlap(ops, fp8, world, rank):
+    """What lifetime.md promises about a dispatch's outputs: expert_x is an allocation of its own,
+    every other output (and the route) lies in one other allocation without overlapping another,
+    each contiguous and 256-byte aligned; and an output kept alone stays valid and unchanged while
+    the rest is freed and later rounds run."""
+    E, K, H, T = 32, 4, 256, 16
+    dtype = torch.bfloat16
+    kw = {"dispatch_dtype": torch.float8_e4m3fn} if fp8 else {}
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype, layout="packed", **kw) as ep:
+        x, idx, w = to_device(ref.generate_all_inputs(world, E, K, H, T, dtype, seed=21))[rank]
+        if ops == "fused":
+            d = ep.dispatch(x, idx, w)
+        else:
+            d = ep.dispatch_recv(ep.dispatch_send(x, idx, w))
+        small = {n: getattr(d, n) for n in ("expert_num_tokens", "expert_offsets", "expert_meta", "expert_weights")}
+        small.update(zip(("route." + n for n in d._route._fields), d._route))
+        if fp8:
+            small["expert_x_scale"] = d.expert_x_scale
+        pooled = {n: t for n, t in small.items() if ops == "fused" or n != "route.dest_mask"}  # dispatch_send's own
+        assert len({t.untyped_storage().data_ptr() for t in pooled.values()}) == 1, "the small outputs share one"
+        assert d.expert_x.untyped_storage().data_ptr() != next(iter(pooled.values())).untyped_storage().data_ptr()
+        ranges = sorted((byte_range(t), n) for n, t in [("expert_x", d.expert_x), *small.items()] if t.numel() > 0)
+        for (a, an), (b, bn) in zip(ranges, ranges[1:]):
+            assert a[1] <= b[0], f"{an} {a} overlaps {bn} {b}"
+        for n, t in small.items():
+            assert t.is_contiguous() and t.data_ptr() % 256 == 0, (
+                f"{n}: contiguous {t.is_contiguous()}, at {t.data_ptr()}"
+            )
+        out = ep.combine(d.expert_x.to(dtype) if fp8 else d.expert_x, d)
+        meta = d.expert_meta
+        kept = meta.clone()
+        del d, small, pooled, out
+        for seed in (22, 23, 24):  # later rounds, other routings, reusing freed memory
+            x, idx, w = to_device(ref.generate_all_inputs(world, E, K, H, T, dtype, seed=seed))[rank]
+            d = ep.dispatch(x, idx, w)
+            ep.combine(d.expert_x.to(dtype) if fp8 else d.expert_x, d)
+        ep.synchronize()
+        assert torch.equal(meta, kept), "expert_meta, kept alone, changed"
+
+
 def test_cuda_graph_replay_matches_eager(world, rank):
     E, K, H, T = 64, 6, 2048, 32
     dtype = torch.bfloat16
