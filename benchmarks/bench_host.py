@@ -11,6 +11,11 @@ synchronisation between them, as a user's would, and every --sync-every iteratio
 waited for outside the timed calls, so its queue never fills and no call waits for the GPU.
 Per call: the max over ranks of each iteration, then median and p10-p90 over iterations.
 
+Hosts drift: a shared VM's speed can move by 2x between two sequences of one run. So every
+iteration of every sequence also times one torch.add first (REFERENCE), and the column
+"x add" is the median over iterations of (call / that iteration's torch.add): a number in units
+of the same moment's host speed, the one to compare between runs, trees or machines.
+
 Sequences (one round each; inputs cycle through --inputs routings):
   forward   dispatch, combine (no autograd)
   split     dispatch_send, dispatch_recv, combine_send, combine_recv
@@ -37,6 +42,7 @@ SEQUENCES = {
     "training": ("dispatch (grad)", "combine (grad)", "backward"),
     "floor": ("torch.add", "torch.empty"),
 }
+REFERENCE = "torch.add (same iteration)"
 
 
 def parse_args(argv=None):
@@ -103,6 +109,7 @@ def run_sequence(name, ep, pool, args, ctx):
         if i == args.warmup:
             torch.cuda.synchronize()
             clock.us.clear()
+        clock(REFERENCE, torch.add, a, a)
         step(*pool.get(i))
         if (i + 1) % args.sync_every == 0:
             torch.cuda.synchronize()
@@ -123,10 +130,11 @@ def bench_shape(ctx, shape, args):
         pool = common.InputPool(ctx, shape, args.inputs)
         for seq, calls in SEQUENCES.items():
             us = max_per_iteration(ctx, run_sequence(seq, system.ep, pool, args, ctx))
-            total = [sum(vals) for vals in zip(*(us[c] for c in calls))]
+            us["sum"] = [sum(vals) for vals in zip(*(us[c] for c in calls))]
             for call in (*calls, "sum"):
-                s = summarize(total if call == "sum" else us[call])
-                rows.append({"shape": shape.label, "sequence": seq, "call": call, **s})
+                s = summarize(us[call])
+                per_add = common.quantile([c / r for c, r in zip(us[call], us[REFERENCE])], 0.5)
+                rows.append({"shape": shape.label, "sequence": seq, "call": call, **s, "per_add": per_add})
     finally:
         system.close()
     return rows
@@ -140,9 +148,13 @@ def main(argv=None):
         rows += bench_shape(ctx, shape, args)
     if ctx.rank == 0:
         print(f"host us per call, max over {ctx.world} ranks per iteration, median (p10-p90) of {args.iters}")
+        print('"x add": median over iterations of (call / a torch.add timed in the same iteration)')
         spread = [f"{fmt(r['p10'])}-{fmt(r['p90'])}" for r in rows]
-        table = [[r["shape"], r["sequence"], r["call"], fmt(r["median"]), s] for r, s in zip(rows, spread)]
-        common.print_table(["shape", "sequence", "call", "median", "p10-p90"], table)
+        table = [
+            [r["shape"], r["sequence"], r["call"], fmt(r["median"]), s, f"{r['per_add']:.2f}"]
+            for r, s in zip(rows, spread)
+        ]
+        common.print_table(["shape", "sequence", "call", "median", "p10-p90", "x add"], table)
         common.write_json(os.path.join(args.out, "bench_host.json"), {"meta": common.metadata(ctx), "rows": rows})
         common.write_csv(os.path.join(args.out, "bench_host.csv"), rows)
     dist.destroy_process_group()
