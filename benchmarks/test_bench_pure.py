@@ -7,6 +7,7 @@ process.
     python -m pytest benchmarks/test_bench_pure.py      (or: python benchmarks/test_bench_pure.py)
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -736,6 +737,28 @@ def test_compare_graph_sets_runs_side_by_side(tmp_path):
     assert out.read_text().strip() == text
     with pytest.raises(SystemExit):
         compare_graph.main([base, a, "--names", "only-one"])
+
+
+def test_compare_graph_sets_host_runs_side_by_side(tmp_path):
+    """compare_graph.py on bench_host.json runs: "x add" per call and its ratio to the base; the kinds never mix."""
+    import compare_graph
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    base = os.path.join(root, "docs/results/2026-11-25-h100-output-pool/bench_host-x-add.json")
+    with open(base) as f:
+        other = json.load(f)
+    for r in other["rows"]:
+        r["per_add"] *= 0.5
+    half = tmp_path / "bench_host.json"
+    half.write_text(json.dumps(other))
+    text = compare_graph.compare_host([base, str(half)], ["base", "B"])
+    assert text.splitlines()[0] == "| shape | sequence | call | base x add (us) | B x add (us) | B / base |"
+    assert "| E256-K8-H7168-T1 | forward | dispatch | 2.22 (16.6) | 1.11 (16.6) | 0.500 |" in text
+    assert len(text.splitlines()) == 2 + len(other["rows"])
+    assert compare_graph.main([base, str(half), "--names", "base,B"]) == 0
+    graph = os.path.join(root, "docs/results/2026-11-23-h100-mps-proxy/bench_graph-baseline-run1.json")
+    with pytest.raises(SystemExit):
+        compare_graph.main([base, graph])
 
 
 def test_bench_graph_ab_shape_set():

@@ -9,6 +9,8 @@
 # GPU). The first tree is the base and is timed once more at the end (OUT/<n+1>-base-again/), so drift
 # of the machine over the call shows as base vs base-again. benchmarks/compare_graph.py writes
 # OUT/compare.md (every run's graph d+c per shape, and its ratio to the base's).
+# AB_BENCH=host times host time instead: benchmarks/bench_host.py (each call in units of a torch.add
+# timed in the same iteration, "x add"), compared the same way. Default AB_BENCH=graph.
 # Exit status: non-zero if a build or a run failed.
 set -uo pipefail
 usage="usage: tools/graph_ab.sh OUT TREE [TREE...]"
@@ -21,18 +23,26 @@ HERE=$(cd "$(dirname "$0")/.." && pwd)
 source "$HERE/tools/no_multicast_env.sh"
 NGPU=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 echo "-- $NGPU GPU(s): $([ "$NGPU" -ge 2 ] && echo "torchrun on every GPU" || echo "the one-GPU MPS proxy")"
+BENCH=${AB_BENCH:-graph}
+case $BENCH in
+  graph) bench_args=(benchmarks/bench_graph.py --shapes ab --replays 10 --iters 30) ;;
+  host) bench_args=(benchmarks/bench_host.py) ;;
+  *) echo "AB_BENCH must be graph or host, got $BENCH" >&2; exit 2 ;;
+esac
 status=0
 runs=() names=()
 
-time_tree() {  # time_tree DIR TREE: TREE's package timed by this checkout's bench_graph.py into DIR
+time_tree() {  # time_tree DIR TREE: TREE's package timed by this checkout's benchmark (bench_args) into DIR
   local dir=$1 package
   package=$(cd "$2" && pwd)/python
   mkdir -p "$dir"
   if [ "$NGPU" -ge 2 ]; then
-    (cd "$HERE" && PYTHONPATH="$package" torchrun --nproc-per-node="$NGPU" benchmarks/bench_graph.py --shapes ab \
-      --replays 10 --iters 30 --no-microbench --no-floor --out "$dir") >"$dir.log" 2>&1
+    local extra=(--no-microbench)
+    [ "$BENCH" = graph ] && extra+=(--no-floor)
+    (cd "$HERE" && PYTHONPATH="$package" torchrun --nproc-per-node="$NGPU" "${bench_args[@]}" "${extra[@]}" \
+      --out "$dir") >"$dir.log" 2>&1
   else
-    MOE_A2A_PACKAGE_DIR="$package" bash "$HERE/tools/mps_proxy.sh" "$dir" >"$dir.log" 2>&1
+    MOE_A2A_PACKAGE_DIR="$package" bash "$HERE/tools/mps_proxy.sh" "$dir" "${bench_args[@]}" >"$dir.log" 2>&1
   fi
 }
 
@@ -69,7 +79,7 @@ for tree in "$@"; do
     echo "-- $name: build failed (see $OUT/$label-build.log)"
     status=1
   elif time_tree "$OUT/$label" "$tree"; then
-    runs+=("$OUT/$label/bench_graph.json")
+    runs+=("$OUT/$label/bench_$BENCH.json")
     names+=("$name")
   else
     echo "-- $name: the timing run failed (see $OUT/$label.log)"
@@ -78,7 +88,7 @@ for tree in "$@"; do
   i=$((i + 1))
 done
 if time_tree "$OUT/$((i + 1))-base-again" "$1"; then
-  runs+=("$OUT/$((i + 1))-base-again/bench_graph.json")
+  runs+=("$OUT/$((i + 1))-base-again/bench_$BENCH.json")
   names+=(base-again)
 else
   echo "-- base-again: the timing run failed"
