@@ -19,66 +19,59 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import fmt  # noqa: E402
 
 
-def rows_by_shape(path):
-    """{(shape, dispatch dtype): row} of one bench_graph.json."""
+def load_rows(path):
     with open(path) as f:
-        result = json.load(f)
-    return {(r["shape"], r.get("dispatch_dtype", "")): r for r in result["rows"]}
+        return json.load(f)["rows"]
+
+
+def side_by_side(runs, names, key_columns, value, cell, cell_label):
+    """Markdown: one line per key of the first run ({key tuple: row}): the key, per run cell(row)
+    (or "-"), then per run but the first value(row) / value(first run's row)."""
+    head = "| " + " | ".join(key_columns) + " | " + " | ".join(f"{n} {cell_label}" for n in names) + " | "
+    head += " | ".join(f"{n} / {names[0]}" for n in names[1:]) + " |"
+    lines = [head, "|" + "---|" * (len(key_columns) + 2 * len(names) - 1)]
+    for key, base in runs[0].items():
+        rows = [run.get(key) for run in runs]
+        rows = [r if r is not None and value(r) is not None else None for r in rows]
+        cells = [cell(r) if r is not None else "-" for r in rows]
+        ratios = [value(r) / value(base) if r is not None and rows[0] is not None else None for r in rows[1:]]
+        ratio_cells = " | ".join(fmt(x, 3) for x in ratios)
+        lines.append("| " + " | ".join(key) + " | " + " | ".join(cells) + " | " + ratio_cells + " |")
+    return "\n".join(lines)
 
 
 def compare(paths, names):
-    """Markdown: one line per shape of the first run, one column per run."""
-    runs = [rows_by_shape(p) for p in paths]
-    head = "| shape | " + " | ".join(f"{n} us (p10-p90)" for n in names) + " | "
-    head += " | ".join(f"{n} / {names[0]}" for n in names[1:]) + " |"
-    lines = [head, "|" + "---|" * (2 * len(names))]  # shape, a time per run, a ratio per run but the first
-    for key, base in runs[0].items():
-        cells, ratios = [], []
-        for run in runs:
-            r = run.get(key)
-            if r is None or r.get("graph_us_median") is None:
-                cells.append("-")
-                ratios.append(None)
-                continue
-            cells.append(f"{fmt(r['graph_us_median'])} ({fmt(r['graph_us_p10'])}-{fmt(r['graph_us_p90'])})")
-            ratios.append(r["graph_us_median"] / base["graph_us_median"])
-        label = key[0] + (f" {key[1]}" if key[1] and key[1] not in ("bfloat16", "bf16") else "")
-        lines.append(f"| {label} | " + " | ".join(cells) + " | " + " | ".join(fmt(x, 3) for x in ratios[1:]) + " |")
-    return "\n".join(lines)
+    """bench_graph.json runs: one line per shape (and fp8 dispatch dtype) of the first run."""
+
+    def label(r):
+        dtype = r.get("dispatch_dtype", "")
+        return r["shape"] + (f" {dtype}" if dtype and dtype not in ("bfloat16", "bf16") else "")
+
+    def cell(r):
+        return f"{fmt(r['graph_us_median'])} ({fmt(r['graph_us_p10'])}-{fmt(r['graph_us_p90'])})"
+
+    runs = [{(label(r),): r for r in load_rows(p)} for p in paths]
+    return side_by_side(runs, names, ["shape"], lambda r: r.get("graph_us_median"), cell, "us (p10-p90)")
 
 
 def compare_host(paths, names):
-    """Markdown: one line per (shape, sequence, call) of the first bench_host.json, one column per run."""
-    runs = []
-    for path in paths:
-        with open(path) as f:
-            runs.append({(r["shape"], r["sequence"], r["call"]): r for r in json.load(f)["rows"]})
-    head = "| shape | sequence | call | " + " | ".join(f"{n} x add (us)" for n in names) + " | "
-    head += " | ".join(f"{n} / {names[0]}" for n in names[1:]) + " |"
-    lines = [head, "|" + "---|" * (3 + 2 * len(names) - 1)]
-    for key, base in runs[0].items():
-        cells, ratios = [], []
-        for run in runs:
-            r = run.get(key)
-            if r is None:
-                cells.append("-")
-                ratios.append(None)
-                continue
-            cells.append(f"{r['per_add']:.2f} ({fmt(r['median'])})")
-            ratios.append(r["per_add"] / base["per_add"])
-        lines.append("| " + " | ".join(key) + " | " + " | ".join(cells) + " | " + " | ".join(fmt(x, 3) for x in ratios[1:]) + " |")
-    return "\n".join(lines)
+    """bench_host.json runs: one line per (shape, sequence, call) of the first run."""
+
+    def cell(r):
+        return f"{r['per_add']:.2f} ({fmt(r['median'])})"
+
+    runs = [{(r["shape"], r["sequence"], r["call"]): r for r in load_rows(p)} for p in paths]
+    return side_by_side(runs, names, ["shape", "sequence", "call"], lambda r: r["per_add"], cell, "x add (us)")
 
 
 def is_host_run(path):
-    with open(path) as f:
-        rows = json.load(f)["rows"]
+    rows = load_rows(path)
     return bool(rows) and "per_add" in rows[0]
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("runs", nargs="+", help="bench_graph.json or bench_host.json files (one kind); the first is the base")
+    p.add_argument("runs", nargs="+", help="bench_graph.json or bench_host.json files, one kind; the first is the base")
     p.add_argument("--names", help="comma list, one per run (default: the files' folder names)")
     p.add_argument("--out", help="also write the table here")
     args = p.parse_args(argv)
