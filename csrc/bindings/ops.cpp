@@ -315,43 +315,38 @@ at::Tensor dispatch_backward(int64_t id, at::Tensor& state, const at::Tensor& gr
   return grad_x;
 }
 
-// ---- backward of combine
-void output_grad_send(int64_t id, at::Tensor& state, const at::Tensor& grad_out, const at::Tensor& dest_mask) {
-  (void)state;
-  EpEngine& e = engine_by_id(id);
-  const c10::cuda::CUDAGuard guard(e.heap().device());
-  const SendRoute route = send_route(dest_mask, e);
-  check_tensor(grad_out, "grad_out", e, {route.num_tokens, e.config().hidden}, engine_dtype(id));
-  e.output_grad_send(OutputGradSendArgs{grad_out.data_ptr(), route}, current_stream(e));
-}
-
-at::Tensor output_grad_recv(int64_t id, at::Tensor& state, const at::Tensor& expert_y, const at::Tensor& expert_weights,
-                            const at::Tensor& expert_offsets, const at::Tensor& expert_num_tokens,
-                            const at::Tensor& src_tokens, const at::Tensor& recv_token, const at::Tensor& recv_pos) {
+// ---- backward of combine: one launch; returns (grad expert_y, grad topk_weights), two allocations
+// (autograd may keep the weights' gradient as a leaf's .grad, which must not hold grad_expert_y).
+std::tuple<at::Tensor, at::Tensor> combine_backward(int64_t id, at::Tensor& state, const at::Tensor& grad_out,
+                                                    const at::Tensor& expert_y, const at::Tensor& expert_weights,
+                                                    const at::Tensor& expert_offsets,
+                                                    const at::Tensor& expert_num_tokens, const at::Tensor& src_tokens,
+                                                    const at::Tensor& recv_token, const at::Tensor& recv_pos,
+                                                    const at::Tensor& dest_mask) {
   (void)state;
   EpEngine& e = engine_by_id(id);
   const EpConfig& c = e.config();
   const c10::cuda::CUDAGuard guard(e.heap().device());
+  const SendRoute route = send_route(dest_mask, e);
+  check_tensor(grad_out, "grad_out", e, {route.num_tokens, c.hidden}, engine_dtype(id));
   check_expert_rows(expert_y, "expert_y", id, e);
   check_tensor(expert_weights, "expert_weights", e, rows_shape(c), at::kFloat);
   check_tensor(expert_offsets, "expert_offsets", e, {c.experts_per_rank() + 1}, at::kInt);
   check_tensor(expert_num_tokens, "expert_num_tokens", e, {c.experts_per_rank()}, at::kInt);
   at::Tensor grad_expert_y = at::empty_like(expert_y);  // the kernel writes every row
-  e.output_grad_recv(OutputGradRecvArgs{expert_y.data_ptr(), expert_weights.data_ptr<float>(),
-                                        expert_offsets.data_ptr<int32_t>(), expert_num_tokens.data_ptr<int32_t>(),
-                                        grad_expert_y.data_ptr(), recv_route(src_tokens, recv_token, recv_pos, e)},
-                     current_stream(e));
-  return grad_expert_y;
-}
-
-at::Tensor weight_grad_recv(int64_t id, at::Tensor& state, const at::Tensor& dest_mask) {
-  (void)state;
-  EpEngine& e = engine_by_id(id);
-  const c10::cuda::CUDAGuard guard(e.heap().device());
-  const SendRoute route = send_route(dest_mask, e);
-  at::Tensor grad = at::empty({route.num_tokens, e.config().topk}, dest_mask.options().dtype(at::kFloat));
-  e.weight_grad_recv(WeightGradRecvArgs{grad.data_ptr<float>(), route}, current_stream(e));
-  return grad;
+  at::Tensor grad_topk_weights = at::empty({route.num_tokens, c.topk}, dest_mask.options().dtype(at::kFloat));
+  CombineBackwardArgs args{};
+  args.grad_out = grad_out.data_ptr();
+  args.grad_topk_weights = grad_topk_weights.data_ptr<float>();
+  args.route = route;
+  args.expert_y = expert_y.data_ptr();
+  args.expert_weights = expert_weights.data_ptr<float>();
+  args.expert_offsets = expert_offsets.data_ptr<int32_t>();
+  args.expert_num_tokens = expert_num_tokens.data_ptr<int32_t>();
+  args.grad_expert_y = grad_expert_y.data_ptr();
+  args.recv_route = recv_route(src_tokens, recv_token, recv_pos, e);
+  e.combine_backward(args, current_stream(e));
+  return {grad_expert_y, grad_topk_weights};
 }
 
 // ---- Meta: shapes only, so torch.compile can trace the ops without running them.
@@ -383,13 +378,13 @@ at::Tensor dispatch_backward_meta(int64_t id, at::Tensor&, const at::Tensor&, co
                                   const at::Tensor&, const at::Tensor& dest_mask) {
   return token_rows_meta(id, dest_mask);
 }
-void output_grad_send_meta(int64_t, at::Tensor&, const at::Tensor&, const at::Tensor&) {}
-at::Tensor output_grad_recv_meta(int64_t, at::Tensor&, const at::Tensor& expert_y, const at::Tensor&, const at::Tensor&,
-                                 const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&) {
-  return at::empty_like(expert_y);
-}
-at::Tensor weight_grad_recv_meta(int64_t id, at::Tensor&, const at::Tensor& dest_mask) {
-  return at::empty({dest_mask.size(0), engine_by_id(id).config().topk}, dest_mask.options().dtype(at::kFloat));
+std::tuple<at::Tensor, at::Tensor> combine_backward_meta(int64_t id, at::Tensor&, const at::Tensor&,
+                                                         const at::Tensor& expert_y, const at::Tensor&,
+                                                         const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                         const at::Tensor&, const at::Tensor&,
+                                                         const at::Tensor& dest_mask) {
+  return {at::empty_like(expert_y),
+          at::empty({dest_mask.size(0), engine_by_id(id).config().topk}, dest_mask.options().dtype(at::kFloat))};
 }
 
 }  // namespace
@@ -425,13 +420,11 @@ TORCH_LIBRARY(moe_a2a, m) {
   m.def(
       "dispatch_backward(int engine, Tensor(a!) state, Tensor grad_expert_x, Tensor src_tokens, "
       "Tensor recv_token, Tensor recv_pos, Tensor dest_mask) -> Tensor");
-  // backward of combine
-  m.def("output_grad_send(int engine, Tensor(a!) state, Tensor grad_out, Tensor dest_mask) -> ()");
+  // backward of combine: one launch; returns (grad expert_y, grad topk_weights)
   m.def(
-      "output_grad_recv(int engine, Tensor(a!) state, Tensor expert_y, Tensor expert_weights, "
-      "Tensor expert_offsets, Tensor expert_num_tokens, Tensor src_tokens, Tensor recv_token, Tensor recv_pos) "
-      "-> Tensor");
-  m.def("weight_grad_recv(int engine, Tensor(a!) state, Tensor dest_mask) -> Tensor");
+      "combine_backward(int engine, Tensor(a!) state, Tensor grad_out, Tensor expert_y, Tensor expert_weights, "
+      "Tensor expert_offsets, Tensor expert_num_tokens, Tensor src_tokens, Tensor recv_token, Tensor recv_pos, "
+      "Tensor dest_mask) -> (Tensor, Tensor)");
 }
 
 #define MOE_A2A_IMPL_ALL(m, suffix)                                 \
@@ -442,9 +435,7 @@ TORCH_LIBRARY(moe_a2a, m) {
   m.impl("combine_send", &moe_a2a::combine_send##suffix);           \
   m.impl("combine_recv", &moe_a2a::combine_recv##suffix);           \
   m.impl("dispatch_backward", &moe_a2a::dispatch_backward##suffix); \
-  m.impl("output_grad_send", &moe_a2a::output_grad_send##suffix);   \
-  m.impl("output_grad_recv", &moe_a2a::output_grad_recv##suffix);   \
-  m.impl("weight_grad_recv", &moe_a2a::weight_grad_recv##suffix)
+  m.impl("combine_backward", &moe_a2a::combine_backward##suffix)
 
 TORCH_LIBRARY_IMPL(moe_a2a, CUDA, m) { MOE_A2A_IMPL_ALL(m, ); }
 TORCH_LIBRARY_IMPL(moe_a2a, Meta, m) { MOE_A2A_IMPL_ALL(m, _meta); }

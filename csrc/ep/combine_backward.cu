@@ -1,30 +1,30 @@
-// The backward of combine, one round of three kernels. For out[t] = sum_k w[t,k] * y(t,k):
+// The backward of combine: one round, one kernel. For out[t] = sum_k w[t,k] * y(t,k):
 //   grad y(t,k) = w[t,k] * grad_out[t]        (on the expert's rank, into grad_expert_y)
 //   grad w[t,k] = <grad_out[t], y(t,k)>       (computed where y is, sent back to t's rank)
-// 1. output_grad_send (token side): grad_out[t] goes once to every rank token t went to in
+// Every block runs three steps, one after the other:
+// 1. send_output_grads (token side): grad_out[t] goes once to every rank token t went to in
 //    the forward dispatch, into recv_x at index t (not at the row's slot: the expert side
 //    finds rows through the forward's RecvRoute, which names the source token of each slot);
-//    the last block publishes the grad signal.
-// 2. output_grad_recv (expert side): for each (row, k) pair of the forward's route, writes
-//    grad_expert_y and sends the dot product to comb_w of the token's rank (rows of no
-//    expert get zeros); then the last block publishes the wgrad signal.
-// 3. weight_grad_recv (token side): waits for every rank, copies comb_w out (zero for an unused
-//    slot, which no rank answers), ends the round.
-// These signals are per rank, not per token group: the backward of combine is not on the
-// latency path of serving.
+//    rows of no expert get their zero gradient meanwhile. The last block publishes the grad
+//    signal.
+// 2. answer_output_grads (expert side): once every rank's grad signal is in, for each (row, k)
+//    pair of the forward's route, writes grad_expert_y and sends the dot product to comb_w of
+//    the token's rank; the last block publishes the wgrad signal.
+// 3. receive_weight_grads (token side): waits for every rank, copies comb_w out (zero for an
+//    unused slot, which no rank answers), ends the round.
+// The signals are per rank, not per token group, published by the last block of the grid
+// (every block of a launch is resident: EpEngine checks num_blocks against the device): the
+// backward of combine is not on the latency path of serving. One launch instead of three saves
+// two kernel boundaries on the device and two launches on the host of every training step.
 #include "ep_device.cuh"
 
 namespace moe_a2a {
 namespace {
 
-__global__ void __launch_bounds__(kEpBlock) output_grad_send_kernel(EpContext c, OutputGradSendArgs a) {
-  MOE_A2A_PROFILE_TRACK(prof, c.profiler, kOutputGradSend);
-  const EpBuffers b{c};
-  const EpConfig& cfg = c.cfg;
+MOE_A2A_DEVICE void send_output_grads(const EpBuffers& b, const CombineBackwardArgs& a, uint64_t epoch) {
+  const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
-  const uint64_t epoch = b.current_epoch();
   const uint32_t ranks = all_ranks(cfg.world);
-
   const int vecs = b.vecs_per_row();
   const int chunks = chunks_per_row(vecs);
   const Vec16* grad = static_cast<const Vec16*>(a.grad_out);
@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(kEpBlock) output_grad_send_kernel(EpContext c,
 // packed, past the last expert's rows or in the padding after an expert's rows
 // (expert_alignment > 1). Rows fit in int: at most 256 local experts x 32768 padded rows, or
 // 524288 + 256 x 1023 packed rows.
-MOE_A2A_DEVICE bool row_of_no_expert(const EpConfig& cfg, const OutputGradRecvArgs& a, int row) {
+MOE_A2A_DEVICE bool row_of_no_expert(const EpConfig& cfg, const CombineBackwardArgs& a, int row) {
   if (!cfg.packed()) {
     const int e = row / cfg.expert_capacity;
     return row - e * cfg.expert_capacity >= a.expert_num_tokens[e];
@@ -67,46 +67,53 @@ MOE_A2A_DEVICE bool row_of_no_expert(const EpConfig& cfg, const OutputGradRecvAr
   return row - a.expert_offsets[lo] >= a.expert_num_tokens[lo];
 }
 
-template <TokenType kType>
-__global__ void __launch_bounds__(kEpBlock) output_grad_recv_kernel(EpContext c, OutputGradRecvArgs a) {
-  __shared__ int src_tokens[kMaxWorld];
-  __shared__ int first_row[kMaxWorld + 1];
-  __shared__ uint32_t payload[kMaxWorld];
-  MOE_A2A_PROFILE_TRACK(prof, c.profiler, kOutputGradRecv);
-  const EpBuffers b{c};
-  const EpConfig& cfg = c.cfg;
-  const int me = cfg.rank;
-  const uint64_t epoch = b.current_epoch();
+// Rows of no expert: zero. Done before the wait for the peers' gradients, while they are on
+// their way. A wave per row, so the which-row arithmetic is done once per row, not once per vector.
+MOE_A2A_DEVICE void zero_rows_of_no_expert(const EpBuffers& b, const CombineBackwardArgs& a) {
+  const EpConfig& cfg = b.c.cfg;
   const int vecs = b.vecs_per_row();
-  const size_t out_rows = cfg.output_rows();
   Vec16* grad_y = static_cast<Vec16*>(a.grad_expert_y);
-
-  // Rows of no expert: zero, while the peers' gradients are still on their way. A wave per
-  // row, so the which-row arithmetic is done once per row, not once per vector.
   const int waves = gridDim.x * kWavesPerBlock;
-  for (int row = blockIdx.x * kWavesPerBlock + wave_id(); row < static_cast<int>(out_rows); row += waves) {
+  for (int row = blockIdx.x * kWavesPerBlock + wave_id(); row < static_cast<int>(cfg.output_rows()); row += waves) {
     if (!row_of_no_expert(cfg, a, row)) continue;
     Vec16* dst = grad_y + static_cast<size_t>(row) * vecs;
     for (int i = lane_id(); i < vecs; i += kWaveSize) dst[i] = Vec16{0u, 0u, 0u, 0u};
   }
+}
 
+struct CombineBackwardShared {
+  int src_tokens[kMaxWorld];
+  int first_row[kMaxWorld + 1];
+  uint32_t payload[kMaxWorld];
+};
+
+// False after a timeout.
+template <TokenType kType>
+MOE_A2A_DEVICE bool answer_output_grads(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh,
+                                        uint64_t epoch) {
+  const EpConfig& cfg = b.c.cfg;
+  const int me = cfg.rank;
+  const int vecs = b.vecs_per_row();
+  const size_t out_rows = cfg.output_rows();
+  Vec16* grad_y = static_cast<Vec16*>(a.grad_expert_y);
   const auto signal = [&](int src) { return b.grad_signal(me, src); };
-  if (!await_ranks(c, signal, all_ranks(cfg.world), epoch, WaitSite::kOutputGrad, -1, payload)) return;
-  load_route_tokens(c, a.route, src_tokens, first_row);
+  if (!await_ranks(b.c, signal, all_ranks(cfg.world), epoch, WaitSite::kOutputGrad, -1, sh.payload)) return false;
+  load_route_tokens(b.c, a.recv_route, sh.src_tokens, sh.first_row);
 
   // One wave per (slot, k) of every source: the weight gradient of a (row, k) is a dot product
   // over the whole row, so the wave that walks the row's chunks finishes it with one wave sum.
   const int chunks = chunks_per_row(vecs);
   const Vec16* y = static_cast<const Vec16*>(a.expert_y);
-  const int tasks = first_row[cfg.world] * cfg.topk;
+  const int tasks = sh.first_row[cfg.world] * cfg.topk;
+  const int waves = gridDim.x * kWavesPerBlock;
   for (int task = blockIdx.x * kWavesPerBlock + wave_id(); task < tasks; task += waves) {
     const int g = task / cfg.topk, k = task % cfg.topk;
     int src, slot;
-    row_source(first_row, cfg.world, g, src, slot);
+    row_source(sh.first_row, cfg.world, g, src, slot);
     const size_t row = b.row_index(src, slot);
-    const int token = a.route.token[row];
+    const int token = a.recv_route.token[row];
     if (token < 0 || token >= cfg.max_tokens) continue;  // an empty slot
-    const int p = a.route.pos[row * cfg.topk + k];
+    const int p = a.recv_route.pos[row * cfg.topk + k];
     if (p < 0 || static_cast<size_t>(p) >= out_rows) continue;  // k's expert is on another rank
     const Vec16* grad_out = b.recv_x(me, src, token);
     const float w = a.expert_weights[p];
@@ -129,52 +136,48 @@ __global__ void __launch_bounds__(kEpBlock) output_grad_recv_kernel(EpContext c,
     if (lane_id() == 0) b.comb_w(src, token)[k] = dot;
   }
 
-  if (last_block_done(b.done_counter(DoneCounter::kOutputGradRecv))) {
+  if (last_block_done(b.done_counter(DoneCounter::kWeightGradSend))) {
     if (threadIdx.x < cfg.world) publish(b.wgrad_signal(threadIdx.x, me), epoch, round_error_bit(b, epoch));
   }
+  return true;
 }
 
-__global__ void __launch_bounds__(kEpBlock) weight_grad_recv_kernel(EpContext c, WeightGradRecvArgs a) {
-  __shared__ uint32_t payload[kMaxWorld];
-  MOE_A2A_PROFILE_TRACK(prof, c.profiler, kWeightGradRecv);
-  const EpBuffers b{c};
-  const EpConfig& cfg = c.cfg;
+// False after a timeout.
+MOE_A2A_DEVICE bool receive_weight_grads(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh,
+                                         uint64_t epoch) {
+  const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
-  const uint64_t epoch = b.current_epoch();
-
   const auto signal = [&](int src) { return b.wgrad_signal(me, src); };
-  if (!await_ranks(c, signal, all_ranks(cfg.world), epoch, WaitSite::kWeightGrad, -1, payload)) return;
+  if (!await_ranks(b.c, signal, all_ranks(cfg.world), epoch, WaitSite::kWeightGrad, -1, sh.payload)) return false;
   const int n = a.route.num_tokens * cfg.topk;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
     const int t = i / cfg.topk, k = i % cfg.topk;
     // No expert answers for an unused slot: its comb_w word is stale.
     a.grad_topk_weights[i] = slot_unused(a.route.dest_mask[t], k) ? 0.0f : b.comb_w(me, t)[k];
   }
-  end_round(b);
+  return true;
 }
 
-void check_num_tokens(const EpContext& ctx, int num_tokens, const char* call) {
-  MOE_A2A_CHECK(num_tokens >= 0 && num_tokens <= ctx.cfg.max_tokens, call, ": num_tokens ", num_tokens, " outside [0, ",
-                ctx.cfg.max_tokens, "]");
+template <TokenType kType>
+__global__ void __launch_bounds__(kEpBlock) combine_backward_kernel(EpContext c, CombineBackwardArgs a) {
+  __shared__ CombineBackwardShared sh;
+  MOE_A2A_PROFILE_TRACK(prof, c.profiler, kCombineBackward);
+  const EpBuffers b{c};
+  const uint64_t epoch = b.current_epoch();
+  send_output_grads(b, a, epoch);
+  zero_rows_of_no_expert(b, a);
+  if (!answer_output_grads<kType>(b, a, sh, epoch)) return;  // timed out: engine failed
+  if (!receive_weight_grads(b, a, sh, epoch)) return;
+  end_round(b);
 }
 
 }  // namespace
 
-void launch_output_grad_send(const EpContext& ctx, const OutputGradSendArgs& args, hipStream_t stream) {
-  check_num_tokens(ctx, args.route.num_tokens, "combine backward");
-  output_grad_send_kernel<<<ctx.cfg.num_blocks, kEpBlock, 0, stream>>>(ctx, args);
-  MOE_A2A_GPU_CHECK(hipGetLastError());
-}
-
-void launch_output_grad_recv(const EpContext& ctx, const OutputGradRecvArgs& args, hipStream_t stream) {
+void launch_combine_backward(const EpContext& ctx, const CombineBackwardArgs& args, hipStream_t stream) {
+  MOE_A2A_CHECK(args.route.num_tokens >= 0 && args.route.num_tokens <= ctx.cfg.max_tokens,
+                "combine backward: num_tokens ", args.route.num_tokens, " outside [0, ", ctx.cfg.max_tokens, "]");
   MOE_A2A_DISPATCH_TOKEN_TYPE(ctx.token_type, kType,
-                              (output_grad_recv_kernel<kType><<<ctx.cfg.num_blocks, kEpBlock, 0, stream>>>(ctx, args)));
-  MOE_A2A_GPU_CHECK(hipGetLastError());
-}
-
-void launch_weight_grad_recv(const EpContext& ctx, const WeightGradRecvArgs& args, hipStream_t stream) {
-  check_num_tokens(ctx, args.route.num_tokens, "combine backward");
-  weight_grad_recv_kernel<<<ctx.cfg.num_blocks, kEpBlock, 0, stream>>>(ctx, args);
+                              (combine_backward_kernel<kType><<<ctx.cfg.num_blocks, kEpBlock, 0, stream>>>(ctx, args)));
   MOE_A2A_GPU_CHECK(hipGetLastError());
 }
 

@@ -19,14 +19,11 @@ enum Call : int {
   kCombineSend,
   kCombineRecv,
   kDispatchBackwardSend,  // combine_send of a dispatch's gradient, after a ready barrier
-  kOutputGradSend,
-  kOutputGradRecv,
-  kWeightGradRecv,
+  kCombineBackward,
   kNumCalls
 };
 constexpr const char* kCallName[] = {
-    "dispatch_send",    "dispatch_recv",    "combine_send",    "combine_recv", "dispatch_backward (send)",
-    "output_grad_send", "output_grad_recv", "weight_grad_recv"};
+    "dispatch_send", "dispatch_recv", "combine_send", "combine_recv", "dispatch_backward (send)", "combine_backward"};
 static_assert(sizeof(kCallName) / sizeof(kCallName[0]) == kNumCalls, "one name per call");
 
 struct RoundKind {
@@ -37,7 +34,7 @@ struct RoundKind {
 constexpr RoundKind kRounds[] = {
     {"forward", {kDispatchSend, kDispatchRecv, kCombineSend, kCombineRecv}, 4},
     {"backward of dispatch", {kDispatchBackwardSend, kCombineRecv}, 2},
-    {"backward of combine", {kOutputGradSend, kOutputGradRecv, kWeightGradRecv}, 3},
+    {"backward of combine", {kCombineBackward}, 1},
 };
 constexpr int kNumRounds = sizeof(kRounds) / sizeof(kRounds[0]);
 
@@ -187,14 +184,8 @@ void EpEngine::dispatch_backward(const CombineArgs& args, hipStream_t stream) {
                 "dispatch_backward is an unweighted combine after a ready barrier");
   take({kDispatchBackwardSend, kCombineRecv}, [&] { launch_combine(ctx_, args, Role::kBoth, stream); });
 }
-void EpEngine::output_grad_send(const OutputGradSendArgs& args, hipStream_t stream) {
-  take({kOutputGradSend}, [&] { launch_output_grad_send(ctx_, args, stream); });
-}
-void EpEngine::output_grad_recv(const OutputGradRecvArgs& args, hipStream_t stream) {
-  take({kOutputGradRecv}, [&] { launch_output_grad_recv(ctx_, args, stream); });
-}
-void EpEngine::weight_grad_recv(const WeightGradRecvArgs& args, hipStream_t stream) {
-  take({kWeightGradRecv}, [&] { launch_weight_grad_recv(ctx_, args, stream); });
+void EpEngine::combine_backward(const CombineBackwardArgs& args, hipStream_t stream) {
+  take({kCombineBackward}, [&] { launch_combine_backward(ctx_, args, stream); });
 }
 
 void EpEngine::set_rounds_for_test(uint64_t rounds) {

@@ -33,9 +33,7 @@ class EpEngine {
   void combine_send(const CombineArgs& args, hipStream_t stream);
   void combine_recv(const CombineArgs& args, hipStream_t stream);
   void dispatch_backward(const CombineArgs& args, hipStream_t stream);
-  void output_grad_send(const OutputGradSendArgs& args, hipStream_t stream);
-  void output_grad_recv(const OutputGradRecvArgs& args, hipStream_t stream);
-  void weight_grad_recv(const WeightGradRecvArgs& args, hipStream_t stream);
+  void combine_backward(const CombineBackwardArgs& args, hipStream_t stream);
 
   // Test hook: sets every block's completed-round count to `rounds` and every signal in this
   // rank's heap region to epoch `rounds`, as if that many rounds had run. Synchronous; every

@@ -23,8 +23,8 @@ enum class ErrorCode : uint32_t {
   X(kDispatchRows, "dispatch-recv", "rows of token group")                     \
   X(kCombinePartials, "combine-recv", "partial sums of combine unit")          \
   X(kDispatchGradReady, "combine-send (backward of dispatch)", "ready signal") \
-  X(kOutputGrad, "output-grad-recv (backward of combine)", "output gradients") \
-  X(kWeightGrad, "weight-grad-recv (backward of combine)", "weight gradients")
+  X(kOutputGrad, "combine-backward", "output gradients")                       \
+  X(kWeightGrad, "combine-backward", "weight gradients")
 
 enum class WaitSite : int32_t {
 #define MOE_A2A_WAIT_ENUM(id, call, signal) id,

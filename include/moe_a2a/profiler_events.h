@@ -29,9 +29,7 @@
   X(kCombinePublish, "combine.publish", "sources") /* barrier + the unit's partial signals */       \
   X(kCombineWait, "combine.wait", "peer")          /* until a unit's partials arrived */            \
   X(kCombineReduce, "combine.reduce", "token")     /* one (token, chunk) sum */                     \
-  X(kOutputGradSend, "output_grad_send", "")       /* backward of combine */                        \
-  X(kOutputGradRecv, "output_grad_recv", "")                                                        \
-  X(kWeightGradRecv, "weight_grad_recv", "")
+  X(kCombineBackward, "combine_backward", "")      /* backward of combine: one kernel */
 
 namespace moe_a2a {
 

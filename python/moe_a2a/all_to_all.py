@@ -175,14 +175,21 @@ def _dispatch_backward_round(engine: int, grad_expert_x, route: _Route):
 
 
 def _combine_backward_round(engine: int, grad_out, expert_y, expert_weights, offsets, counts, route: _Route):
-    """The backward of combine (three kernels): returns (grad expert_y, grad topk_weights)."""
+    """The backward of combine (one kernel): returns (grad expert_y, grad topk_weights)."""
     state = _backward_state(route.dest_mask)
-    torch.ops.moe_a2a.output_grad_send(engine, state, grad_out.contiguous(), route.dest_mask)
-    grad_y = torch.ops.moe_a2a.output_grad_recv(
-        engine, state, expert_y, expert_weights, offsets, counts, route.src_tokens, route.recv_token, route.recv_pos
+    return torch.ops.moe_a2a.combine_backward(
+        engine,
+        state,
+        grad_out.contiguous(),
+        expert_y,
+        expert_weights,
+        offsets,
+        counts,
+        route.src_tokens,
+        route.recv_token,
+        route.recv_pos,
+        route.dest_mask,
     )
-    grad_w = torch.ops.moe_a2a.weight_grad_recv(engine, state, route.dest_mask)
-    return grad_y, grad_w
 
 
 def _backward_state(like: torch.Tensor) -> torch.Tensor:

@@ -29,7 +29,7 @@ import weakref
 # The kernels in pipeline order (a forward round, then the backward of combine's);
 # tests/python/cpu/test_trace.py checks this against
 # include/moe_a2a/profiler_events.h, the table the names come from.
-KERNELS = ("dispatch", "combine", "output_grad_send", "output_grad_recv", "weight_grad_recv")
+KERNELS = ("dispatch", "combine", "combine_backward")
 TRACE_VERSION = 1
 
 _active = None  # the last AllToAll created with profile=True (weak)

@@ -85,9 +85,9 @@ inline constexpr int kMaxExpertAlignment = 1024;
 // EpConfig::dispatch_senders / combine_senders: pick the sending blocks per launch.
 inline constexpr int kAutoSenders = -1;
 
-// Kernels that publish once per grid (the last block to finish publishes), each with its
-// own done counter.
-enum class DoneCounter : int { kOutputGradSend = 0, kOutputGradRecv = 1, kCount = 2 };
+// Steps that publish once per grid (the last block to finish publishes), each with its own
+// done counter: the two sending steps of combine_backward (grad_out out, weight gradients back).
+enum class DoneCounter : int { kOutputGradSend = 0, kWeightGradSend = 1, kCount = 2 };
 inline constexpr int kNumDoneCounters = static_cast<int>(DoneCounter::kCount);
 
 // How dispatch lays out the rows it delivers (the rows of expert_x, seen as [rows, hidden]):

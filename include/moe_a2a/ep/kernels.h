@@ -6,9 +6,10 @@
 // (the table of rounds is in csrc/ep/engine.cu, the protocol in docs/design/protocol.md):
 //   forward:              dispatch (send, recv) -> combine (send, recv)
 //   backward of dispatch: combine (unweighted, after a ready barrier)
-//   backward of combine:  output_grad_send -> output_grad_recv -> weight_grad_recv
+//   backward of combine:  combine_backward (grad_out out, weight gradients back)
 // dispatch and combine are one kernel each; a launch runs the send half, the receive half or
-// both (Role), so the fused calls are one launch and the split calls one launch per half.
+// both (Role), so the fused calls are one launch and the split calls one launch per half. The
+// backward of combine is one kernel and one launch.
 // What a round leaves for later rounds of the same tokens (its routes) is written into
 // caller-owned buffers, SendRoute on the token side and RecvRoute on the expert side, so a
 // backward pass replays exactly the placement of its forward pass.
@@ -107,36 +108,29 @@ struct CombineArgs {
   SendRoute route;  // of the matching dispatch
 };
 
-// Backward of combine, token side: grad_out[t] goes to every rank that token t went to,
-// into recv_x at index t.
-struct OutputGradSendArgs {
-  const void* grad_out;  // [num_tokens, hidden]
+// Backward of combine, one launch. Token side: grad_out[t] goes to every rank that token t went
+// to, into recv_x at index t; later the weight gradients come back into grad_topk_weights.
+// Expert side: grad_expert_y[row] = weight[row] * grad_out[token of row], and the weight
+// gradient <grad_out[token], expert_y[row]> goes back to the token's rank. Rows of no expert
+// get a zero gradient (combine never reads them); the dispatch's expert_offsets /
+// expert_num_tokens say which rows those are.
+struct CombineBackwardArgs {
+  // token side
+  const void* grad_out;      // [num_tokens, hidden]
+  float* grad_topk_weights;  // [num_tokens, topk]
   SendRoute route;
-};
-
-// Backward of combine, expert side: grad_expert_y[row] = weight[row] * grad_out[token of row],
-// and the weight gradient <grad_out[token], expert_y[row]> goes back to the token's rank.
-// Rows of no expert get a zero gradient (combine never reads them); the dispatch's
-// expert_offsets / expert_num_tokens say which rows those are.
-struct OutputGradRecvArgs {
+  // expert side
   const void* expert_y;              // [output_rows, hidden] saved by the forward pass
   const float* expert_weights;       // [output_rows]
   const int32_t* expert_offsets;     // [experts_per_rank + 1]
   const int32_t* expert_num_tokens;  // [experts_per_rank]
   void* grad_expert_y;               // [output_rows, hidden], written whole
-  RecvRoute route;
-};
-
-struct WeightGradRecvArgs {
-  float* grad_topk_weights;  // [num_tokens, topk]
-  SendRoute route;
+  RecvRoute recv_route;
 };
 
 void launch_dispatch(const EpContext& ctx, const DispatchArgs& args, Role role, hipStream_t stream);
 void launch_combine(const EpContext& ctx, const CombineArgs& args, Role role, hipStream_t stream);
-void launch_output_grad_send(const EpContext& ctx, const OutputGradSendArgs& args, hipStream_t stream);
-void launch_output_grad_recv(const EpContext& ctx, const OutputGradRecvArgs& args, hipStream_t stream);
-void launch_weight_grad_recv(const EpContext& ctx, const WeightGradRecvArgs& args, hipStream_t stream);
+void launch_combine_backward(const EpContext& ctx, const CombineBackwardArgs& args, hipStream_t stream);
 
 #endif
 

@@ -44,7 +44,7 @@ def make(world, **kw):
 
 def run(ep, world, rank, iters=ITERS):
     """Training rounds: a forward round (dispatch, combine), then the backward of combine
-    (output_grad_send, output_grad_recv, weight_grad_recv) and of dispatch (combine again)."""
+    (combine_backward) and of dispatch (combine again)."""
     x, idx, w = inputs(world, rank)
     for _ in range(iters):
         xi, wi = x.clone().requires_grad_(), w.clone().requires_grad_()
@@ -54,7 +54,7 @@ def run(ep, world, rank, iters=ITERS):
 
 
 # Kernel launches per training round (run() above).
-PER_ROUND = {"dispatch": 1, "combine": 2, "output_grad_send": 1, "output_grad_recv": 1, "weight_grad_recv": 1}
+PER_ROUND = {"dispatch": 1, "combine": 2, "combine_backward": 1}
 
 
 @pytest.mark.skipif(COMPILED, reason="this build has the profiler")
