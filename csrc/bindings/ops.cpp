@@ -115,7 +115,6 @@ void dispatch_inputs(int64_t id, const EpEngine& e, const at::Tensor& x, const s
   args.topk_weights = topk_weights.data_ptr<float>();
 }
 // dest_mask: [num_tokens] int32, one word per token of x (the token side of the route).
-std::vector<int64_t> dest_mask_shape(const at::Tensor& x) { return {x.size(0)}; }
 void point_send_route(DispatchArgs& args, const at::Tensor& dest_mask) {
   args.route = SendRoute{dest_mask.data_ptr<int32_t>(), static_cast<int32_t>(dest_mask.size(0))};
 }
@@ -143,22 +142,23 @@ struct DispatchOutputs {
     return std::tuple_cat(std::move(*this).as_tuple(), std::make_tuple(std::move(dest_mask)));
   }
 
+  static DispatchOutputs empty(int64_t id, at::Device device) { return empty_with_dest_mask(id, device, -1).first; }
   // expert_x gets an allocation of its own (the big one: autograd keeps the route until the
-  // backward, and must not keep expert_x with it); the other outputs are planned into `pool`
-  // (OutputPool: one allocation for them all, and for whatever else the caller plans there) and
-  // taken from it by take(), in this order.
-  static void plan(const EpConfig& c, OutputPool& pool) {
-    pool.plan(expert_x_scale_shape(c), at::kFloat);   // expert_x_scale (no elements without fp8)
-    pool.plan({c.experts_per_rank()}, at::kInt);      // expert_num_tokens
-    pool.plan({c.experts_per_rank() + 1}, at::kInt);  // expert_offsets
-    pool.plan(with(rows_shape(c), 3), at::kInt);      // expert_meta
-    pool.plan(rows_shape(c), at::kFloat);             // expert_weights
-    pool.plan({c.world}, at::kInt);                   // src_tokens
-    pool.plan({route_rows(c)}, at::kInt);             // recv_token
-    pool.plan({route_rows(c), c.topk}, at::kInt);     // recv_pos
-  }
-  static DispatchOutputs take(int64_t id, at::Device device, OutputPool& pool) {
+  // backward, and must not keep expert_x with it); the other outputs share one (OutputPool), and
+  // with `tokens` >= 0 (the fused op) so does dest_mask, [tokens] int32 (undefined otherwise).
+  static std::pair<DispatchOutputs, at::Tensor> empty_with_dest_mask(int64_t id, at::Device device, int64_t tokens) {
     const EpConfig& c = engine_by_id(id).config();
+    OutputPool pool;                                 // take() returns the planned tensors in the order of plan()
+    pool.plan(expert_x_scale_shape(c), at::kFloat);  // no elements without fp8
+    pool.plan({c.experts_per_rank()}, at::kInt);
+    pool.plan({c.experts_per_rank() + 1}, at::kInt);
+    pool.plan(with(rows_shape(c), 3), at::kInt);
+    pool.plan(rows_shape(c), at::kFloat);
+    pool.plan({c.world}, at::kInt);
+    pool.plan({route_rows(c)}, at::kInt);
+    pool.plan({route_rows(c), c.topk}, at::kInt);
+    if (tokens >= 0) pool.plan({tokens}, at::kInt);
+    pool.allocate(device);
     DispatchOutputs out;
     out.expert_x = at::empty(expert_x_shape(c), at::TensorOptions().device(device).dtype(expert_x_dtype(id, c)));
     out.expert_x_scale = pool.take();
@@ -169,13 +169,8 @@ struct DispatchOutputs {
     out.src_tokens = pool.take();
     out.recv_token = pool.take();
     out.recv_pos = pool.take();
-    return out;
-  }
-  static DispatchOutputs empty(int64_t id, at::Device device) {
-    OutputPool pool;
-    plan(engine_by_id(id).config(), pool);
-    pool.allocate(device);
-    return take(id, device, pool);
+    at::Tensor dest_mask = tokens >= 0 ? pool.take() : at::Tensor();
+    return {std::move(out), std::move(dest_mask)};
   }
 
   void point(DispatchArgs& args) {
@@ -205,12 +200,7 @@ DispatchOutputs::FusedTuple dispatch(int64_t id, at::Tensor& state, const at::Te
   const c10::cuda::CUDAGuard guard(e.heap().device());
   DispatchArgs args{};
   dispatch_inputs(id, e, x, x_scale, topk_idx, topk_weights, args);
-  OutputPool pool;  // every output but expert_x, and dest_mask: one allocation
-  DispatchOutputs::plan(e.config(), pool);
-  pool.plan(dest_mask_shape(x), at::kInt);
-  pool.allocate(x.device());
-  DispatchOutputs out = DispatchOutputs::take(id, x.device(), pool);
-  at::Tensor dest_mask = pool.take();
+  auto [out, dest_mask] = DispatchOutputs::empty_with_dest_mask(id, x.device(), x.size(0));
   out.point(args);
   point_send_route(args, dest_mask);
   e.dispatch(args, current_stream(e));
@@ -224,7 +214,7 @@ at::Tensor dispatch_send(int64_t id, at::Tensor& state, const at::Tensor& x, con
   const c10::cuda::CUDAGuard guard(e.heap().device());
   DispatchArgs args{};
   dispatch_inputs(id, e, x, x_scale, topk_idx, topk_weights, args);
-  at::Tensor dest_mask = at::empty(dest_mask_shape(x), x.options().dtype(at::kInt));
+  at::Tensor dest_mask = at::empty({x.size(0)}, x.options().dtype(at::kInt));
   point_send_route(args, dest_mask);
   e.dispatch_send(args, current_stream(e));
   return dest_mask;
@@ -355,8 +345,8 @@ at::Tensor token_rows_meta(int64_t id, const at::Tensor& dest_mask) {
 }
 DispatchOutputs::FusedTuple dispatch_meta(int64_t id, at::Tensor&, const at::Tensor& x,
                                           const std::optional<at::Tensor>&, const at::Tensor&, const at::Tensor&) {
-  return DispatchOutputs::empty(id, at::Device(at::kMeta))
-      .with_dest_mask(at::empty(dest_mask_shape(x), x.options().dtype(at::kInt)));
+  auto [out, dest_mask] = DispatchOutputs::empty_with_dest_mask(id, at::Device(at::kMeta), x.size(0));
+  return std::move(out).with_dest_mask(std::move(dest_mask));
 }
 at::Tensor dispatch_send_meta(int64_t, at::Tensor&, const at::Tensor& x, const std::optional<at::Tensor>&,
                               const at::Tensor&, const at::Tensor&) {
