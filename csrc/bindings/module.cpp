@@ -196,6 +196,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("default_capacity",
         [](size_t budget, const py::kwargs& kw) { return moe_a2a::default_expert_capacity(make_config(kw), budget); });
   m.def("ep_region_bytes", [](const py::kwargs& kw) { return make_config(kw).heap_layout().total; });
+  // (offset in an EP region, bytes) of comb_flagged, for a test that reads it back.
+  m.def("ep_flagged_region", [](const py::kwargs& kw) {
+    const EpConfig c = make_config(kw);
+    return py::make_tuple(c.heap_layout().comb_flagged,
+                          static_cast<size_t>(c.world) * c.flagged_tokens() * c.flagged_row_bytes());
+  });
+  m.attr("FLAGGED_TOKENS") = moe_a2a::kFlaggedTokens;
   m.def("create_engine",
         [](std::shared_ptr<SymmetricHeap> heap, size_t ep_offset, double timeout_s, const py::kwargs& kw) {
           EpConfig c = make_config(kw);

@@ -19,7 +19,13 @@
 // signal for a unit arrived, out[t] = the sum over the ranks token t went to, in ascending rank
 // order, in fp32, cast once to the token type, for the unit's chunks of its tokens. The order
 // is fixed, so identical inputs give bitwise identical outputs whatever the arrival order.
+//
+// A token rank with few tokens (EpConfig::flagged_partials) gets its partial sums as flagged
+// words instead (flagged_rows.cuh): its receive half sums each rank's words as they land and
+// awaits the partial signals only after, for what they still say (every rank is done with this
+// round's dispatch).
 #include "ep_device.cuh"
+#include "flagged_rows.cuh"
 
 namespace moe_a2a {
 namespace {
@@ -35,6 +41,7 @@ struct CombineShared {
   // Send half: the chunks of each row of batch source i: [chunk_first[i], + chunk_count[i]).
   int chunk_first[kMaxWorld], chunk_count[kMaxWorld];
   int chunk_span;  // the largest chunk_count of the batch
+  bool timed_out;  // receive half, flagged partial sums: a wave of this block gave up
 };
 
 // Backward of dispatch only: every rank says "my comb_x is free" (its previous round ended
@@ -84,6 +91,7 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
   const int rows = in.first[in.count];
   const int span = sh.chunk_span;
   const Vec16* y = static_cast<const Vec16*>(a.expert_y);
+  const uint32_t flag = round_flag(epoch);
   for (int batch = 0; batch < rows; batch += kRowBatch) {
     const int n = min(kRowBatch, rows - batch);
     for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
@@ -93,9 +101,9 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
       const size_t row = b.row_index(in.src[i], slot);
       const int token = a.recv_route.token[row];
       int p = a.recv_route.pos[row * cfg.topk + k];  // loaded with the token, used only if the slot is
-      // An empty slot, or a token index that could address outside comb_x (the route came
-      // from the caller), sends nothing.
-      const bool used = token >= 0 && token < cfg.max_tokens;
+      // An empty slot, or a token index past its source's tokens (the route came from the
+      // caller: it could address outside comb_x or comb_flagged), sends nothing.
+      const bool used = token >= 0 && token < sh.src_tokens[in.src[i]];
       if (!used) p = -1;
       if (static_cast<size_t>(p) >= cfg.output_rows()) p = -1;  // also p < 0
       sh.pos[r][k] = p;
@@ -125,7 +133,12 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
       Vec16 packed[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) packed[u] = pack_vec<kType>(acc[u]);
-      store_chunk(b.comb_x(in.src[i], me, sh.token[r]), chunk, vecs, packed);
+      const int src = in.src[i];
+      if (cfg.flagged_partials(sh.src_tokens[src])) {
+        store_chunk_flagged(b.comb_flagged(src, me, sh.token[r]), chunk, vecs, packed, flag);
+      } else {
+        store_chunk(b.comb_x(src, me, sh.token[r]), chunk, vecs, packed);
+      }
     }
     __syncthreads();  // pos/token are rewritten by the next batch; stores before the signals
     MOE_A2A_PROFILE(route_start = prof.now());
@@ -134,6 +147,30 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
   if (threadIdx.x < in.count) publish(b.partial_signal(in.src[threadIdx.x], me, u), epoch, round_error_bit(b, epoch));
   MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kCombinePublish, publish_start, in.count));
   __syncthreads();  // sh.batch is rewritten by the next call
+}
+
+// acc += chunk `chunk` of the flagged partial sums of token t from the ranks in `mask`, in
+// ascending rank order (the order and arithmetic of sum_row_chunks, so the result is bitwise the
+// same as from comb_x), each rank's words taken as they land. One wave; false after a timeout
+// (reported, naming the rank missing).
+template <TokenType kType>
+MOE_A2A_DEVICE bool sum_flagged_partials(const EpBuffers& b, float (&acc)[kUnroll][8], uint32_t mask, int t, int chunk,
+                                         uint64_t epoch, int u) {
+  for (uint32_t left = mask; left != 0; left &= left - 1) {
+    const int r = __ffs(static_cast<int>(left)) - 1;
+    const auto take = [&](int c, const Vec16& v) { fma_vec<kType>(acc[c], 1.0f, v); };
+    const bool arrived = await_chunk_flagged(b.comb_flagged(b.c.cfg.rank, r, t), chunk, b.vecs_per_row(),
+                                             round_flag(epoch), take, b.c.timeout_ticks, b.timed_out());
+    const LaneMask late = wave_ballot(!arrived);
+    if (late != 0) {
+      if (lane_id() == nth_set_bit(late, 0)) {
+        report_error(b.c, ErrorCode::kTimeout, r, static_cast<int>(WaitSite::kCombinePartials), u,
+                     signal_epoch(signal_word(epoch, 0)), 0);
+      }
+      return false;
+    }
+  }
+  return true;
 }
 
 // Out[t] for this rank's combine unit `u` (`unit`: its chunks of its group's tokens), once every
@@ -146,18 +183,29 @@ MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, Combi
   const int vecs = b.vecs_per_row();
   const TokenRange group = cfg.token_group(a.route.num_tokens, unit.group);
   const uint32_t ranks = all_ranks(cfg.world);
+  const bool flagged = cfg.flagged_partials(a.route.num_tokens);
   // The group's destination masks are this rank's own (from its dispatch): loaded while the
   // partial sums are on their way. At most kEpBlock tokens a group (validate()).
   if (threadIdx.x < group.end - group.begin) {
     sh.mask[threadIdx.x] = static_cast<uint32_t>(a.route.dest_mask[group.begin + threadIdx.x]) & ranks;
   }
-  MOE_A2A_PROFILE(const uint64_t wait_start = prof.now());
+  if (threadIdx.x == 0) sh.timed_out = false;
   // Every rank signals every unit, also those it has no row of, and the wait covers all of
   // them: a rank may start the next round only when every peer is done reading what it sent.
+  // Partial sums in comb_x are read after it; flagged ones before, as they land.
   // (await_ranks synchronises the block, so the masks are in shared memory after it.)
-  const auto signal = [&](int r) { return b.partial_signal(me, r, u); };
-  if (!await_ranks(b.c, signal, ranks, epoch, WaitSite::kCombinePartials, u, sh.payload)) return false;
-  MOE_A2A_PROFILE(prof.record_wait(ProfilerEvent::kCombineWait, wait_start, cfg.world));
+  const auto await_partial_signals = [&] {
+    MOE_A2A_PROFILE(const uint64_t wait_start = prof.now());
+    const auto signal = [&](int r) { return b.partial_signal(me, r, u); };
+    if (!await_ranks(b.c, signal, ranks, epoch, WaitSite::kCombinePartials, u, sh.payload)) return false;
+    MOE_A2A_PROFILE(prof.record_wait(ProfilerEvent::kCombineWait, wait_start, cfg.world));
+    return true;
+  };
+  if (flagged) {
+    __syncthreads();  // the masks
+  } else if (!await_partial_signals()) {
+    return false;
+  }
   Vec16* out = static_cast<Vec16*>(a.out);
   for (int task = wave_id(); task < (group.end - group.begin) * unit.chunk_count; task += kWavesPerBlock) {
     const int i = task / unit.chunk_count, chunk = unit.chunk_first + task % unit.chunk_count;
@@ -166,15 +214,23 @@ MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, Combi
     MOE_A2A_PROFILE_SPAN(reduce_span, prof, kCombineReduce, t);
     // The ranks' partial sums in ascending rank order, all loads in flight together.
     float acc[kUnroll][8] = {};
-    sum_row_chunks<kType>(
-        acc, __popc(mask), [&](int j) { return b.comb_x(me, nth_set_bit(mask, j), t); }, [](int) { return 1.0f; },
-        chunk, vecs);
+    if (flagged) {
+      if (!sum_flagged_partials<kType>(b, acc, mask, t, chunk, epoch, u)) {
+        sh.timed_out = true;
+        break;
+      }
+    } else {
+      sum_row_chunks<kType>(
+          acc, __popc(mask), [&](int j) { return b.comb_x(me, nth_set_bit(mask, j), t); }, [](int) { return 1.0f; },
+          chunk, vecs);
+    }
     Vec16 packed[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) packed[u] = pack_vec<kType>(acc[u]);
+    for (int c = 0; c < kUnroll; ++c) packed[c] = pack_vec<kType>(acc[c]);
     store_chunk(out + static_cast<size_t>(t) * vecs, chunk, vecs, packed);
   }
-  __syncthreads();  // sh.mask is rewritten by the next unit
+  __syncthreads();  // sh.mask is rewritten by the next unit; sh.timed_out is final
+  if (flagged && (sh.timed_out || !await_partial_signals())) return false;
   return true;
 }
 

@@ -93,6 +93,13 @@ struct EpBuffers {
     return reinterpret_cast<Vec16*>(heap_region(owner, c.heap_layout.comb_x) +
                                     row_index(src, token) * c.cfg.row_bytes());
   }
+  // On rank `owner`: comb_x(owner, src, token) as a flagged row (csrc/ep/flagged_rows.cuh), for
+  // a token rank with few tokens (EpConfig::flagged_partials).
+  MOE_A2A_DEVICE uint64_t* comb_flagged(int owner, int src, int token) const {
+    const size_t index = static_cast<size_t>(src) * c.cfg.flagged_tokens() + token;
+    return reinterpret_cast<uint64_t*>(heap_region(owner, c.heap_layout.comb_flagged) +
+                                       index * c.cfg.flagged_row_bytes());
+  }
   // On rank `owner`: the gradient of owner's router weight (token, k), [max_tokens][topk].
   MOE_A2A_DEVICE float* comb_w(int owner, int token) const {
     return reinterpret_cast<float*>(heap_region(owner, c.heap_layout.comb_w)) + static_cast<size_t>(token) * c.cfg.topk;

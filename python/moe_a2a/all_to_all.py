@@ -453,6 +453,7 @@ class AllToAll:
         self.device = self.heap.device
         offsets = [self.heap.alloc_bytes(region, 256) for _ in range(self.num_buffers)]
         self.heap_bytes = self.num_buffers * region
+        self._config, self._region_offsets = config, offsets  # for the test hooks
         # One engine per buffer: its own heap region, workspace, epochs and round order.
         self._engines = []
         self._finalizer = weakref.finalize(self, _close_engines, self._engines, self.heap, DEFAULT_CLOSE_TIMEOUT_S)
@@ -664,6 +665,14 @@ class AllToAll:
         for engine in self._engines:
             ext().engine_set_rounds_for_test(engine, int(rounds) % (1 << 64))
         dist.barrier(group=self.group)
+
+    def _flagged_words_for_test(self) -> torch.Tensor:
+        """Test hook: this rank's flagged partial sums (comb_flagged) of every buffer, as int64
+        words. Combine clears every word it read, so they are all 0 between rounds."""
+        self._check_open()
+        offset, nbytes = ext().ep_flagged_region(**self._config)
+        views = [self.heap._heap.tensor(self.rank, base + offset, nbytes) for base in self._region_offsets]
+        return torch.cat([v.view(torch.int64) for v in views])
 
     def __enter__(self):
         return self

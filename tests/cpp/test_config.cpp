@@ -90,6 +90,9 @@ std::vector<Region> heap_regions(const EpConfig& c) {
       {"recv_count", l.recv_count, static_cast<size_t>(c.num_experts) * sizeof(int32_t)},
       {"comb_x", l.comb_x, rows * h * 2},
       {"comb_w", l.comb_w, static_cast<size_t>(c.max_tokens) * k * sizeof(float)},
+      // A flagged row: 8 bytes for every 4 of the row, in blocks of 64 vectors of 16 bytes.
+      {"comb_flagged", l.comb_flagged,
+       w * static_cast<size_t>(std::min(c.max_tokens, moe_a2a::kFlaggedTokens)) * 2 * ((h * 2 + 1023) / 1024 * 1024)},
       {"count_signal", l.count_signal, w * sig},
       {"group_signal", l.group_signal, w * groups * sig},
       {"partial_signal", l.partial_signal, w * static_cast<size_t>(c.max_combine_units()) * sig},
@@ -139,9 +142,10 @@ TEST(EpConfig, RecvXSizeIsExact) {
   EXPECT_EQ(l.recv_count - l.recv_weight, 8u * 256 * 8 * 4);
   EXPECT_EQ(l.comb_x - l.recv_count, 8u * 16 * 4);  // 128 experts' counts: 512 bytes
   EXPECT_EQ(l.comb_w - l.comb_x, 8u * 256 * 4096 * 2);
-  EXPECT_EQ(l.count_signal - l.comb_w, 256u * 8 * 4);
-  EXPECT_EQ(l.group_signal - l.count_signal, kBufferAlign);  // 8 signals of 8 bytes, padded
-  EXPECT_EQ(c.max_groups(), 132);                            // min(max_tokens, 132 blocks x 1 group)
+  EXPECT_EQ(l.comb_flagged - l.comb_w, 256u * 8 * 4);
+  EXPECT_EQ(l.count_signal - l.comb_flagged, 8u * 4 * 4096 * 2 * 2);  // 4 tokens' rows, 8 bytes per 4
+  EXPECT_EQ(l.group_signal - l.count_signal, kBufferAlign);           // 8 signals of 8 bytes, padded
+  EXPECT_EQ(c.max_groups(), 132);                                     // min(max_tokens, 132 blocks x 1 group)
   EXPECT_EQ(l.partial_signal - l.group_signal, 8u * 132 * 8);
   EXPECT_EQ(l.ready_signal - l.partial_signal, 8u * 132 * 8);
   EXPECT_EQ(l.total - l.ready_signal, 3 * kBufferAlign);
@@ -191,11 +195,13 @@ TEST(EpConfig, NoInt32OverflowAtTheLargestConfig) {
   const size_t counts = 512 * 4, weight_grads = 4096 * 16 * 4;
   EXPECT_EQ(l.comb_x, token_buf + rows * 4 + rows * 16 * 4 * 2 + counts);
   EXPECT_EQ(l.comb_w, l.comb_x + token_buf);
-  EXPECT_EQ(l.count_signal, l.comb_w + weight_grads);
+  const size_t flagged = 8u * 4 * 16384 * 2 * 2;
+  EXPECT_EQ(l.comb_flagged, l.comb_w + weight_grads);
+  EXPECT_EQ(l.count_signal, l.comb_flagged + flagged);
   EXPECT_GT(l.total, static_cast<size_t>(std::numeric_limits<int32_t>::max()));
   const size_t group_signals = 8u * 132 * 8;  // 132 blocks x 1 group, 8 sources, 8 bytes each
-  EXPECT_EQ(l.total, 2 * token_buf + rows * 4 + rows * 16 * 4 * 2 + counts + weight_grads + 2 * group_signals +
-                         4 * kBufferAlign);
+  EXPECT_EQ(l.total, 2 * token_buf + rows * 4 + rows * 16 * 4 * 2 + counts + weight_grads + flagged +
+                         2 * group_signals + 4 * kBufferAlign);
 
   // Padded dispatch output: 64 local experts x 32768 rows x 32 KiB.
   EXPECT_EQ(c.expert_x_bytes(), uint64_t{64} * 32768 * 32768);

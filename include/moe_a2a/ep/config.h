@@ -27,6 +27,10 @@
 //   comb_w      [max_tokens][topk]                backward of combine: gradient of this rank's
 //                                                 router weight (t, k), written by the rank
 //                                                 that owns expert topk_idx[t][k]
+//   comb_flagged [world src][flagged_tokens][flagged_row_bytes]  combine at a few tokens
+//                                                 (flagged_partials): comb_x's partial sums as
+//                                                 flagged words, each 4 bytes with the round's
+//                                                 flag (csrc/ep/flagged_rows.cuh); 0 once read
 //   signals (Signal, below), one per writer and what it announces:
 //     count_signal  [world src]                 recv_count of src is in place; payload: src's
 //                                               token count
@@ -84,6 +88,14 @@ inline constexpr int kMaxBlocks = 1024;
 inline constexpr int kMaxExpertAlignment = 1024;
 // EpConfig::dispatch_senders / combine_senders: pick the sending blocks per launch.
 inline constexpr int kAutoSenders = -1;
+// A rank with at most this many tokens gets its combine partial sums as flagged words
+// (EpConfig::flagged_partials; docs/design/protocol.md, "Flagged partial sums"): twice the bytes,
+// summed as they land instead of after a signal. On the one-GPU proxy (DeepSeek-V3 shape) that was
+// 13% faster at 1 token, 6% at 2, 3% at 4, the same at 8 and 16, and 6% slower at 16 tokens of
+// E64-K6-H2048; two GPUs have not timed it yet.
+inline constexpr int kFlaggedTokens = 4;
+// A flagged row is laid out in blocks of 64 vectors (the widest wave, csrc/ep/flagged_rows.cuh).
+inline constexpr size_t kFlaggedRowAlign = 64 * 16;
 
 // Steps that publish once per grid (the last block to finish publishes), each with its own
 // done counter: the two sending steps of combine_backward (grad_out out, weight gradients back).
@@ -142,7 +154,7 @@ struct RegionCursor {
 };
 
 struct HeapLayout {
-  size_t recv_x, recv_token, recv_expert, recv_weight, recv_count, comb_x, comb_w;
+  size_t recv_x, recv_token, recv_expert, recv_weight, recv_count, comb_x, comb_w, comb_flagged;
   size_t count_signal, group_signal, partial_signal, ready_signal, grad_signal, wgrad_signal;
   size_t total;
 };
@@ -296,6 +308,14 @@ struct EpConfig {
     return s > 0 && 2 * s <= num_blocks ? s : 0;
   }
 
+  // ---- flagged partial sums (csrc/ep/flagged_rows.cuh) ----
+  // A rank with `tokens` tokens gets its partial sums in comb_flagged, not comb_x. Both sides
+  // decide from the token rank's count alone.
+  MOE_A2A_HD int32_t flagged_tokens() const { return max_tokens < kFlaggedTokens ? max_tokens : kFlaggedTokens; }
+  MOE_A2A_HD bool flagged_partials(int32_t tokens) const { return tokens <= flagged_tokens(); }
+  // Bytes of one flagged row: a 4-byte flag next to every 4 bytes of the row.
+  MOE_A2A_HD size_t flagged_row_bytes() const { return 2 * align_up(row_bytes(), kFlaggedRowAlign); }
+
   // parts > 1 only when groups * parts <= num_blocks: units never exceed this.
   MOE_A2A_HD int32_t max_combine_units() const { return max_groups() > num_blocks ? max_groups() : num_blocks; }
 
@@ -369,6 +389,7 @@ struct EpConfig {
     l.recv_count = take(static_cast<size_t>(world) * experts_per_rank() * sizeof(int32_t));
     l.comb_x = take(rows * row_bytes());
     l.comb_w = take(static_cast<size_t>(max_tokens) * topk * sizeof(float));
+    l.comb_flagged = take(static_cast<size_t>(world) * flagged_tokens() * flagged_row_bytes());
     l.count_signal = take(signals);
     l.group_signal = take(signals * max_groups());
     l.partial_signal = take(signals * max_combine_units());

@@ -11,6 +11,7 @@ import torch.distributed as dist
 
 import moe_a2a
 from moe_a2a import reference as ref
+from moe_a2a._ext import ext
 from moe_a2a.all_to_all import _DispatchOutputs
 
 CHALLENGE_CORRECTNESS = [
@@ -457,6 +458,35 @@ def test_small_batches_split_over_blocks(num_sms, layout, world, rank):
         assert torch.equal(first.view(torch.int16), again.view(torch.int16)), "combine is not bitwise reproducible"
 
 
+@pytest.mark.parametrize("layout", ["padded", "packed"])
+def test_flagged_partial_sums_across_the_threshold(layout, world, rank):
+    """A rank with at most FLAGGED_TOKENS tokens gets combine's partial sums as flagged words
+    (csrc/ep/flagged_rows.cuh), one with more as rows in comb_x and a signal. Rounds whose ranks
+    fall on both sides of that, in turn, on one AllToAll: forward rounds against the reference,
+    a backward round (the backward of dispatch is combine too) against its closed form, and every
+    flagged word 0 after each round: combine clears what it read, so no word of an earlier round
+    can pass for a later one's."""
+    n = ext().FLAGGED_TOKENS
+    E, K, H, T = 8 * world, 4, 1024, 2 * n
+    schedule = [(n, n + 1), (n + 1, n), (1, T), (T, 1), (0, n), (n + 1, n + 1), (n, n), (1, 1)]
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float32, layout=layout) as ep:
+        for i, counts in enumerate(schedule):
+            num_tokens = [counts[r % 2] for r in range(world)]
+            inputs = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=300 + i, num_tokens=num_tokens)
+            run_round(ep, inputs, rank, world, E)
+            assert not ep._flagged_words_for_test().any(), f"round {i} {counts}: flagged words left behind"
+            if counts[0] == n:  # and a training round with the same token counts
+                x, idx, w = to_device(inputs)[rank]
+                x, w = x.clone().requires_grad_(), w.clone().requires_grad_()
+                d = ep.dispatch(x, idx, w)
+                ep.combine(d.expert_x * (1.0 + rank), d).sum().backward()
+                ep.synchronize()
+                owner = (idx.long() // (E // world)).float()  # y(t, k) = x[t] * (1 + owner of expert k)
+                want_x = (w.detach() * (1.0 + owner)).sum(-1, keepdim=True).expand_as(x)
+                torch.testing.assert_close(x.grad, want_x, rtol=1e-5, atol=1e-5)
+                assert not ep._flagged_words_for_test().any(), f"backward {counts}: flagged words left behind"
+
+
 def sm_count():
     return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
 
@@ -646,6 +676,28 @@ def test_missing_peer_times_out(world, rank):
                 ep.synchronize()
             with pytest.raises(RuntimeError, match="unusable"):
                 ep.dispatch(*inputs[0])
+    finally:
+        ep.close()
+
+
+def test_missing_peer_in_flagged_combine_times_out(world, rank):
+    """Every rank dispatches one token and only rank 0 combines: its combine waits for rank 1's
+    flagged partial sums (a token rank with at most FLAGGED_TOKENS tokens polls the words
+    themselves) and must give up after its timeout and name rank 1, never spin on."""
+    E, K, H, T = 8 * world, 6, 2048, 1
+    ep = moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16, timeout_s=1.0)
+    try:
+        x, idx, w = to_device(ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=52, num_tokens=T))[rank]
+        if rank == 0:  # the token goes to rank 1's experts only, so rank 0's combine polls rank 1's words
+            idx = torch.arange(E // world, E // world + K, device=idx.device, dtype=idx.dtype).view(1, K)
+        d = ep.dispatch(x, idx, w)
+        ep.synchronize()
+        dist.barrier()
+        if rank == 0:
+            ep.combine(fake_grouped_gemm(d, rank), d)
+            with pytest.raises(RuntimeError, match=r"timed out in combine-recv waiting for rank 1's partial sums"):
+                ep.synchronize()
+        dist.barrier()
     finally:
         ep.close()
 

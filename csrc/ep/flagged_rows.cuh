@@ -1,0 +1,90 @@
+// Rows sent as flagged words: combine's partial sums for a rank with few tokens
+// (EpConfig::flagged_partials; docs/design/protocol.md, "Flagged partial sums").
+//
+// Each 4 bytes of a row travel in one 8-byte word next to a 32-bit flag that names the round,
+// written with one relaxed system-scope store (8 bytes are one single-copy-atomic access on both
+// vendors). A reader that finds the round's flag in a word has that word's data: the writer
+// needs no release fence after its stores and no signal, and the reader no second load after
+// a signal. The price is twice the bytes, which at a few tokens costs less than a fence's
+// round trip over the link.
+//
+// Layout of a flagged row: its 16-byte vectors (4 data words each) in blocks of kWaveSize
+// vectors, one per lane of a wave; vector `base + l` of the block that starts at `base` keeps
+// data word j at word `4 * base + j * kWaveSize + l`, so each 8-byte store or load of a wave
+// covers kWaveSize consecutive words.
+//
+// The reader clears every word it consumed (0 is no round's flag). A word the reader looks at
+// therefore holds 0 or this round's data: nothing from an earlier round can pass for this
+// round's, however many rounds went by. The round's writer writes a word only after the
+// reader's clear of the round before (protocol.md, "Why nothing is overwritten too early").
+#pragma once
+
+#include "ep_device.cuh"
+
+namespace moe_a2a {
+
+// The flag of round `epoch`: its low 31 bits, and bit 31 so that no round's flag is 0.
+MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t round_flag(uint64_t epoch) { return static_cast<uint32_t>(epoch) | 0x80000000u; }
+
+// Word j of the vector this lane moves in block `u` of `chunk`, counted from the row's start.
+MOE_A2A_DEVICE MOE_A2A_INLINE size_t flagged_word(int chunk, int u, int j) {
+  const int base = chunk * kChunkVecs + u * kWaveSize;
+  return 4 * static_cast<size_t>(base) + j * kWaveSize + lane_id();
+}
+
+// Stores this lane's vectors of `chunk` (those before `vecs`) into a flagged row.
+MOE_A2A_DEVICE MOE_A2A_INLINE void store_chunk_flagged(uint64_t* row, int chunk, int vecs, const Vec16 (&v)[kUnroll],
+                                                       uint32_t flag) {
+  const uint64_t high = static_cast<uint64_t>(flag) << 32;
+  const int first = chunk * kChunkVecs + lane_id();
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    if (first + u * kWaveSize >= vecs) continue;
+    const uint32_t words[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) st_relaxed_sys(row + flagged_word(chunk, u, j), high | words[j]);
+  }
+}
+
+// Waits until this lane's words of `chunk` of a flagged row all carry `flag`, then hands their
+// data to take(u, vector), u ascending, and clears them. Every load of a look is issued before
+// any is tested, so a look costs one memory latency. One row at a time, and the code kept small:
+// the kernels' critical paths run cold in the instruction cache (docs/design/protocol.md,
+// "Flagged partial sums"). False after `timeout_ticks` of wall_clock(), or once `*give_up` is set.
+template <typename Take>
+MOE_A2A_DEVICE inline bool await_chunk_flagged(uint64_t* row, int chunk, int vecs, uint32_t flag, Take take,
+                                               uint64_t timeout_ticks, const uint64_t* give_up) {
+  const int first = chunk * kChunkVecs + lane_id();
+  const uint64_t start = wall_clock();
+  for (uint32_t spins = 1;; ++spins) {
+    uint64_t w[kUnroll][4];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        w[u][j] = first + u * kWaveSize < vecs ? ld_relaxed_sys(row + flagged_word(chunk, u, j)) : uint64_t{flag} << 32;
+      }
+    }
+    bool all = true;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) all &= static_cast<uint32_t>(w[u][j] >> 32) == flag;
+    }
+    if (all) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (first + u * kWaveSize >= vecs) continue;
+        take(u, Vec16{static_cast<uint32_t>(w[u][0]), static_cast<uint32_t>(w[u][1]), static_cast<uint32_t>(w[u][2]),
+                      static_cast<uint32_t>(w[u][3])});
+#pragma unroll
+        for (int j = 0; j < 4; ++j) st_relaxed_sys(row + flagged_word(chunk, u, j), uint64_t{0});
+      }
+      return true;
+    }
+    if (wall_clock() - start > timeout_ticks) return false;
+    if (spins % kGiveUpEvery == 0 && ld_relaxed_sys(give_up) != 0) return false;
+  }
+}
+
+}  // namespace moe_a2a
