@@ -415,6 +415,20 @@ MOE_A2A_DEVICE MOE_A2A_INLINE uint16_t float_to_bf16_bits(float f) {
   return static_cast<uint16_t>((u + rounding) >> 16);
 }
 
+// lo and hi rounded to bf16 (to nearest even) in one 32-bit word, lo in the low half. NVIDIA
+// (sm_80 and later) has one instruction for the pair; the bit manipulation above takes about ten
+// per element, and combine packs every element it writes: its code size is on the critical path
+// (docs/design/protocol.md, "Code size"). Both round the same way; only a NaN's payload differs.
+MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t pack_bf16x2(float lo, float hi) {
+#if defined(MOE_A2A_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint32_t w;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  return w;
+#else
+  return static_cast<uint32_t>(float_to_bf16_bits(lo)) | (static_cast<uint32_t>(float_to_bf16_bits(hi)) << 16);
+#endif
+}
+
 // Token elements per 16-byte vector.
 template <TokenType kType>
 inline constexpr int kVecElems = kType == TokenType::kFloat32 ? 4 : 8;
@@ -491,6 +505,7 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void sum_row_chunks(float (&acc)[kUnroll][8], int 
 
 // The index of the i-th set bit of m (i counted from 0; m has more than i bits set).
 MOE_A2A_DEVICE MOE_A2A_INLINE int nth_set_bit(uint64_t m, int i) {
+#pragma unroll 1
   for (int j = 0; j < i; ++j) m &= m - 1;
   return __ffsll(static_cast<long long>(m)) - 1;
 }
@@ -515,6 +530,8 @@ MOE_A2A_DEVICE MOE_A2A_INLINE Vec16 pack_vec(const float (&acc)[8]) {
   for (int i = 0; i < 4; ++i) {
     if constexpr (kType == TokenType::kFloat32) {
       words[i] = __float_as_uint(acc[i]);
+    } else if constexpr (kType == TokenType::kBFloat16) {
+      words[i] = pack_bf16x2(acc[2 * i], acc[2 * i + 1]);
     } else {
       words[i] = static_cast<uint32_t>(from_float<kType>(acc[2 * i])) |
                  (static_cast<uint32_t>(from_float<kType>(acc[2 * i + 1])) << 16);
