@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Code size of the kernels of one source file, and which source lines it comes from.
+
+At a few tokens most instructions a kernel runs are run for the first time in that launch, so code
+size is on the critical path (docs/design/protocol.md, "Code size"): check it when a change touches a
+device function inlined at many sites.
+
+    python3 tools/kernel_size.py csrc/ep/combine.cu [--arch sm_90] [--lines 20]
+
+Compiles FILE to a cubin (nvcc -cubin -lineinfo, the build's include paths), prints each kernel's
+size in KB and, with --lines N, the N source lines that account for most of its bytes (nvdisasm -g;
+inlined code is charged to the line it came from). Needs nvcc and nvdisasm (CUDA toolkit; NVDISASM
+names another nvdisasm). NVIDIA only: gfx942 code is compile-checked, not sized, here.
+"""
+
+import argparse
+import collections
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FUNCTION = re.compile(r"^\.text\.(\S+):$")
+LINE = re.compile(r'//## File "([^"]+)", line (\d+)')
+INSTRUCTION = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/")
+BYTES_PER_INSTRUCTION = 16  # every SASS instruction since Volta
+
+
+def find_tool(name, env):
+    path = os.environ.get(env) or shutil.which(name)
+    cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    if not path and os.path.exists(os.path.join(cuda_home, "bin", name)):
+        path = os.path.join(cuda_home, "bin", name)
+    if not path:
+        sys.exit(f"kernel_size: {name} not found (set {env} or put it on PATH)")
+    return path
+
+
+def demangled_name(symbol):
+    """The kernel's name and template argument, short: moe_a2a::...::combine_kernel<(TokenType)0>."""
+    try:
+        text = subprocess.run(["c++filt", symbol], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return symbol
+    return re.sub(r"\(anonymous namespace\)::|moe_a2a::", "", text.split("(")[0] if "<" not in text else text)
+
+
+def line_bytes(disassembly):
+    """{kernel symbol: Counter{(file, line): bytes}} from `nvdisasm -g -c` output."""
+    kernels, current, where = {}, None, ("?", 0)
+    for text in disassembly.splitlines():
+        if m := FUNCTION.match(text):
+            current = kernels.setdefault(m.group(1), collections.Counter())
+        elif m := LINE.search(text):
+            path = m.group(1)
+            where = (os.path.relpath(path, ROOT) if path.startswith(ROOT + os.sep) else path, int(m.group(2)))
+        elif current is not None and INSTRUCTION.match(text):
+            current[where] += BYTES_PER_INSTRUCTION
+    return kernels
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("file", help="a .cu file, e.g. csrc/ep/combine.cu")
+    parser.add_argument("--arch", default="sm_90")
+    parser.add_argument("--lines", type=int, default=0, help="show the N source lines of most bytes per kernel")
+    args = parser.parse_args()
+    nvcc, nvdisasm = find_tool("nvcc", "NVCC"), find_tool("nvdisasm", "NVDISASM")
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = os.path.join(tmp, "k.cubin")
+        compile_cmd = [nvcc, f"-arch={args.arch}", "-std=c++17", "-O3", "-lineinfo", "-cubin", "-o", cubin]
+        compile_cmd += ["-I", os.path.join(ROOT, "include"), "-I", os.path.join(ROOT, "csrc"), args.file]
+        subprocess.run(compile_cmd, check=True)
+        disassembly = subprocess.run([nvdisasm, "-g", "-c", cubin], capture_output=True, text=True, check=True).stdout
+    for symbol, lines in sorted(line_bytes(disassembly).items()):
+        print(f"{sum(lines.values()) / 1024:7.1f} KB  {demangled_name(symbol)}")
+        for (path, line), size in lines.most_common(args.lines):
+            print(f"      {size / 1024:6.1f} KB  {path}:{line}")
+
+
+if __name__ == "__main__":
+    main()
