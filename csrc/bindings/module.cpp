@@ -199,8 +199,7 @@ PYBIND11_MODULE(_C, m) {
   // (offset in an EP region, bytes) of comb_flagged, for a test that reads it back.
   m.def("ep_flagged_region", [](const py::kwargs& kw) {
     const EpConfig c = make_config(kw);
-    return py::make_tuple(c.heap_layout().comb_flagged,
-                          static_cast<size_t>(c.world) * c.flagged_tokens() * c.flagged_row_bytes());
+    return py::make_tuple(c.heap_layout().comb_flagged, c.flagged_region_bytes());
   });
   m.attr("FLAGGED_TOKENS") = moe_a2a::kFlaggedTokens;
   m.def("create_engine",

@@ -315,6 +315,10 @@ struct EpConfig {
   MOE_A2A_HD bool flagged_partials(int32_t tokens) const { return tokens <= flagged_tokens(); }
   // Bytes of one flagged row: a 4-byte flag next to every 4 bytes of the row.
   MOE_A2A_HD size_t flagged_row_bytes() const { return 2 * align_up(row_bytes(), kFlaggedRowAlign); }
+  // Bytes of comb_flagged: [world src][flagged_tokens][flagged_row_bytes].
+  MOE_A2A_HD size_t flagged_region_bytes() const {
+    return static_cast<size_t>(world) * flagged_tokens() * flagged_row_bytes();
+  }
 
   // parts > 1 only when groups * parts <= num_blocks: units never exceed this.
   MOE_A2A_HD int32_t max_combine_units() const { return max_groups() > num_blocks ? max_groups() : num_blocks; }
@@ -389,7 +393,7 @@ struct EpConfig {
     l.recv_count = take(static_cast<size_t>(world) * experts_per_rank() * sizeof(int32_t));
     l.comb_x = take(rows * row_bytes());
     l.comb_w = take(static_cast<size_t>(max_tokens) * topk * sizeof(float));
-    l.comb_flagged = take(static_cast<size_t>(world) * flagged_tokens() * flagged_row_bytes());
+    l.comb_flagged = take(flagged_region_bytes());
     l.count_signal = take(signals);
     l.group_signal = take(signals * max_groups());
     l.partial_signal = take(signals * max_combine_units());
