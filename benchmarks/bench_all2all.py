@@ -114,6 +114,12 @@ def parse_args(argv=None):
         "(steady state, as bench_graph.py times it) instead of one eager pipeline iteration",
     )
     p.add_argument(
+        "--trace-fp8",
+        choices=sorted(common.FP8_DTYPES),
+        default=None,
+        help="with --trace: trace moe_a2a with fp8 dispatch in this format (AllToAll(dispatch_dtype=))",
+    )
+    p.add_argument(
         "--check",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -367,25 +373,25 @@ def write_trace(ctx, shape, pool, path, args, flusher):
         return
     from baselines import MoeA2ASystem
 
+    kw = dict(layout=args.layout, num_sms=args.num_sms, send_sms=args.send_sms)
+    if args.trace_fp8:
+        kw["dispatch_dtype"] = common.FP8_DTYPES[args.trace_fp8]
+    label = shape.label + (f"-{args.trace_fp8}" if args.trace_fp8 else "")
     if args.trace_graph > 0:
-        system = MoeA2ASystem(
-            ctx, shape, profile=True, layout=args.layout, num_sms=args.num_sms, send_sms=args.send_sms
-        )
+        system = MoeA2ASystem(ctx, shape, profile=True, **kw)
         graph = common.capture_steps(lambda i: system.dispatch_combine(pool.get(i)), args.pool, args.trace_graph)
         graph.replay()  # warm: the records of the replay below are steady state
         system.ep.profile_reset()
         ctx.align()
         graph.replay()
         system.synchronize()
-        save_trace(ctx, trace, system.ep, path, f"{shape.label}-graph{args.trace_graph}")
+        save_trace(ctx, trace, system.ep, path, f"{label}-graph{args.trace_graph}")
         del graph
         system.close()
         return
     med = {}
     for profile in (False, True):
-        system = MoeA2ASystem(
-            ctx, shape, profile=profile, layout=args.layout, num_sms=args.num_sms, send_sms=args.send_sms
-        )
+        system = MoeA2ASystem(ctx, shape, profile=profile, **kw)
 
         def prep(i, system=system, profile=profile):
             if profile:  # untimed: keeps every timed iteration's records inside the buffers
@@ -405,7 +411,7 @@ def write_trace(ctx, shape, pool, path, args, flusher):
     system.ep.profile_reset()
     system.run(pool.get(0))
     system.synchronize()
-    save_trace(ctx, trace, system.ep, path, shape.label)
+    save_trace(ctx, trace, system.ep, path, label)
     system.close()
 
 

@@ -46,7 +46,7 @@ def parse_args(argv=None):
     p.add_argument("--gemm", action="store_true", help="also the pipeline dispatch -> fake GEMM -> combine")
     p.add_argument(
         "--fp8",
-        choices=["e4m3fn", "e4m3fnuz"],
+        choices=sorted(common.FP8_DTYPES),
         default=None,
         help="also every shape with fp8 dispatch (AllToAll(dispatch_dtype=)), next to the token dtype's",
     )
@@ -92,7 +92,7 @@ def bench_shape(ctx, shape, args, micro, flusher, fp8=None):
 
     pool = common.InputPool(ctx, shape, args.inputs, num_tokens=shape.max_tokens)
     routing = Routing(ctx, shape, pool, micro)
-    fp8_dtype = {"e4m3fn": torch.float8_e4m3fn, "e4m3fnuz": torch.float8_e4m3fnuz}.get(fp8)
+    fp8_dtype = common.FP8_DTYPES.get(fp8)
     system = MoeA2ASystem(
         ctx, shape, layout=args.layout, dispatch_dtype=fp8_dtype, num_sms=args.num_sms, send_sms=args.send_sms
     )

@@ -373,6 +373,8 @@ DTYPES = {
     "float16": torch.float16,
     "half": torch.float16,
 }
+# fp8 dispatch formats by name (AllToAll(dispatch_dtype=)): the --fp8 options of the benchmarks.
+FP8_DTYPES = {"e4m3fn": torch.float8_e4m3fn, "e4m3fnuz": torch.float8_e4m3fnuz}
 DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 CHALLENGE_SHAPES = "8,2,6144,16;64,6,2048,32;128,4,2880,128;128,8,4096,256;256,8,7168,256"

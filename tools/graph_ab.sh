@@ -11,6 +11,8 @@
 # OUT/compare.md (every run's graph d+c per shape, and its ratio to the base's).
 # AB_BENCH=host times host time instead: benchmarks/bench_host.py (each call in units of a torch.add
 # timed in the same iteration, "x add"), compared the same way. Default AB_BENCH=graph.
+# AB_GRAPH_ARGS: more bench_graph.py arguments for every tree (e.g. "--fp8 e4m3fn": each shape's fp8
+# dispatch too, next to the token dtype's; compare.md has a line for each).
 # Exit status: non-zero if a build or a run failed.
 set -uo pipefail
 usage="usage: tools/graph_ab.sh OUT TREE [TREE...]"
@@ -25,7 +27,7 @@ NGPU=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 echo "-- $NGPU GPU(s): $([ "$NGPU" -ge 2 ] && echo "torchrun on every GPU" || echo "the one-GPU MPS proxy")"
 BENCH=${AB_BENCH:-graph}
 case $BENCH in
-  graph) bench_args=(benchmarks/bench_graph.py --shapes ab --replays 10 --iters 30) ;;
+  graph) bench_args=(benchmarks/bench_graph.py --shapes ab --replays 10 --iters 30 ${AB_GRAPH_ARGS:-}) ;;
   host) bench_args=(benchmarks/bench_host.py) ;;
   *) echo "AB_BENCH must be graph or host, got $BENCH" >&2; exit 2 ;;
 esac

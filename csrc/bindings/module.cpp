@@ -4,6 +4,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/extension.h>
 
+#include "ep/fp8_selfcheck.h"
 #include "heap/floor_exchange.h"
 #include "heap/heap_selftest.h"
 #include "moe_a2a/platform/device.h"
@@ -289,6 +290,20 @@ PYBIND11_MODULE(_C, m) {
     return py::make_tuple(v[0], v[1], seconds);
   });
   m.attr("NUM_SYNC_MODES") = moe_a2a::kNumSyncModes;
+  // fp8_device_check(format, device) -> (encode mismatches, first bad pattern or -1, amax mismatches, first bad
+  // pattern or -1): dispatch's device fp8 arithmetic against fp8.h's on every fp32 bit pattern.
+  m.def("fp8_device_check", [](const std::string& format, int device) {
+    const moe_a2a::Fp8Format f = fp8_format_of(format);
+    MOE_A2A_TORCH_CHECK(f != moe_a2a::Fp8Format::kNone, "moe_a2a: fp8_device_check needs e4m3fn or e4m3fnuz");
+    const c10::cuda::CUDAGuard guard(device);
+    at::Tensor r = at::zeros({4}, at::TensorOptions().device(at::kCUDA, device).dtype(at::kLong));
+    r.index_put_({1}, -1);  // first_bad_* start at ~0 (unsigned)
+    r.index_put_({3}, -1);
+    moe_a2a::launch_fp8_device_check(f, reinterpret_cast<moe_a2a::Fp8CheckResult*>(r.data_ptr()),
+                                     at::cuda::getCurrentCUDAStream(device).stream());
+    const auto c = r.cpu();
+    return py::make_tuple(c[0].item<int64_t>(), c[1].item<int64_t>(), c[2].item<int64_t>(), c[3].item<int64_t>());
+  });
 
   // ==== BEGIN floor_exchange (benchmarks: the machine's floor; csrc/heap/floor_exchange.h) ====
   // floor_exchange(heap, region_offset, bytes, blocks, flags_offset, workspace_offset, timeout_s):

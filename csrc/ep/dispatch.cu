@@ -54,7 +54,8 @@ struct DispatchShared {
 
 // How the send half turns a row of x into a wire row: copies it (the token type, or fp8 bytes
 // the caller quantized, followed by their scales), or quantizes it from a token type into fp8.
-// A kernel of its own for each, so the plain copy keeps the registers it had before fp8.
+// A kernel of its own for each, and for each fp8 format (kFmt), so the plain copy keeps the
+// registers it had before fp8 and each quantizing kernel carries one encoder (fp8_rows.cuh).
 enum class SendCodec : int { kCopy, kQuantizeBf16, kQuantizeFp16, kQuantizeFp32 };
 
 SendCodec send_codec(const EpContext& c, const DispatchArgs& a) {
@@ -141,7 +142,7 @@ MOE_A2A_DEVICE void send_counts(const EpBuffers& b, const DispatchArgs& a, Dispa
 
 // Token group `g` to every rank. `numbered_to`: the tokens [0, numbered_to) whose pairs
 // sh.numbered holds (this block's previous group's end; 0 and zeros before its first).
-template <SendCodec kCodec>
+template <SendCodec kCodec, Fp8Format kFmt>
 MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, int g, int& numbered_to,
                                uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
   const EpConfig& cfg = b.c.cfg;
@@ -265,7 +266,7 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
     if constexpr (kCodec != SendCodec::kCopy) {
       constexpr TokenType kType = kQuantizedFrom<kCodec>;
       Fp8Chunk q;
-      quantize_chunk<kType>(v, chunk, in.vecs, cfg.fp8, cfg.fp8_pow2_scales != 0, q);
+      quantize_chunk<kType, kFmt>(v, chunk, in.vecs, cfg.fp8_pow2_scales != 0, q);
       for (int r = 0; r < world; ++r) {
         if ((mask >> r) & 1u) {
           store_fp8_chunk<kType>(reinterpret_cast<uint8_t*>(b.recv_x(r, me, sh.slot[i][r])), cfg.hidden, chunk, in.vecs,
@@ -544,7 +545,7 @@ MOE_A2A_DEVICE bool receive_part(const EpBuffers& b, const DispatchArgs& a, Disp
   return true;
 }
 
-template <SendCodec kCodec>
+template <SendCodec kCodec, Fp8Format kFmt>
 __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, DispatchArgs a, Role role) {
   __shared__ DispatchShared sh;
   MOE_A2A_PROFILE_TRACK(prof, c.profiler, kDispatch);
@@ -574,7 +575,8 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
         numbered_to = begin;
       }
     }
-    if (send.first < my_groups) send_group<kCodec>(b, a, sh, send.first, numbered_to, epoch MOE_A2A_PROFILE(, prof));
+    if (send.first < my_groups)
+      send_group<kCodec, kFmt>(b, a, sh, send.first, numbered_to, epoch MOE_A2A_PROFILE(, prof));
   }
   // Receive items: every source's groups, each split into `parts` parts by chunk where the
   // receiving blocks outnumber the groups (item u is part u % parts of group u / parts).
@@ -592,8 +594,21 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   // overlap).
   for (int u = recv.first, next = send.first + send.stride; u < src_items || next < my_groups;
        u += recv.stride, next += send.stride) {
-    if (next < my_groups) send_group<kCodec>(b, a, sh, next, numbered_to, epoch MOE_A2A_PROFILE(, prof));
+    if (next < my_groups) send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, epoch MOE_A2A_PROFILE(, prof));
     if (u < src_items && !receive_part(b, a, sh, group_part(u, parts, chunks), epoch MOE_A2A_PROFILE(, prof))) return;
+  }
+}
+
+// The kernel of a codec, and of the config's fp8 format where it quantizes.
+template <SendCodec kCodec>
+void launch_dispatch_kernel(const EpContext& ctx, const DispatchArgs& args, Role role, hipStream_t stream) {
+  const dim3 grid(ctx.cfg.num_blocks), block(kEpBlock);
+  if constexpr (kCodec == SendCodec::kCopy) {
+    dispatch_kernel<kCodec, Fp8Format::kNone><<<grid, block, 0, stream>>>(ctx, args, role);
+  } else if (ctx.cfg.fp8 == Fp8Format::kE4M3Fnuz) {
+    dispatch_kernel<kCodec, Fp8Format::kE4M3Fnuz><<<grid, block, 0, stream>>>(ctx, args, role);
+  } else {
+    dispatch_kernel<kCodec, Fp8Format::kE4M3Fn><<<grid, block, 0, stream>>>(ctx, args, role);
   }
 }
 
@@ -606,19 +621,18 @@ void launch_dispatch(const EpContext& ctx, const DispatchArgs& args, Role role, 
                   " outside [0, ", ctx.cfg.max_tokens, "]");
   }
   const SendCodec codec = sends(role) ? send_codec(ctx, args) : SendCodec::kCopy;
-  const dim3 grid(ctx.cfg.num_blocks), block(kEpBlock);
   switch (codec) {
     case SendCodec::kCopy:
-      dispatch_kernel<SendCodec::kCopy><<<grid, block, 0, stream>>>(ctx, args, role);
+      launch_dispatch_kernel<SendCodec::kCopy>(ctx, args, role, stream);
       break;
     case SendCodec::kQuantizeBf16:
-      dispatch_kernel<SendCodec::kQuantizeBf16><<<grid, block, 0, stream>>>(ctx, args, role);
+      launch_dispatch_kernel<SendCodec::kQuantizeBf16>(ctx, args, role, stream);
       break;
     case SendCodec::kQuantizeFp16:
-      dispatch_kernel<SendCodec::kQuantizeFp16><<<grid, block, 0, stream>>>(ctx, args, role);
+      launch_dispatch_kernel<SendCodec::kQuantizeFp16>(ctx, args, role, stream);
       break;
     case SendCodec::kQuantizeFp32:
-      dispatch_kernel<SendCodec::kQuantizeFp32><<<grid, block, 0, stream>>>(ctx, args, role);
+      launch_dispatch_kernel<SendCodec::kQuantizeFp32>(ctx, args, role, stream);
       break;
   }
   MOE_A2A_GPU_CHECK(hipGetLastError());

@@ -24,11 +24,48 @@ struct Fp8Chunk {
   float scale[kUnroll];
 };
 
-// Quantizes chunk `chunk` of a row of the token type, loaded in v (vectors past `vecs` were not).
+// The device forms of fp8.h's amax_fold and fp8_encode. Where the hardware has an instruction
+// that gives the same bytes, it is used: the software forms take tens of instructions an element,
+// and dispatch quantizes every element it sends, so they made the fp8 kernels half again as
+// large as the bf16 one (docs/design/protocol.md, "Code size"). tests/cpp/fp8_device_check.cu
+// compares them with the software forms on every fp32 bit pattern.
+//   max.NaN.f32 (NVIDIA sm_80+): the larger, NaN if either is; the NaN's payload may differ.
+//   cvt.rn.satfinite.e4m3x2.f32 (NVIDIA sm_89+, e4m3fn only): round to nearest even, saturating
+//   to +-448, NaN to NaN; the NaN's sign may differ (not part of the contract: fp8.h).
+// gfx942's v_cvt_pk_fp8_f32 (e4m3fnuz) is not used: it is unchecked on hardware here.
+MOE_A2A_DEVICE MOE_A2A_INLINE float amax_fold_device(float running, float x) {
+#if defined(MOE_A2A_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float m;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(m) : "f"(running), "f"(fabsf(x)));
+  return m;
+#else
+  return amax_fold(running, x);
+#endif
+}
+
+// The codes of v[0..3], each times inv_scale, in one word (v[0] in the low byte).
+template <Fp8Format kFmt>
+MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t quantize4(const float* v, float inv_scale) {
+#if defined(MOE_A2A_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if constexpr (kFmt == Fp8Format::kE4M3Fn) {
+    uint16_t lo, hi;  // cvt puts its first operand in the high byte
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(v[1] * inv_scale), "f"(v[0] * inv_scale));
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(v[3] * inv_scale), "f"(v[2] * inv_scale));
+    return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+  }
+#endif
+  uint32_t word = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) word |= static_cast<uint32_t>(fp8_quantize(v[i], inv_scale, kFmt)) << (8 * i);
+  return word;
+}
+
+// Quantizes chunk `chunk` of a row of the token type, loaded in v (vectors past `vecs` were not),
+// into format kFmt (a template argument: each kernel carries one encoder).
 // Every lane of the wave must call it (the block maxima are reduced across lanes).
-template <TokenType kType>
-MOE_A2A_DEVICE MOE_A2A_INLINE void quantize_chunk(const Vec16 (&v)[kUnroll], int chunk, int vecs, Fp8Format fmt,
-                                                  bool pow2, Fp8Chunk& out) {
+template <TokenType kType, Fp8Format kFmt>
+MOE_A2A_DEVICE MOE_A2A_INLINE void quantize_chunk(const Vec16 (&v)[kUnroll], int chunk, int vecs, bool pow2,
+                                                  Fp8Chunk& out) {
   const int first = chunk * kChunkVecs + lane_id();
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
@@ -37,19 +74,15 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void quantize_chunk(const Vec16 (&v)[kUnroll], int
     float amax = 0.0f;
     if (first + u * kWaveSize < vecs) {
 #pragma unroll
-      for (int i = 0; i < kVecElems<kType>; ++i) amax = amax_fold(amax, f[i]);
+      for (int i = 0; i < kVecElems<kType>; ++i) amax = amax_fold_device(amax, f[i]);
     }
 #pragma unroll
-    for (int m = kLanesPerScaleBlock<kType> / 2; m > 0; m /= 2) amax = amax_fold(amax, wave_shfl_xor(amax, m));
-    const float scale = fp8_block_scale(amax, fmt, pow2);
+    for (int m = kLanesPerScaleBlock<kType> / 2; m > 0; m /= 2) amax = amax_fold_device(amax, wave_shfl_xor(amax, m));
+    const float scale = fp8_block_scale(amax, kFmt, pow2);
     const float inv = 1.0f / scale;
-    uint32_t bytes[2] = {0u, 0u};
-#pragma unroll
-    for (int i = 0; i < kVecElems<kType>; ++i) {
-      bytes[i / 4] |= static_cast<uint32_t>(fp8_quantize(f[i], inv, fmt)) << (8 * (i % 4));
-    }
-    out.lo[u] = bytes[0];
-    out.hi[u] = bytes[1];
+    out.lo[u] = quantize4<kFmt>(f, inv);
+    out.hi[u] = 0u;
+    if constexpr (kVecElems<kType> == 8) out.hi[u] = quantize4<kFmt>(f + 4, inv);
     out.scale[u] = scale;
   }
 }

@@ -126,6 +126,20 @@ def test_fp8_special_values_stay_in_their_block(fp8_dtype, world, rank):
                 assert nan_blocks == want, f"token {tok} of rank {src}: NaN in blocks {nan_blocks}, expected {want}"
 
 
+@pytest.mark.parametrize("fp8_format", FORMAT_IDS)
+def test_fp8_device_arithmetic_equals_the_definition_on_every_float(fp8_format):
+    """dispatch's device encoder and block maximum (csrc/ep/fp8_rows.cuh: hardware instructions where
+    they give the same bytes) equal fp8.h's software definition, which quantize_fp8 mirrors, on all
+    2^32 fp32 bit patterns (a NaN's sign and payload aside). One GPU per rank, no collective."""
+    from moe_a2a import _C
+
+    encode_bad, first_encode, amax_bad, first_amax = _C.fp8_device_check(fp8_format, torch.cuda.current_device())
+    assert encode_bad == 0, (
+        f"{fp8_format}: {encode_bad} fp32 patterns encode differently, the first 0x{first_encode:08x}"
+    )
+    assert amax_bad == 0, f"{amax_bad} (maximum, pattern) folds differ, the first pattern 0x{first_amax:08x}"
+
+
 @pytest.mark.parametrize("layout", ["padded", "packed"])
 def test_fp8_given_by_the_caller(layout, world, rank):
     """x already fp8 with its scales: sent as given (here the reference's, so the rows must equal
