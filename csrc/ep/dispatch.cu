@@ -153,14 +153,18 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   MOE_A2A_PROFILE(const uint64_t route_start = prof.now());
   // Rows move as tasks (token, chunk) over the block's waves. Which chunk a wave takes first
   // does not depend on the routing, so it is loaded now and is in registers when step 4 needs it.
+  // The last wave takes the first task: the metadata (step 3) is one thread per (token, k), so at a
+  // few tokens only the first waves write it, and they take the rows' last tasks, or none (one
+  // token of 7 chunks: waves 7..1 send while wave 0 writes the metadata, not after it).
   const InputRows in = input_rows(cfg, a);
   const int chunks = chunks_per_row(in.vecs);
+  const int first_task = kWavesPerBlock - 1 - wave_id();
   const auto x_row = [&](int i) {
     return reinterpret_cast<const Vec16*>(static_cast<const uint8_t*>(a.x) +
                                           static_cast<size_t>(group.begin + i) * in.row_bytes);
   };
   Vec16 first_chunk[kUnroll];
-  if (wave_id() < n * chunks) load_chunk(x_row(wave_id() / chunks), wave_id() % chunks, in.vecs, first_chunk);
+  if (first_task < n * chunks) load_chunk(x_row(first_task / chunks), first_task % chunks, in.vecs, first_chunk);
 
   // A thread's first (token, k) of the group (steps 1 and 3): its id and weight are loaded now, so
   // that they and the ids of step 0 are in flight together, and stay in registers until step 3.
@@ -251,13 +255,13 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
 
   // 4. Rows: each chunk is loaded once (and quantized once) and stored to every destination
   //    rank of the token.
-  for (int task = wave_id(); task < n * chunks; task += kWavesPerBlock) {
+  for (int task = first_task; task < n * chunks; task += kWavesPerBlock) {
     const int i = task / chunks, chunk = task % chunks;
     const uint32_t mask = sh.mask[i] & all_ranks(world);  // not the unused slots' bits
     if (mask == 0) continue;
     MOE_A2A_PROFILE_SPAN(row_span, prof, kDispatchSendRow, group.begin + i);
     Vec16 v[kUnroll];
-    if (task == wave_id()) {
+    if (task == first_task) {
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) v[u] = first_chunk[u];
     } else {
