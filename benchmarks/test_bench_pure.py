@@ -65,6 +65,10 @@ def test_cli_parses():
         bench_all2all.parse_args(["--iters", "10"])
     with pytest.raises(SystemExit):
         bench_all2all.parse_args(["--systems", "deepep"])
+    assert bench_all2all.parse_args(["--trace", "t", "--trace-fp8", "e4m3fnuz"]).trace_fp8 == "e4m3fnuz"
+    assert bench_all2all.parse_args([]).trace_fp8 is None
+    with pytest.raises(SystemExit):
+        bench_all2all.parse_args(["--trace-fp8", "e5m2"])
     b = bench_sweep.parse_args(["--tokens", "1,8"])
     assert [s.max_tokens for s in b.shape_list] == [1, 8] and b.shape_list[0].experts == 256
 
