@@ -27,8 +27,8 @@ struct Fp8Chunk {
 // The device forms of fp8.h's amax_fold and fp8_encode. Where the hardware has an instruction
 // that gives the same bytes, it is used: the software forms take tens of instructions an element,
 // and dispatch quantizes every element it sends, so they made the fp8 kernels half again as
-// large as the bf16 one (docs/design/protocol.md, "Code size"). tests/cpp/fp8_device_check.cu
-// compares them with the software forms on every fp32 bit pattern.
+// large as the bf16 one (docs/design/protocol.md, "Code size"). fp8_selfcheck.cu compares them
+// with the software forms on every fp32 bit pattern (tests/python/gpu/test_fp8.py runs it).
 //   max.NaN.f32 (NVIDIA sm_80+): the larger, NaN if either is; the NaN's payload may differ.
 //   cvt.rn.satfinite.e4m3x2.f32 (NVIDIA sm_89+, e4m3fn only): round to nearest even, saturating
 //   to +-448, NaN to NaN; the NaN's sign may differ (not part of the contract: fp8.h).

@@ -19,8 +19,8 @@ MOE_A2A_DEVICE float running_max(int i) {
 }
 inline constexpr int kRunningMaxima = 6;
 
-MOE_A2A_DEVICE void note_mismatch(uint64_t* count, uint64_t* first, uint64_t n, uint32_t bits) {
-  atomicAdd(reinterpret_cast<unsigned long long*>(count), static_cast<unsigned long long>(n));
+MOE_A2A_DEVICE void note_mismatch(uint64_t* count, uint64_t* first, uint32_t bits) {
+  atomicAdd(reinterpret_cast<unsigned long long*>(count), 1ull);
   atomicMin(reinterpret_cast<unsigned long long*>(first), static_cast<unsigned long long>(bits));
 }
 
@@ -35,11 +35,11 @@ __global__ void __launch_bounds__(kCheckBlock) fp8_device_check_kernel(Fp8CheckR
     for (int i = 0; i < 4; ++i) {
       const uint32_t got = (word >> (8 * i)) & 0xffu, want = fp8_encode(v[i], kFmt);
       if (got != want && !(is_nan_code(got, kFmt) && is_nan_code(want, kFmt)))
-        note_mismatch(&result->encode_mismatches, &result->first_bad_encode, 1, static_cast<uint32_t>(base + i));
+        note_mismatch(&result->encode_mismatches, &result->first_bad_encode, static_cast<uint32_t>(base + i));
       for (int r = 0; r < kRunningMaxima; ++r) {
         const float a = amax_fold_device(running_max(r), v[i]), b = amax_fold(running_max(r), v[i]);
         if (float_bits(a) != float_bits(b) && !(is_nan(a) && is_nan(b)))
-          note_mismatch(&result->amax_mismatches, &result->first_bad_amax, 1, static_cast<uint32_t>(base + i));
+          note_mismatch(&result->amax_mismatches, &result->first_bad_amax, static_cast<uint32_t>(base + i));
       }
     }
   }

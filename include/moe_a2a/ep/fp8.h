@@ -17,6 +17,8 @@
 //   e4m3fnuz (MI300X, torch.float8_e4m3fnuz): bias 8, max 240, NaN 0x80, no -0
 // Both are software encodes here, identical on every backend (so either format can be
 // produced and tested anywhere); the GEMM that reads them decides which one a user needs.
+// Dispatch's kernels use a hardware instruction instead where it gives the same bytes
+// (csrc/ep/fp8_rows.cuh; checked against these on every fp32 bit pattern).
 #pragma once
 
 #include <cstdint>
