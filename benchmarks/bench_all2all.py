@@ -153,36 +153,56 @@ def graph_iters(args, tokens):
 
 # ----------------------------------------------------------------------------- measuring
 class Routing:
-    """Per pool entry: the bytes that must cross (busiest GPU, one phase), the local-memory
+    """Per pool entry: the bytes that must cross (busiest GPU, each phase), the local-memory
     bytes, and the speed of light of each phase from moe_a2a.sol.bounds (the larger of the link
-    and local terms, plus L) and which term bound it."""
+    and local terms, plus L) and which term bound it. With dispatch_dtype (fp8) dispatch moves
+    fp8 rows and their scales (moe_a2a.sol.fp8_row_bytes), combine token-dtype rows."""
 
-    def __init__(self, ctx, shape, pool, micro):
+    def __init__(self, ctx, shape, pool, micro, dispatch_dtype=None):
         sol = common.sol_model()
         self.sol_model = "moe_a2a.sol.bounds"
         elem = torch.tensor([], dtype=shape.dtype).element_size()
-        self.token_bytes = shape.hidden * elem
-        self.busiest, self.total, self.pairs = [], [], []
+        token_row = shape.hidden * elem
+        # bytes of a row of each phase (bytes_total / bytes_pairs count rows of both)
+        self.row_bytes = {"dispatch": sol.fp8_row_bytes(shape.hidden) if dispatch_dtype else token_row}
+        self.row_bytes["combine"] = token_row
+        self.busiest_d, self.busiest_c, self.total, self.pairs = [], [], [], []
         self.sol_d, self.sol_c, self.bound_d, self.bound_c = [], [], [], []
         self.local_d, self.local_c = [], []
         B, B_hbm, L = micro["B_GBps"], micro["B_hbm_GBps"], micro["L_us"]
         for j in range(len(pool)):
             routing = pool.routing(j)
-            d, c = sol.bounds(routing, shape.experts, ctx.world, shape.hidden, shape.dtype, B, B_hbm, L)
-            self.busiest.append(d.link_bytes)  # combine is dispatch transposed: same busiest GPU
+            d, c = sol.bounds(routing, shape.experts, ctx.world, shape.hidden, shape.dtype, B, B_hbm, L, dispatch_dtype)
+            self.busiest_d.append(d.link_bytes)
+            self.busiest_c.append(c.link_bytes)
             self.sol_d.append(d.us)
             self.sol_c.append(c.us)
             self.bound_d.append(d.bound)
             self.bound_c.append(c.bound)
             self.local_d.append(d.local_bytes)
             self.local_c.append(c.local_bytes)
-            self.total.append(sol.traffic_matrix(routing, shape.experts, ctx.world).sum().item() * self.token_bytes)
-            self.pairs.append(sol.pairs_matrix(routing, shape.experts, ctx.world).sum().item() * self.token_bytes)
+            self.total.append(sol.traffic_matrix(routing, shape.experts, ctx.world).sum().item())  # rows
+            self.pairs.append(sol.pairs_matrix(routing, shape.experts, ctx.world).sum().item())
         self.tokens_per_rank = sum(float(it[0].shape[0]) for it in pool.items) / len(pool)
         # (every rank has its own T; this rank's mean stands in, gathered for the table)
         t = torch.tensor([self.tokens_per_rank], device=ctx.device)
         dist.all_reduce(t, group=ctx.group)
         self.tokens_per_rank = t.item() / ctx.world
+
+    def moved(self, phase, j):
+        """Busiest GPU's bytes over the links in `phase` on pool entry j (two-phase rows: both)."""
+        j %= len(self)
+        if phase == "dispatch":
+            return self.busiest_d[j]
+        if phase == "combine":
+            return self.busiest_c[j]
+        return self.busiest_d[j] + self.busiest_c[j]
+
+    def rows_bytes(self, phase, rows):
+        """`rows` rows crossing in `phase` (in each phase of a two-phase row), in bytes."""
+        if phase in ("dispatch", "combine"):
+            return rows * self.row_bytes[phase]
+        return rows * (self.row_bytes["dispatch"] + self.row_bytes["combine"])
 
     def __len__(self):
         return len(self.sol_d)
@@ -218,17 +238,17 @@ class Routing:
         return summarize([a + b for a, b in zip(self.local_d, self.local_c)])["median"]
 
     def phase_bytes(self):
-        """Busiest GPU's bytes of one phase, median over the pool: what the floor moves."""
-        return int(summarize(self.busiest)["median"])
+        """Busiest GPU's bytes of one phase, median over the pool: what the floor moves (with fp8
+        dispatch the phases differ: their mean, so the floor's two phases move what ours do)."""
+        return int(summarize([(d + c) / 2 for d, c in zip(self.busiest_d, self.busiest_c)])["median"])
 
 
 def phase_row(us, routing, warmup, phase):
     """Statistics of one eager measurement; per-iteration ratios use that iteration's pool entry
     (iteration j of the timed loop ran entry j + warmup)."""
-    scale = 2 if phase in TWO_PHASE else 1  # dispatch + combine cross twice
     n = len(routing)
     entry = [(j + warmup) % n for j in range(len(us))]
-    gbps = [scale * routing.busiest[e] / (t * 1e3) for t, e in zip(us, entry)]
+    gbps = [routing.moved(phase, e) / (t * 1e3) for t, e in zip(us, entry)]
     xsol = [t / routing.sol(phase, e) for t, e in zip(us, entry)]
     s = summarize(us)
     return {
@@ -240,18 +260,17 @@ def phase_row(us, routing, warmup, phase):
         "sol_us": summarize([routing.sol(phase, j) for j in range(n)])["median"],
         "sol_bound": routing.bound(phase),
         "local_bytes": routing.local_bytes(phase),
-        "bytes": scale * summarize(routing.busiest)["median"],
-        "bytes_total": scale * summarize(routing.total)["median"],
-        "bytes_pairs": scale * summarize(routing.pairs)["median"],
+        "bytes": summarize([routing.moved(phase, j) for j in range(n)])["median"],
+        "bytes_total": routing.rows_bytes(phase, summarize(routing.total)["median"]),
+        "bytes_pairs": routing.rows_bytes(phase, summarize(routing.pairs)["median"]),
     }
 
 
 def graph_fields(us, routing, iters, phase):
     """Statistics of one graph measurement: a replay ran entries 0..iters-1 (mod the pool), so
     its per-iteration time compares with the mean SoL and bytes over those entries."""
-    n = len(routing)
     sol_mean = sum(routing.sol(phase, i) for i in range(iters)) / iters
-    bytes_mean = 2 * sum(routing.busiest[i % n] for i in range(iters)) / iters
+    bytes_mean = sum(routing.moved(phase, i) for i in range(iters)) / iters
     s = summarize(us)
     return {
         "graph_us_median": s["median"],

@@ -91,8 +91,8 @@ def bench_shape(ctx, shape, args, micro, flusher, fp8=None):
     from baselines import MoeA2ASystem
 
     pool = common.InputPool(ctx, shape, args.inputs, num_tokens=shape.max_tokens)
-    routing = Routing(ctx, shape, pool, micro)
     fp8_dtype = common.FP8_DTYPES.get(fp8)
+    routing = Routing(ctx, shape, pool, micro, dispatch_dtype=fp8_dtype)
     system = MoeA2ASystem(
         ctx, shape, layout=args.layout, dispatch_dtype=fp8_dtype, num_sms=args.num_sms, send_sms=args.send_sms
     )
@@ -114,11 +114,7 @@ def bench_shape(ctx, shape, args, micro, flusher, fp8=None):
         per_graph,
         "dispatch+combine",
     )
-    row.update(g, sol_us=g["graph_sol_us"])
-    if fp8:  # moe_a2a.sol models token-dtype rows: no SoL for fp8 dispatch (yet)
-        for k in ("sol_us", "graph_sol_us", "graph_x_sol", "graph_GBps"):
-            row[k] = None
-        row["sol_bound"] = "-"
+    row.update(g, sol_us=g["graph_sol_us"])  # with fp8 dispatch, of fp8 rows and scales (moe_a2a.sol)
     if args.gemm:
         p = summarize(common.time_graph(ctx, lambda i: system.run(pool.get(i)), args.inputs, per_graph, args.replays))
         row.update(graph_pipeline_us_median=p["median"], graph_pipeline_us_p10=p["p10"], graph_pipeline_us_p90=p["p90"])

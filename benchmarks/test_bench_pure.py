@@ -125,7 +125,9 @@ def test_routing_rows_use_moe_a2a_sol(monkeypatch):
     assert r.sol("pipeline", 5) == pytest.approx(7.4) == r.sol("dispatch+combine", 1)
     assert r.bound("dispatch") == "link" and r.bound("combine") == "local"
     assert r.bound("dispatch+combine") == "link/local"
-    assert r.busiest[0] == 4000 and r.pairs[0] == 3 * 2000 and r.total[0] == 3 * 2000
+    assert r.moved("dispatch", 0) == r.moved("combine", 9) == 4000 and r.moved("pipeline", 0) == 8000
+    assert r.pairs[0] == 3 and r.total[0] == 3  # rows
+    assert r.rows_bytes("combine", 3) == 3 * 2000 and r.rows_bytes("dispatch+combine", 3) == 2 * 3 * 2000
     assert r.tokens_per_rank == pytest.approx(2.0)
     row = ba.phase_row([7.4 * 2] * 50, r, 10, "pipeline")
     assert row["x_sol"] == pytest.approx(2.0) and row["bytes"] == 8000 and row["sol_bound"] == "link/local"
@@ -134,6 +136,23 @@ def test_routing_rows_use_moe_a2a_sol(monkeypatch):
     g = ba.graph_fields([14.8] * 20, r, 64, "dispatch+combine")
     assert g["graph_x_sol"] == pytest.approx(2.0) and g["graph_us_median"] == 14.8 and g["graph_replays"] == 20
     assert r.phase_bytes() == 4000
+
+
+def test_routing_fp8_dispatch(monkeypatch):
+    """With fp8 dispatch the same case moves 1032-byte rows to the experts (1000 fp8 bytes and 8
+    scales) and 2000-byte rows back: dispatch is link-bound at 2064 bytes, combine as before."""
+    import bench_all2all as ba
+
+    entry = [torch.tensor([[0, 1], [0, 2]]), torch.tensor([[3, 2], [1, 3], [2, 0]])]
+    micro = {"B_GBps": 2.0, "B_hbm_GBps": 10.0, "L_us": 1.0}
+    monkeypatch.setattr(ba.dist, "all_reduce", lambda t, group=None: t.mul_(2))
+    shape = common.Shape(4, 2, 1000, 4, torch.float16)
+    r = ba.Routing(_Ctx(), shape, _Pool([entry] * 8), micro, dispatch_dtype=torch.float8_e4m3fn)
+    assert r.moved("dispatch", 0) == 2064 and r.moved("combine", 0) == 4000 and r.moved("pipeline", 0) == 6064
+    assert r.sol("dispatch", 0) == pytest.approx(1.0 + 1.032) and r.sol("combine", 0) == pytest.approx(4.4)
+    assert r.rows_bytes("dispatch+combine", 3) == 3 * (1032 + 2000) and r.phase_bytes() == 3032
+    g = ba.graph_fields([12.864] * 20, r, 64, "dispatch+combine")  # twice the SoL, 2.032 + 4.4 us
+    assert g["graph_x_sol"] == pytest.approx(2.0) and g["graph_GBps"] == pytest.approx(6064 / 12.864e3)
 
 
 def test_graph_iters_and_cli():

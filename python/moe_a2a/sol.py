@@ -18,6 +18,11 @@ for a token t of source rank s let
 A token whose experts all live on its own rank crosses nothing; a token with several
 experts on one remote rank crosses to it once.
 
+fp8 dispatch (``dispatch_dtype=torch.float8_e4m3fn`` / ``float8_e4m3fnuz``): a dispatched row is
+H fp8 bytes and one fp32 scale per block of 128 channels, ``H + 4 * ceil(H / 128)`` bytes
+(``fp8_row_bytes``; the kernels pad the scales to 16 bytes, which is not counted); combine still
+moves token-dtype rows. Only dispatch's link and local terms change.
+
 Time of one phase, with B_out / B_in the per-GPU peer bandwidth in GB/s (1 GB = 1e9 B)
 and L the one-way signal latency plus one kernel launch, in us:
 
@@ -53,7 +58,7 @@ from typing import Optional, Sequence, Union
 
 import torch
 
-from .reference import experts_per_rank
+from .reference import FP8_BLOCK, experts_per_rank
 
 __all__ = [
     "PhaseBytes",
@@ -71,6 +76,7 @@ __all__ = [
     "phase_bound_us",
     "PhaseBound",
     "bounds",
+    "fp8_row_bytes",
 ]
 
 LOCAL_FORMULA = (
@@ -148,6 +154,24 @@ def _elem_bytes(elem_bytes: Union[int, torch.dtype]) -> int:
     return int(elem_bytes)
 
 
+FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e4m3fnuz)
+
+
+def fp8_row_bytes(hidden: int) -> int:
+    """Bytes of one fp8 dispatch row: H fp8 bytes and ceil(H / 128) fp32 scales."""
+    return int(hidden) + 4 * (-(-int(hidden) // FP8_BLOCK))
+
+
+def _row_bytes(hidden: int, elem_bytes: Union[int, torch.dtype], dispatch_dtype: Optional[torch.dtype]) -> tuple:
+    """(dispatch, combine) bytes of one row: token-dtype rows both ways, or fp8 rows to the experts."""
+    token_row = int(hidden) * _elem_bytes(elem_bytes)
+    if dispatch_dtype is None:
+        return token_row, token_row
+    if dispatch_dtype not in FP8_DTYPES:
+        raise ValueError(f"dispatch_dtype must be None, float8_e4m3fn or float8_e4m3fnuz, got {dispatch_dtype}")
+    return fp8_row_bytes(hidden), token_row
+
+
 def traffic_matrix(all_topk_idx: Sequence, num_experts: int, world: int) -> torch.Tensor:
     """[world, world] int64 CPU tensor: tokens rank s must send to rank d (zero diagonal).
 
@@ -189,12 +213,14 @@ def phase_bytes(
     world: int,
     hidden: int,
     elem_bytes: Union[int, torch.dtype],
+    dispatch_dtype: Optional[torch.dtype] = None,
 ) -> tuple:
-    """(dispatch, combine) PhaseBytes for this routing; combine is dispatch transposed."""
+    """(dispatch, combine) PhaseBytes for this routing; combine is dispatch's rows transposed
+    (in the token dtype; dispatch's in fp8 with ``dispatch_dtype``)."""
     tokens = traffic_matrix(all_topk_idx, num_experts, world)
-    per_token = int(hidden) * _elem_bytes(elem_bytes)
-    dispatch = PhaseBytes.from_matrix((tokens * per_token).tolist())
-    combine = PhaseBytes.from_matrix((tokens.t() * per_token).tolist())
+    dispatch_row, combine_row = _row_bytes(hidden, elem_bytes, dispatch_dtype)
+    dispatch = PhaseBytes.from_matrix((tokens * dispatch_row).tolist())
+    combine = PhaseBytes.from_matrix((tokens.t() * combine_row).tolist())
     return dispatch, combine
 
 
@@ -228,13 +254,14 @@ def speed_of_light(
     bw_out_GBps: float,
     bw_in_GBps: Optional[float] = None,
     latency_us: float = 0.0,
+    dispatch_dtype: Optional[torch.dtype] = None,
 ) -> SolSummary:
     """Bytes and time of dispatch and combine at the given link numbers.
 
     ``bw_in_GBps`` defaults to ``bw_out_GBps``; each phase pays ``latency_us`` once.
     """
     bw_in = bw_out_GBps if bw_in_GBps is None else bw_in_GBps
-    dispatch, combine = phase_bytes(all_topk_idx, num_experts, world, hidden, elem_bytes)
+    dispatch, combine = phase_bytes(all_topk_idx, num_experts, world, hidden, elem_bytes, dispatch_dtype)
     return SolSummary(
         dispatch=dispatch,
         combine=combine,
@@ -284,16 +311,17 @@ def local_bytes(
     world: int,
     hidden: int,
     elem_bytes: Union[int, torch.dtype],
+    dispatch_dtype: Optional[torch.dtype] = None,
 ) -> LocalBytes:
     """Per phase and rank, the bytes its own memory must read + write (module docstring):
     dispatch[r] = rows received by r (one per (token, distinct rank r), its own tokens too)
     + pairs on r; combine[r] = pairs on r + rows received by r + rows r sent + tokens of r;
-    all in rows of H * elem_bytes."""
-    per_row = int(hidden) * _elem_bytes(elem_bytes)
+    in rows of H * elem_bytes (dispatch's in fp8 rows with ``dispatch_dtype``)."""
+    dispatch_row, combine_row = _row_bytes(hidden, elem_bytes, dispatch_dtype)
     tokens, rows_in, rows_out, pairs = _rows_per_rank(all_topk_idx, num_experts, world)
     return LocalBytes(
-        dispatch=[(rows_in[r] + pairs[r]) * per_row for r in range(world)],
-        combine=[(pairs[r] + rows_in[r] + rows_out[r] + tokens[r]) * per_row for r in range(world)],
+        dispatch=[(rows_in[r] + pairs[r]) * dispatch_row for r in range(world)],
+        combine=[(pairs[r] + rows_in[r] + rows_out[r] + tokens[r]) * combine_row for r in range(world)],
     )
 
 
@@ -352,11 +380,12 @@ def bounds(
     bw_GBps: float,
     hbm_GBps: float,
     latency_us: float,
+    dispatch_dtype: Optional[torch.dtype] = None,
 ) -> tuple:
     """(dispatch, combine) PhaseBound of one routing: the speed of light with both the link
-    and the local-memory terms (phase_bound_us)."""
-    phases = phase_bytes(all_topk_idx, num_experts, world, hidden, elem_bytes)
-    local = local_bytes(all_topk_idx, num_experts, world, hidden, elem_bytes)
+    and the local-memory terms (phase_bound_us); fp8 rows to the experts with ``dispatch_dtype``."""
+    phases = phase_bytes(all_topk_idx, num_experts, world, hidden, elem_bytes, dispatch_dtype)
+    local = local_bytes(all_topk_idx, num_experts, world, hidden, elem_bytes, dispatch_dtype)
     out = []
     for p, loc in zip(phases, (local.dispatch, local.combine)):
         us, bound = phase_bound_us(p.bytes_out, p.bytes_in, loc, bw_GBps, hbm_GBps, latency_us)

@@ -185,3 +185,26 @@ def test_bounds_per_phase():
     d, c = sol.bounds(LOCAL_ROUTING, 4, 2, 1000, 2, bw_GBps=2.0, hbm_GBps=5.0, latency_us=0.0)
     assert d.bound == "local" and d.us == pytest.approx(3.6)
     assert c.bound == "local" and c.us == pytest.approx(6.8)
+
+
+def test_fp8_dispatch_rows():
+    # hidden 1000: an fp8 row is 1000 bytes and ceil(1000 / 128) = 8 scales of 4 bytes: 1032 bytes.
+    # Dispatch moves (and its receivers expand) fp8 rows, combine still fp16 rows of 2000 bytes.
+    assert sol.fp8_row_bytes(1000) == 1032 and sol.fp8_row_bytes(7168) == 7168 + 4 * 56
+    fp8 = torch.float8_e4m3fn
+    dispatch, combine = sol.phase_bytes(LOCAL_ROUTING, 4, 2, 1000, torch.float16, fp8)
+    token_dispatch, token_combine = sol.phase_bytes(LOCAL_ROUTING, 4, 2, 1000, torch.float16)
+    assert dispatch.matrix == [[v // 2000 * 1032 for v in row] for row in token_dispatch.matrix]
+    assert combine.matrix == token_combine.matrix
+    local = sol.local_bytes(LOCAL_ROUTING, 4, 2, 1000, torch.float16, torch.float8_e4m3fnuz)
+    assert (
+        local.dispatch == [9 * 1032, 9 * 1032]
+        and local.combine == sol.local_bytes(LOCAL_ROUTING, 4, 2, 1000, 2).combine
+    )
+    d, c = sol.bounds(LOCAL_ROUTING, 4, 2, 1000, torch.float16, 2.0, 10.0, 1.0, dispatch_dtype=fp8)
+    assert (d.link_bytes, d.local_bytes, c.link_bytes, c.local_bytes) == (2 * 1032, 9 * 1032, 4000, 34000)
+    assert d.us == pytest.approx(1.0 + 2 * 1032 / 2e3)  # link-bound: 2064 bytes at 2 GB/s
+    s = sol.speed_of_light(LOCAL_ROUTING, 4, 2, 1000, 2, bw_out_GBps=2.0, dispatch_dtype=fp8)
+    assert s.dispatch.total == dispatch.total and s.combine.total == combine.total
+    with pytest.raises(ValueError, match="dispatch_dtype"):
+        sol.phase_bytes(LOCAL_ROUTING, 4, 2, 1000, 2, torch.bfloat16)
