@@ -189,14 +189,19 @@ class Routing:
         dist.all_reduce(t, group=ctx.group)
         self.tokens_per_rank = t.item() / ctx.world
 
-    def moved(self, phase, j):
-        """Busiest GPU's bytes over the links in `phase` on pool entry j (two-phase rows: both)."""
+    def _of_phase(self, phase, j, dispatch, combine):
+        """Pool entry j's value of `phase` from per-entry dispatch and combine lists (two-phase
+        rows: the sum)."""
         j %= len(self)
         if phase == "dispatch":
-            return self.busiest_d[j]
+            return dispatch[j]
         if phase == "combine":
-            return self.busiest_c[j]
-        return self.busiest_d[j] + self.busiest_c[j]
+            return combine[j]
+        return dispatch[j] + combine[j]
+
+    def moved(self, phase, j):
+        """Busiest GPU's bytes over the links in `phase` on pool entry j."""
+        return self._of_phase(phase, j, self.busiest_d, self.busiest_c)
 
     def rows_bytes(self, phase, rows):
         """`rows` rows crossing in `phase` (in each phase of a two-phase row), in bytes."""
@@ -208,13 +213,8 @@ class Routing:
         return len(self.sol_d)
 
     def sol(self, phase, j):
-        """Speed of light in us of `phase` on pool entry j (two-phase rows: the sum)."""
-        j %= len(self)
-        if phase == "dispatch":
-            return self.sol_d[j]
-        if phase == "combine":
-            return self.sol_c[j]
-        return self.sol_d[j] + self.sol_c[j]
+        """Speed of light in us of `phase` on pool entry j."""
+        return self._of_phase(phase, j, self.sol_d, self.sol_c)
 
     def bound(self, phase):
         """The term that bound the SoL on most entries: link or local (dispatch/combine when the
