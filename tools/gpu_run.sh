@@ -163,7 +163,7 @@ if wants profile; then
           step "trace_check-$label" 120 python3 -m moe_a2a.trace check "$t"
           step "trace_summary-$label" 300 python3 -m moe_a2a.trace summary "$t" --png "$OUT/trace-$label.png"
           sed -n '1,200p' "$OUT/trace_summary-$label.log" >>"$OUT/summary.txt"
-          step "trace_timeline-$label" 120 python3 -m moe_a2a.trace timeline "$t"
+          step "trace_timeline-$label" 120 python3 -m moe_a2a.trace timeline "$t" --waves
           cat "$OUT/trace_timeline-$label.log" >>"$OUT/summary.txt"
         done
       else

@@ -6,7 +6,7 @@ summarise, plot.
     moe_a2a.trace.save("trace.json")             # collective; rank 0 writes the file
 
     python -m moe_a2a.trace summary trace.json [--png timeline.png]     (trace.json.gz too)
-    python -m moe_a2a.trace timeline trace.json [--block B]
+    python -m moe_a2a.trace timeline trace.json [--block B] [--waves]
     python -m moe_a2a.trace check trace.json
 
 Layout: pid = rank + 1 ("rank N"); one track per wave of a block, tid = block * waves + wave + 1
@@ -359,13 +359,15 @@ def summary(trace, top=5) -> str:
     return "\n".join(out)
 
 
-def timeline(trace, block=0) -> str:
+def timeline(trace, block=0, by_wave=False) -> str:
     """One block's critical path: for every rank and kernel, when each stage of block `block`
     starts and ends, in us from the block's kernel start (stage: first start to last end over
     the block's waves), median over the kernel's runs in the trace (a trace of N graph-replayed
     iterations has N runs). At small batches one block does all of a rank's work, so block 0's
     timeline is where the time goes; a gap of 0.1 us or more before a stage (after every earlier
-    stage ended) is shown: work no stage records."""
+    stage ended) is shown: work no stage records. by_wave: also each wave's own stages, in the same
+    units: what the block's spans hide when one wave does its stages one after the other while the
+    others wait at the next barrier."""
     info = trace.get("moe_a2a", {})
     waves = info.get("waves_per_block", 1)
     xs = [e for e in complete_events(trace) if (e["tid"] - 1) // waves == block]
@@ -374,17 +376,23 @@ def timeline(trace, block=0) -> str:
     for pid, name in sorted(rank_names(trace).items()):
         mine = [e for e in xs if e["pid"] == pid]
         runs = sorted((_ns(e) + (e["name"],) for e in mine if "." not in e["name"] and (e["tid"] - 1) % waves == 0))
-        stages = sorted((_ns(e) + (e["name"],) for e in mine if "." in e["name"]))
+        stages = sorted(
+            (_ns(e) + (e["name"], (e["tid"] - 1) % waves) for e in mine if "." in e["name"]), key=lambda x: x[:3]
+        )
         spans = {}  # kernel -> run durations; (kernel, stage) -> [(start, end)] per run
+        per_wave = {}  # (kernel, wave, stage) -> [(start, end)] per run
         for start, end, kernel in runs:
             spans.setdefault(kernel, []).append(end - start)
-            inside = {}
-            for s, t, stage in stages:
+            inside, inside_wave = {}, {}
+            for s, t, stage, wave in stages:
                 if start <= s <= end and kernel_of(stage) == kernel:
-                    lo, hi = inside.get(stage, (s, t))
-                    inside[stage] = (min(lo, s), max(hi, t))
+                    for key, table in ((stage, inside), ((wave, stage), inside_wave)):
+                        lo, hi = table.get(key, (s, t))
+                        table[key] = (min(lo, s), max(hi, t))
             for stage, (s, t) in inside.items():
                 spans.setdefault((kernel, stage), []).append((s - start, t - start))
+            for (wave, stage), (s, t) in inside_wave.items():
+                per_wave.setdefault((kernel, wave, stage), []).append((s - start, t - start))
         for kernel in sorted((k for k in spans if isinstance(k, str)), key=lambda k: order.get(k, 99)):
             durs = spans[kernel]
             out.append(f"{name} {kernel}: {len(durs)} run(s), median {statistics.median(durs) / 1e3:.2f} us")
@@ -400,6 +408,15 @@ def timeline(trace, block=0) -> str:
                     f"  {stage:28s} {s / 1e3:8.2f} -> {t / 1e3:8.2f}  ({(t - s) / 1e3:6.2f} us, {n} run(s){gap})"
                 )
                 reached = max(reached, t)
+            if by_wave:
+                for wave in range(waves):
+                    mine_w = [(k[2], v) for k, v in per_wave.items() if k[0] == kernel and k[1] == wave]
+                    cells = sorted(
+                        (statistics.median(s for s, _ in v), statistics.median(t for _, t in v), stage)
+                        for stage, v in mine_w
+                    )
+                    text = ", ".join(f"{stage} {s / 1e3:.2f}-{t / 1e3:.2f}" for s, t, stage in cells)
+                    out.append(f"    wave {wave}: {text or 'no stage recorded'}")
     return "\n".join(out)
 
 
@@ -457,10 +474,11 @@ def main(argv=None) -> int:
     t = sub.add_parser("timeline", help="one block's stages, us from its kernel start, median over runs")
     t.add_argument("trace")
     t.add_argument("--block", type=int, default=0, help="block index (default 0: the one with work at any batch)")
+    t.add_argument("--waves", action="store_true", help="also each wave's stages (median over runs)")
     args = p.parse_args(argv)
     trace = load(args.trace)
     if args.cmd == "timeline":
-        print(timeline(trace, args.block))
+        print(timeline(trace, args.block, by_wave=args.waves))
         return 0
     if args.cmd == "check":
         problems = check(trace)

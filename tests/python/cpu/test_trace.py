@@ -206,7 +206,14 @@ def test_timeline_of_one_block(capsys, tmp_path):
     )
     assert rank0.index("dispatch.wait_rows") < rank0.index("dispatch.copy")  # in order of start
     assert "rank 1 combine: 1 run(s)" in text
+    assert "wave 0:" not in text
+    # by wave: wave 0 waited, then copied; wave 1 only copied (make_dumps)
+    by_wave = trace.timeline(t, block=2, by_wave=True).split("rank 1 dispatch")[0]
+    assert "    wave 0: dispatch.wait_rows 0.10-26.00, dispatch.copy 30.00-36.00\n" in by_wave
+    assert "    wave 1: dispatch.copy 30.00-36.00" in by_wave
     path = tmp_path / "t.json"
     path.write_text(json.dumps(t))
     assert trace.main(["timeline", str(path), "--block", "2"]) == 0
     assert "Timeline of block 2" in capsys.readouterr().out
+    assert trace.main(["timeline", str(path), "--block", "2", "--waves"]) == 0
+    assert "    wave 1: dispatch.copy" in capsys.readouterr().out
