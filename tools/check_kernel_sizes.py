@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Code-size budgets of the round's kernels: CI fails when a kernel's sm_90 code outgrows its budget.
+
+At a few tokens most instructions a kernel runs are run once in that launch, fetched cold, so its
+size is on the critical path (docs/design/protocol.md, "Code size": 128 KB of straight-line cold
+code took about 10 us more than warm; a version of combine 93 KB larger was 16-30% slower with no
+wait to blame). A change that takes a kernel past its budget fails here. If a proxy A/B
+(tools/graph_ab.sh) shows that the growth does not cost, raise the budget in the same commit and
+say why; if it shrinks a kernel, lower the budget so the gain is kept.
+
+    python3 tools/check_kernel_sizes.py [--arch sm_90]
+
+Needs nvcc only: a kernel's size is its .text section in the cubin. tools/kernel_size.py (which
+also needs nvdisasm) says which source lines the bytes come from.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# (source, regular expression on the demangled kernel name, budget in KB). Sizes when set
+# (2026-11-25, CUDA 13, sm_90) in the comments; the budgets leave about 7% of room.
+BUDGETS = [
+    ("csrc/ep/dispatch.cu", r"dispatch_kernel<\(SendCodec\)0,", 132),  # plain copy: 123.4
+    ("csrc/ep/dispatch.cu", r"dispatch_kernel<\(SendCodec\)[123], \(Fp8Format\)1>", 136),  # e4m3fn: 124-128
+    ("csrc/ep/dispatch.cu", r"dispatch_kernel<\(SendCodec\)[123], \(Fp8Format\)2>", 176),  # e4m3fnuz: 148-165
+    ("csrc/ep/combine.cu", r"combine_kernel<\(TokenType\)[01]>", 78),  # bf16 / fp16: 72.4-72.6
+    ("csrc/ep/combine.cu", r"combine_kernel<\(TokenType\)2>", 64),  # fp32: 59.8
+    ("csrc/ep/combine_backward.cu", r"combine_backward_kernel<", 32),  # 28.2-29.8
+]
+
+
+def text_sections(cubin):
+    """{symbol: bytes} of the .text.<symbol> sections of a 64-bit little-endian ELF file."""
+    with open(cubin, "rb") as f:
+        elf = f.read()
+    if elf[:4] != b"\x7fELF" or elf[4] != 2 or elf[5] != 1:
+        raise ValueError(f"{cubin}: not a 64-bit little-endian ELF file")
+    shoff = struct.unpack_from("<Q", elf, 0x28)[0]
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", elf, 0x3A)
+
+    def header(i):  # (name offset, file offset, size) of section i
+        base = shoff + i * shentsize
+        name = struct.unpack_from("<I", elf, base)[0]
+        offset, size = struct.unpack_from("<QQ", elf, base + 0x18)
+        return name, offset, size
+
+    strtab = header(shstrndx)[1]
+    out = {}
+    for i in range(shnum):
+        name_at, _, size = header(i)
+        name = elf[strtab + name_at : elf.index(b"\0", strtab + name_at)].decode()
+        if name.startswith(".text."):
+            out[name[len(".text.") :]] = size
+    return out
+
+
+def demangle(symbols):
+    """Demangled names (c++filt, one call), without namespaces and arguments."""
+    tool = shutil.which("c++filt")
+    if tool is None:
+        sys.exit("check_kernel_sizes: c++filt (binutils) not found")
+    text = subprocess.run([tool], input="\n".join(symbols), capture_output=True, text=True, check=True).stdout
+    return [re.sub(r"\(anonymous namespace\)::|moe_a2a::", "", n).split("(EpContext")[0] for n in text.splitlines()]
+
+
+def kernel_sizes(nvcc, source, arch, tmp):
+    """{demangled kernel name: KB} of one source file compiled to a cubin."""
+    cubin = os.path.join(tmp, os.path.basename(source) + ".cubin")
+    cmd = [nvcc, f"-arch={arch}", "-std=c++17", "-O3", "-cubin", "-o", cubin, "-I", os.path.join(ROOT, "include")]
+    subprocess.run(cmd + ["-I", os.path.join(ROOT, "csrc"), os.path.join(ROOT, source)], check=True)
+    sections = text_sections(cubin)
+    return {name: size / 1024 for name, size in zip(demangle(list(sections)), sections.values())}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--arch", default="sm_90")
+    args = parser.parse_args(argv)
+    nvcc = os.environ.get("NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    sources = sorted({source for source, _, _ in BUDGETS})
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(len(sources)) as pool:
+        sizes = dict(zip(sources, pool.map(lambda s: kernel_sizes(nvcc, s, args.arch, tmp), sources)))
+    failures = []
+    for source in sources:
+        for name, kb in sorted(sizes[source].items()):
+            budgets = [(pattern, kb_max) for s, pattern, kb_max in BUDGETS if s == source and re.search(pattern, name)]
+            if len(budgets) != 1:
+                failures.append(f"{source}: {name} matches {len(budgets)} budgets (give it exactly one)")
+                continue
+            verdict = "ok" if kb <= budgets[0][1] else "OVER BUDGET"
+            print(f"  {kb:6.1f} KB  (budget {budgets[0][1]:3d})  {verdict:11s}  {name}")
+            if kb > budgets[0][1]:
+                failures.append(f"{source}: {name} is {kb:.1f} KB, over its budget of {budgets[0][1]} KB")
+    for pattern_source, pattern, _ in BUDGETS:
+        if not any(re.search(pattern, name) for name in sizes[pattern_source]):
+            failures.append(f"{pattern_source}: no kernel matches the budget pattern {pattern!r}")
+    for line in failures:
+        print(f"check_kernel_sizes: {line}", file=sys.stderr)
+    if failures:
+        print("check_kernel_sizes: see the docstring of tools/check_kernel_sizes.py", file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
