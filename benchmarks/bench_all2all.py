@@ -161,11 +161,9 @@ class Routing:
     def __init__(self, ctx, shape, pool, micro, dispatch_dtype=None):
         sol = common.sol_model()
         self.sol_model = "moe_a2a.sol.bounds"
-        elem = torch.tensor([], dtype=shape.dtype).element_size()
-        token_row = shape.hidden * elem
         # bytes of a row of each phase (bytes_total / bytes_pairs count rows of both)
-        self.row_bytes = {"dispatch": sol.fp8_row_bytes(shape.hidden) if dispatch_dtype else token_row}
-        self.row_bytes["combine"] = token_row
+        dispatch_row, combine_row = sol.row_bytes(shape.hidden, shape.dtype, dispatch_dtype)
+        self.row_bytes = {"dispatch": dispatch_row, "combine": combine_row}
         self.busiest_d, self.busiest_c, self.total, self.pairs = [], [], [], []
         self.sol_d, self.sol_c, self.bound_d, self.bound_c = [], [], [], []
         self.local_d, self.local_c = [], []

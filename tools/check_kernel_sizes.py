@@ -19,12 +19,11 @@ import os
 import re
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from kernel_size import ROOT, compile_cubin, demangle  # tools/, beside this file
 
 # (source, regular expression on the demangled kernel name, budget in KB). Sizes when set
 # (2026-11-25, CUDA 13, sm_90) in the comments; the budgets leave about 7% of room.
@@ -63,20 +62,10 @@ def text_sections(cubin):
     return out
 
 
-def demangle(symbols):
-    """Demangled names (c++filt, one call), without namespaces and arguments."""
-    tool = shutil.which("c++filt")
-    if tool is None:
-        sys.exit("check_kernel_sizes: c++filt (binutils) not found")
-    text = subprocess.run([tool], input="\n".join(symbols), capture_output=True, text=True, check=True).stdout
-    return [re.sub(r"\(anonymous namespace\)::|moe_a2a::", "", n).split("(EpContext")[0] for n in text.splitlines()]
-
-
-def kernel_sizes(nvcc, source, arch, tmp):
-    """{demangled kernel name: KB} of one source file compiled to a cubin."""
+def kernel_sizes(source, arch, tmp):
+    """{short kernel name: KB} of one source file compiled to a cubin."""
     cubin = os.path.join(tmp, os.path.basename(source) + ".cubin")
-    cmd = [nvcc, f"-arch={arch}", "-std=c++17", "-O3", "-cubin", "-o", cubin, "-I", os.path.join(ROOT, "include")]
-    subprocess.run(cmd + ["-I", os.path.join(ROOT, "csrc"), os.path.join(ROOT, source)], check=True)
+    compile_cubin(os.path.join(ROOT, source), arch, cubin)
     sections = text_sections(cubin)
     return {name: size / 1024 for name, size in zip(demangle(list(sections)), sections.values())}
 
@@ -85,10 +74,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arch", default="sm_90")
     args = parser.parse_args(argv)
-    nvcc = os.environ.get("NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    if shutil.which("c++filt") is None:
+        sys.exit("check_kernel_sizes: c++filt (binutils) not found: the budgets match demangled names")
     sources = sorted({source for source, _, _ in BUDGETS})
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(len(sources)) as pool:
-        sizes = dict(zip(sources, pool.map(lambda s: kernel_sizes(nvcc, s, args.arch, tmp), sources)))
+        sizes = dict(zip(sources, pool.map(lambda s: kernel_sizes(s, args.arch, tmp), sources)))
     failures = []
     for source in sources:
         for name, kb in sorted(sizes[source].items()):

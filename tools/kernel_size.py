@@ -39,13 +39,22 @@ def find_tool(name, env):
     return path
 
 
-def demangled_name(symbol):
-    """The kernel's name and template argument, short: moe_a2a::...::combine_kernel<(TokenType)0>."""
-    try:
-        text = subprocess.run(["c++filt", symbol], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return symbol
-    return re.sub(r"\(anonymous namespace\)::|moe_a2a::", "", text.split("(")[0] if "<" not in text else text)
+def demangle(symbols):
+    """Short names of kernel symbols (one c++filt call): without namespaces and parameter list,
+    e.g. void combine_kernel<(TokenType)0>."""
+    tool = shutil.which("c++filt")
+    if tool is None:
+        return list(symbols)
+    text = subprocess.run([tool], input="\n".join(symbols), capture_output=True, text=True, check=True).stdout
+    return [re.sub(r"\(anonymous namespace\)::|moe_a2a::", "", n).split("(EpContext")[0] for n in text.splitlines()]
+
+
+def compile_cubin(source, arch, cubin, lineinfo=False):
+    """nvcc -cubin of one source file with the build's include paths (-lineinfo for nvdisasm -g)."""
+    cmd = [find_tool("nvcc", "NVCC"), f"-arch={arch}", "-std=c++17", "-O3", "-cubin", "-o", cubin]
+    cmd += ["-lineinfo"] if lineinfo else []
+    cmd += ["-I", os.path.join(ROOT, "include"), "-I", os.path.join(ROOT, "csrc"), source]
+    subprocess.run(cmd, check=True)
 
 
 def line_bytes(disassembly):
@@ -68,15 +77,14 @@ def main():
     parser.add_argument("--arch", default="sm_90")
     parser.add_argument("--lines", type=int, default=0, help="show the N source lines of most bytes per kernel")
     args = parser.parse_args()
-    nvcc, nvdisasm = find_tool("nvcc", "NVCC"), find_tool("nvdisasm", "NVDISASM")
+    nvdisasm = find_tool("nvdisasm", "NVDISASM")
     with tempfile.TemporaryDirectory() as tmp:
         cubin = os.path.join(tmp, "k.cubin")
-        compile_cmd = [nvcc, f"-arch={args.arch}", "-std=c++17", "-O3", "-lineinfo", "-cubin", "-o", cubin]
-        compile_cmd += ["-I", os.path.join(ROOT, "include"), "-I", os.path.join(ROOT, "csrc"), args.file]
-        subprocess.run(compile_cmd, check=True)
+        compile_cubin(args.file, args.arch, cubin, lineinfo=True)
         disassembly = subprocess.run([nvdisasm, "-g", "-c", cubin], capture_output=True, text=True, check=True).stdout
-    for symbol, lines in sorted(line_bytes(disassembly).items()):
-        print(f"{sum(lines.values()) / 1024:7.1f} KB  {demangled_name(symbol)}")
+    kernels = sorted(line_bytes(disassembly).items())
+    for name, (symbol, lines) in zip(demangle([symbol for symbol, _ in kernels]), kernels):
+        print(f"{sum(lines.values()) / 1024:7.1f} KB  {name}")
         for (path, line), size in lines.most_common(args.lines):
             print(f"      {size / 1024:6.1f} KB  {path}:{line}")
 

@@ -90,15 +90,21 @@ EpConfig make_config(const py::kwargs& kw) {
   return c;
 }
 
-// Device scratch for a self-test result; synchronous, for tests and microbenchmarks only.
+// Device scratch for a self-test result of 64-bit words (Result: a struct of them), zeroed;
+// synchronous, for tests and microbenchmarks only.
+template <class Result = moe_a2a::SelftestResult>
 struct ResultBuffer {
+  static_assert(sizeof(Result) % sizeof(int64_t) == 0, "a result is 64-bit words");
+  static constexpr int64_t kWords = sizeof(Result) / sizeof(int64_t);
   at::Tensor t;
   explicit ResultBuffer(int device)
-      : t(at::zeros({3}, at::TensorOptions().device(at::kCUDA, device).dtype(at::kLong))) {}
-  moe_a2a::SelftestResult* ptr() { return reinterpret_cast<moe_a2a::SelftestResult*>(t.data_ptr()); }
+      : t(at::zeros({kWords}, at::TensorOptions().device(at::kCUDA, device).dtype(at::kLong))) {}
+  Result* ptr() { return reinterpret_cast<Result*>(t.data_ptr()); }
   std::vector<int64_t> read() {
     auto c = t.cpu();
-    return {c[0].item<int64_t>(), c[1].item<int64_t>(), c[2].item<int64_t>()};
+    std::vector<int64_t> words(kWords);
+    for (int64_t i = 0; i < kWords; ++i) words[i] = c[i].item<int64_t>();
+    return words;
   }
 };
 
@@ -271,7 +277,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("check_pattern", [](const SymmetricHeap& h, size_t region_offset, size_t words, size_t flag_offset,
                             uint64_t epoch, double timeout_s) {
     const c10::cuda::CUDAGuard guard(h.device());
-    ResultBuffer r(h.device());
+    ResultBuffer<> r(h.device());
     moe_a2a::launch_check_pattern(h.view(), region_offset, words, flag_offset, epoch, ticks(h, timeout_s), r.ptr(),
                                   at::cuda::getCurrentCUDAStream(h.device()).stream());
     const auto v = r.read();
@@ -281,7 +287,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("message_passing", [](const SymmetricHeap& h, size_t mailbox_offset, int data_words, int iters, uint64_t base,
                               int mode, double timeout_s) {
     const c10::cuda::CUDAGuard guard(h.device());
-    ResultBuffer r(h.device());
+    ResultBuffer<> r(h.device());
     moe_a2a::launch_message_passing(h.view(), mailbox_offset, data_words, iters, base,
                                     static_cast<moe_a2a::SyncMode>(mode), ticks(h, timeout_s), r.ptr(),
                                     at::cuda::getCurrentCUDAStream(h.device()).stream());
@@ -296,13 +302,12 @@ PYBIND11_MODULE(_C, m) {
     const moe_a2a::Fp8Format f = fp8_format_of(format);
     MOE_A2A_TORCH_CHECK(f != moe_a2a::Fp8Format::kNone, "moe_a2a: fp8_device_check needs e4m3fn or e4m3fnuz");
     const c10::cuda::CUDAGuard guard(device);
-    at::Tensor r = at::zeros({4}, at::TensorOptions().device(at::kCUDA, device).dtype(at::kLong));
-    r.index_put_({1}, -1);  // first_bad_* start at ~0 (unsigned)
-    r.index_put_({3}, -1);
-    moe_a2a::launch_fp8_device_check(f, reinterpret_cast<moe_a2a::Fp8CheckResult*>(r.data_ptr()),
-                                     at::cuda::getCurrentCUDAStream(device).stream());
-    const auto c = r.cpu();
-    return py::make_tuple(c[0].item<int64_t>(), c[1].item<int64_t>(), c[2].item<int64_t>(), c[3].item<int64_t>());
+    ResultBuffer<moe_a2a::Fp8CheckResult> r(device);
+    r.t.index_put_({1}, -1);  // first_bad_* start at ~0 (unsigned)
+    r.t.index_put_({3}, -1);
+    moe_a2a::launch_fp8_device_check(f, r.ptr(), at::cuda::getCurrentCUDAStream(device).stream());
+    const auto v = r.read();
+    return py::make_tuple(v[0], v[1], v[2], v[3]);
   });
 
   // ==== BEGIN floor_exchange (benchmarks: the machine's floor; csrc/heap/floor_exchange.h) ====

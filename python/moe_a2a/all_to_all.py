@@ -40,10 +40,9 @@ import torch.distributed as dist
 from ._collective import GroupRef, require_same
 from ._ext import ext
 from .heap import DEFAULT_CLOSE_TIMEOUT_S, SymmetricHeap
+from .reference import FP8_FORMATS
 
 _DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
-# fp8 dispatch formats (EpConfig::fp8): e4m3fn is NVIDIA's, e4m3fnuz MI300X's.
-_FP8_FORMATS = {torch.float8_e4m3fn: "e4m3fn", torch.float8_e4m3fnuz: "e4m3fnuz"}
 LAYOUTS = ("padded", "packed")
 # Default budget for the per-expert output of one dispatch; the worst case (padded: every
 # token to one expert; packed: every token to min(topk, experts per rank) local experts) is
@@ -365,7 +364,7 @@ class AllToAll:
             raise ValueError(f"moe_a2a: num_buffers must be in [1, {MAX_BUFFERS}], got {num_buffers}")
         if profile and int(num_buffers) != 1:
             raise ValueError("moe_a2a: profile=True records one buffer's rounds; use num_buffers=1 to profile")
-        if dispatch_dtype is not None and dispatch_dtype not in _FP8_FORMATS:
+        if dispatch_dtype is not None and dispatch_dtype not in FP8_FORMATS:
             raise TypeError(
                 "moe_a2a: dispatch_dtype must be None, torch.float8_e4m3fn or torch.float8_e4m3fnuz, "
                 f"got {dispatch_dtype}"
@@ -424,7 +423,7 @@ class AllToAll:
             dispatch_senders=self.send_sms[0],
             combine_senders=self.send_sms[1],
             expert_alignment=self.expert_alignment,
-            fp8=_FP8_FORMATS.get(dispatch_dtype, "none"),
+            fp8=FP8_FORMATS.get(dispatch_dtype, "none"),
             fp8_pow2_scales=int(self.fp8_pow2_scales),
         )
         asked = max_recv_tokens if layout == "packed" else max_recv_tokens_per_expert

@@ -554,6 +554,8 @@ def assert_dispatch_matches(actual: DispatchedTokens, expected: DispatchedTokens
 
 # --------------------------------------------------------------------------- fp8 rows
 FP8_BLOCK = 128  # channels per scale (include/moe_a2a/ep/fp8.h kFp8BlockElems)
+# The fp8 dispatch formats and their names (EpConfig::fp8): e4m3fn is NVIDIA's, e4m3fnuz MI300X's.
+FP8_FORMATS = {torch.float8_e4m3fn: "e4m3fn", torch.float8_e4m3fnuz: "e4m3fnuz"}
 FP8_AMAX_FLOOR = 1e-30  # kFp8AmaxFloor: an all-zero block still gets a positive scale
 
 
@@ -567,7 +569,7 @@ def quantize_fp8(x: torch.Tensor, fp8_dtype: torch.dtype, pow2_scales: bool = Fa
     gets scale inf or NaN, so it dequantizes to NaN; other blocks and tokens are untouched.
     The exact bytes are those computed on CPU tensors (tests compare dispatch against that);
     torch's CUDA kernels for the same ops need not round identically."""
-    if fp8_dtype not in (torch.float8_e4m3fn, torch.float8_e4m3fnuz):
+    if fp8_dtype not in FP8_FORMATS:
         raise TypeError(f"quantize_fp8: fp8_dtype must be float8_e4m3fn or float8_e4m3fnuz, got {fp8_dtype}")
     fp8_max = torch.finfo(fp8_dtype).max
     H = x.shape[-1]

@@ -58,7 +58,7 @@ from typing import Optional, Sequence, Union
 
 import torch
 
-from .reference import FP8_BLOCK, experts_per_rank
+from .reference import FP8_BLOCK, FP8_FORMATS, experts_per_rank
 
 __all__ = [
     "PhaseBytes",
@@ -77,6 +77,7 @@ __all__ = [
     "PhaseBound",
     "bounds",
     "fp8_row_bytes",
+    "row_bytes",
 ]
 
 LOCAL_FORMULA = (
@@ -154,20 +155,17 @@ def _elem_bytes(elem_bytes: Union[int, torch.dtype]) -> int:
     return int(elem_bytes)
 
 
-FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e4m3fnuz)
-
-
 def fp8_row_bytes(hidden: int) -> int:
     """Bytes of one fp8 dispatch row: H fp8 bytes and ceil(H / 128) fp32 scales."""
     return int(hidden) + 4 * (-(-int(hidden) // FP8_BLOCK))
 
 
-def _row_bytes(hidden: int, elem_bytes: Union[int, torch.dtype], dispatch_dtype: Optional[torch.dtype]) -> tuple:
+def row_bytes(hidden: int, elem_bytes: Union[int, torch.dtype], dispatch_dtype: Optional[torch.dtype] = None) -> tuple:
     """(dispatch, combine) bytes of one row: token-dtype rows both ways, or fp8 rows to the experts."""
     token_row = int(hidden) * _elem_bytes(elem_bytes)
     if dispatch_dtype is None:
         return token_row, token_row
-    if dispatch_dtype not in FP8_DTYPES:
+    if dispatch_dtype not in FP8_FORMATS:
         raise ValueError(f"dispatch_dtype must be None, float8_e4m3fn or float8_e4m3fnuz, got {dispatch_dtype}")
     return fp8_row_bytes(hidden), token_row
 
@@ -218,7 +216,7 @@ def phase_bytes(
     """(dispatch, combine) PhaseBytes for this routing; combine is dispatch's rows transposed
     (in the token dtype; dispatch's in fp8 with ``dispatch_dtype``)."""
     tokens = traffic_matrix(all_topk_idx, num_experts, world)
-    dispatch_row, combine_row = _row_bytes(hidden, elem_bytes, dispatch_dtype)
+    dispatch_row, combine_row = row_bytes(hidden, elem_bytes, dispatch_dtype)
     dispatch = PhaseBytes.from_matrix((tokens * dispatch_row).tolist())
     combine = PhaseBytes.from_matrix((tokens.t() * combine_row).tolist())
     return dispatch, combine
@@ -317,7 +315,7 @@ def local_bytes(
     dispatch[r] = rows received by r (one per (token, distinct rank r), its own tokens too)
     + pairs on r; combine[r] = pairs on r + rows received by r + rows r sent + tokens of r;
     in rows of H * elem_bytes (dispatch's in fp8 rows with ``dispatch_dtype``)."""
-    dispatch_row, combine_row = _row_bytes(hidden, elem_bytes, dispatch_dtype)
+    dispatch_row, combine_row = row_bytes(hidden, elem_bytes, dispatch_dtype)
     tokens, rows_in, rows_out, pairs = _rows_per_rank(all_topk_idx, num_experts, world)
     return LocalBytes(
         dispatch=[(rows_in[r] + pairs[r]) * dispatch_row for r in range(world)],
