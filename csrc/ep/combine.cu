@@ -21,9 +21,10 @@
 // is fixed, so identical inputs give bitwise identical outputs whatever the arrival order.
 //
 // A token rank with few tokens (EpConfig::flagged_partials) gets its partial sums as flagged
-// words instead (flagged_rows.cuh): its receive half sums each rank's words as they land and
-// awaits the partial signals only after, for what they still say (every rank is done with this
-// round's dispatch).
+// words instead (flagged_rows.cuh) and no partial signal: its receive half sums each rank's words
+// as they land and then awaits every rank's start signal, for what a signal still says (every rank
+// is done with this round's dispatch, and whether it hit an error). The start signal is published
+// by every launch that runs the send half, when it starts (combine_kernel).
 #include "ep_device.cuh"
 #include "flagged_rows.cuh"
 
@@ -44,15 +45,12 @@ struct CombineShared {
   bool timed_out;  // receive half, flagged partial sums: a wave of this block gave up
 };
 
-// Backward of dispatch only: every rank says "my comb_x is free" (its previous round ended
-// before this kernel started, on the same stream) and waits until every rank has said so.
-// In a forward round the dispatch half of the round plays this part.
+// Backward of dispatch only: waits until every rank's start signal says "my comb_x is free" (its
+// previous round ended before this kernel started, on the same stream). In a forward round the
+// dispatch half of the round plays this part.
 MOE_A2A_DEVICE bool await_all_ready(const EpBuffers& b, CombineShared& sh, uint64_t epoch) {
   const EpConfig& cfg = b.c.cfg;
-  if (blockIdx.x == 0 && threadIdx.x < cfg.world) {
-    publish(b.ready_signal(threadIdx.x, cfg.rank), epoch, round_error_bit(b, epoch));
-  }
-  const auto signal = [&](int src) { return b.ready_signal(cfg.rank, src); };
+  const auto signal = [&](int src) { return b.start_signal(cfg.rank, src); };
   return await_ranks(b.c, signal, all_ranks(cfg.world), epoch, WaitSite::kDispatchGradReady, -1, sh.payload);
 }
 
@@ -95,7 +93,7 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
   for (int batch = 0; batch < rows; batch += kRowBatch) {
     const int n = min(kRowBatch, rows - batch);
     for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
-      const int r = j / cfg.topk, k = j % cfg.topk;
+      const auto [r, k] = pair_of(b.c, j);
       int i, slot;
       in.locate(batch + r, i, slot);
       const size_t row = b.row_index(in.src[i], slot);
@@ -144,7 +142,9 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
     MOE_A2A_PROFILE(route_start = prof.now());
   }
   MOE_A2A_PROFILE(const uint64_t publish_start = prof.now());
-  if (threadIdx.x < in.count) publish(b.partial_signal(in.src[threadIdx.x], me, u), epoch, round_error_bit(b, epoch));
+  // A token rank with flagged partial sums waits for this rank's start signal instead (combine_kernel).
+  if (threadIdx.x < in.count && !cfg.flagged_partials(sh.src_tokens[in.src[threadIdx.x]]))
+    publish(b.partial_signal(in.src[threadIdx.x], me, u), epoch, round_error_bit(b, epoch));
   MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kCombinePublish, publish_start, in.count));
   __syncthreads();  // sh.batch is rewritten by the next call
 }
@@ -192,7 +192,8 @@ MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, Combi
   if (threadIdx.x == 0) sh.timed_out = false;
   // Every rank signals every unit, also those it has no row of, and the wait covers all of
   // them: a rank may start the next round only when every peer is done reading what it sent.
-  // Partial sums in comb_x are read after it; flagged ones before, as they land.
+  // Partial sums in comb_x are read after it; flagged ones as they land, with each rank's start
+  // signal in place of its partial signals (below).
   // (await_ranks synchronises the block, so the masks are in shared memory after it.)
   const auto await_partial_signals = [&] {
     MOE_A2A_PROFILE(const uint64_t wait_start = prof.now());
@@ -229,9 +230,17 @@ MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, Combi
     for (int c = 0; c < kUnroll; ++c) packed[c] = pack_vec<kType>(acc[c]);
     store_chunk(out + static_cast<size_t>(t) * vecs, chunk, vecs, packed);
   }
+  // Flagged: every rank's start signal instead of its partial signals, which it does not publish for
+  // this rank (send_partials): what the wait proves is that every peer is done reading what this
+  // rank sent, and its start says so as well as a partial signal would, ~1 us earlier (no fence
+  // after its partial sums). Awaited by the last wave, which at a few tokens has no sum to do.
+  if (flagged && wave_id() == kWavesPerBlock - 1 && lane_id() < cfg.world) {
+    uint32_t payload = 0;
+    if (!await_signal(b.c, b.start_signal(me, lane_id()), epoch, lane_id(), WaitSite::kCombineStart, -1, &payload))
+      sh.timed_out = true;
+  }
   __syncthreads();  // sh.mask is rewritten by the next unit; sh.timed_out is final
-  if (flagged && (sh.timed_out || !await_partial_signals())) return false;
-  return true;
+  return !(flagged && sh.timed_out);
 }
 
 template <TokenType kType>
@@ -248,8 +257,15 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
 
   int src_units = 0;
   if (send.runs) {
-    if (a.await_ready && !await_all_ready(b, sh, epoch)) return;  // timed out: engine failed
     load_route_tokens(c, a.recv_route, sh.src_tokens);
+    // This rank's combine has started: every read of the round's earlier kernels here is done (its
+    // dispatch, or the backward of combine), and an error so far (a bad route included) is in the
+    // payload. The backward of dispatch waits for it before writing comb_x, and a token rank with
+    // flagged partial sums before its next round (receive_unit). Block 0's last wave publishes: its
+    // fence stalls that wave only, which at a few tokens has nothing to send.
+    if (blockIdx.x == 0 && wave_id() == kWavesPerBlock - 1 && lane_id() < cfg.world)
+      publish(b.start_signal(lane_id(), cfg.rank), epoch, round_error_bit(b, epoch));
+    if (a.await_ready && !await_all_ready(b, sh, epoch)) return;  // timed out: engine failed
     // Each source's parts, once: lane s of every wave (parts may divide; see gather_batch), kept by
     // wave 0's lane s for send_partials.
     src_units = max_over_sources(cfg.world, [&](int s) {

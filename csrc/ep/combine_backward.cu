@@ -107,7 +107,7 @@ MOE_A2A_DEVICE bool answer_output_grads(const EpBuffers& b, const CombineBackwar
   const int tasks = sh.first_row[cfg.world] * cfg.topk;
   const int waves = gridDim.x * kWavesPerBlock;
   for (int task = blockIdx.x * kWavesPerBlock + wave_id(); task < tasks; task += waves) {
-    const int g = task / cfg.topk, k = task % cfg.topk;
+    const auto [g, k] = pair_of(b.c, task);
     int src, slot;
     row_source(sh.first_row, cfg.world, g, src, slot);
     const size_t row = b.row_index(src, slot);
@@ -151,7 +151,7 @@ MOE_A2A_DEVICE bool receive_weight_grads(const EpBuffers& b, const CombineBackwa
   if (!await_ranks(b.c, signal, all_ranks(cfg.world), epoch, WaitSite::kWeightGrad, -1, sh.payload)) return false;
   const int n = a.route.num_tokens * cfg.topk;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    const int t = i / cfg.topk, k = i % cfg.topk;
+    const auto [t, k] = pair_of(b.c, i);
     // No expert answers for an unused slot: its comb_w word is stale.
     a.grad_topk_weights[i] = slot_unused(a.route.dest_mask[t], k) ? 0.0f : b.comb_w(me, t)[k];
   }

@@ -128,9 +128,9 @@ MOE_A2A_DEVICE void send_counts(const EpBuffers& b, const DispatchArgs& a, Dispa
   for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) sh.pairs[e] = 0;
   __syncthreads();
   const bool bad = __syncthreads_or(count_pairs(cfg, a, sh.pairs, 0, tokens * cfg.topk));
-  const int local = cfg.experts_per_rank();
+  const int local = experts_per_rank(b.c);
   for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) {
-    const int r = e / local;
+    const int r = owner_rank_of(b.c, e);
     b.recv_count(r, cfg.rank)[e - r * local] = static_cast<int32_t>(sh.pairs[e]);
   }
   __syncthreads();  // every count stored before any signal
@@ -187,16 +187,17 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   __syncthreads();
   for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
     const int64_t e = j == static_cast<int>(threadIdx.x) ? first_id : read_expert(a, group_ids + j);
+    const PairIndex p = pair_of(b.c, j);
     if (e == kMaskedSlot) {  // an unused slot: no row, its weight ignored (and given no gradient)
-      atomic_or_relaxed_block(sh.mask + j / cfg.topk, 1u << (kUnusedSlotBit + j % cfg.topk));
+      atomic_or_relaxed_block(sh.mask + p.token, 1u << (kUnusedSlotBit + p.k));
       continue;
     }
     if (!valid_expert(cfg, e)) {
       const int32_t shown = e < INT32_MIN ? INT32_MIN : (e > INT32_MAX ? INT32_MAX : static_cast<int32_t>(e));
-      report_error(b.c, ErrorCode::kBadExpertId, -1, shown, group.begin + j / cfg.topk, cfg.num_experts, 0);
+      report_error(b.c, ErrorCode::kBadExpertId, -1, shown, group.begin + p.token, cfg.num_experts, 0);
       continue;
     }
-    atomic_or_relaxed_block(sh.mask + j / cfg.topk, 1u << cfg.owner_rank(static_cast<int32_t>(e)));
+    atomic_or_relaxed_block(sh.mask + p.token, 1u << owner_rank_of(b.c, static_cast<int32_t>(e)));
   }
   __syncthreads();
   // combine sums exactly these ranks' partials (the unused slots' bits are for its backward)
@@ -233,15 +234,15 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   //    one shared-memory atomic on the pairs counted so far (step 0 finished before the routing's
   //    barriers).
   for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
-    const int i = j / cfg.topk, k = j % cfg.topk;
+    const auto [i, k] = pair_of(b.c, j);
     const int t = group.begin + i;
     const bool first = j == static_cast<int>(threadIdx.x);
     const int64_t e = first ? first_id : read_expert(a, group_ids + j);
     const float w = first ? first_weight : a.topk_weights[group_ids + j];
     const uint32_t mask = sh.mask[i];
-    const int owner = valid_expert(cfg, e) ? cfg.owner_rank(static_cast<int32_t>(e)) : -1;
+    const int owner = valid_expert(cfg, e) ? owner_rank_of(b.c, static_cast<int32_t>(e)) : -1;
     const int32_t place = owner < 0 ? kNoLocalExpert
-                                    : place_word(static_cast<int32_t>(e) - owner * cfg.experts_per_rank(),
+                                    : place_word(static_cast<int32_t>(e) - owner * experts_per_rank(b.c),
                                                  static_cast<int32_t>(atomic_add_relaxed_block(sh.numbered + e, 1u)));
     for (int r = 0; r < world; ++r) {
       if (!((mask >> r) & 1u)) continue;
@@ -313,7 +314,7 @@ MOE_A2A_DEVICE void expert_segments(const EpBuffers& b, DispatchShared& sh) {
   using Scan = BlockScan<int, kEpBlock>;
   __shared__ typename Scan::TempStorage scan_tmp;
   const EpConfig& cfg = b.c.cfg;
-  const int local = cfg.experts_per_rank();
+  const int local = experts_per_rank(b.c);
   const int e = threadIdx.x;
   int count[kMaxWorld] = {};
   int n = 0;
@@ -354,7 +355,7 @@ MOE_A2A_DEVICE void zero_padding_rows(const EpBuffers& b, const DispatchArgs& a,
   const int vecs = static_cast<int>(cfg.out_row_bytes() / sizeof(Vec16));
   const int blocks = cfg.scale_blocks();
   Vec16* out = static_cast<Vec16*>(a.expert_x);
-  for (int e = recv.first; e < cfg.experts_per_rank(); e += recv.stride) {
+  for (int e = recv.first; e < experts_per_rank(b.c); e += recv.stride) {
     const int first = sh.seg_first[e] + min(sh.seg_total[e], sh.seg_limit[e]);
     const int end = min(sh.seg_first[e] + cfg.aligned_rows(sh.seg_total[e]), cfg.expert_capacity);
     const size_t rows = end > first ? static_cast<size_t>(end - first) : 0;
@@ -385,7 +386,7 @@ MOE_A2A_DEVICE bool receive_counts(const EpBuffers& b, const DispatchArgs& a, Di
   expert_segments(b, sh);  // synchronises the block
   if (cfg.expert_alignment > 1) zero_padding_rows(b, a, sh, recv);
   if (recv.first == 0) {
-    const int local = cfg.experts_per_rank();
+    const int local = experts_per_rank(b.c);
     if (threadIdx.x < cfg.world) a.recv_route.src_tokens[threadIdx.x] = sh.src_tokens[threadIdx.x];
     for (int e = threadIdx.x; e < local; e += blockDim.x) {
       a.expert_num_tokens[e] = min(sh.seg_total[e], sh.seg_limit[e]);
@@ -403,7 +404,7 @@ MOE_A2A_DEVICE bool receive_counts(const EpBuffers& b, const DispatchArgs& a, Di
     }
   }
   MOE_A2A_PROFILE(if (wave_id() == 0)
-                      prof.record(ProfilerEvent::kDispatchSegments, segments_start, cfg.experts_per_rank()));
+                      prof.record(ProfilerEvent::kDispatchSegments, segments_start, experts_per_rank(b.c)));
   return true;
 }
 
@@ -414,7 +415,7 @@ MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, Dispat
                                GroupPart part MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
-  const int local = cfg.experts_per_rank();
+  const int local = experts_per_rank(b.c);
   const int vecs = static_cast<int>(cfg.out_row_bytes() / sizeof(Vec16));  // the wire row's payload
   const int chunks = part.chunk_count;
   const bool first_part = part.chunk_first == 0;
@@ -440,7 +441,7 @@ MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, Dispat
     // checked like a count: a position past the expert's limit is not written (the overflow
     // was reported with the segments).
     for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
-      const int r = j / cfg.topk, k = j % cfg.topk;
+      const auto [r, k] = pair_of(b.c, j);
       int i, slot;
       in.locate(batch + r, i, slot);
       const int src = in.src[i];

@@ -18,7 +18,7 @@ enum Call : int {
   kDispatchRecv,
   kCombineSend,
   kCombineRecv,
-  kDispatchBackwardSend,  // combine_send of a dispatch's gradient, after a ready barrier
+  kDispatchBackwardSend,  // combine_send of a dispatch's gradient, after every rank's start signal
   kCombineBackward,
   kNumCalls
 };
@@ -67,6 +67,8 @@ EpEngine::EpEngine(const EpConfig& cfg, TokenType token_type, std::shared_ptr<Sy
   ctx_.heap = heap_->view();
   ctx_.ep_offset = ep_offset;
   ctx_.token_type = token_type;
+  ctx_.local_experts = Divisor::of(cfg.experts_per_rank());
+  ctx_.topk = Divisor::of(cfg.topk);
 
   const int device = heap_->device();
   MOE_A2A_GPU_CHECK(hipSetDevice(device));
@@ -181,7 +183,7 @@ void EpEngine::combine_recv(const CombineArgs& args, hipStream_t stream) {
 }
 void EpEngine::dispatch_backward(const CombineArgs& args, hipStream_t stream) {
   MOE_A2A_CHECK(args.await_ready && args.expert_weights == nullptr,
-                "dispatch_backward is an unweighted combine after a ready barrier");
+                "dispatch_backward is an unweighted combine after every rank's start signal");
   take({kDispatchBackwardSend, kCombineRecv}, [&] { launch_combine(ctx_, args, Role::kBoth, stream); });
 }
 void EpEngine::combine_backward(const CombineBackwardArgs& args, hipStream_t stream) {

@@ -54,6 +54,20 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void store_chunk(Vec16* __restrict__ row, int chun
   }
 }
 
+// cfg.experts_per_rank() and cfg.owner_rank(expert), and pair j of a token-major (token, k) list as
+// its token and k: from the context's divisors (divisor.h), with no integer division.
+MOE_A2A_DEVICE MOE_A2A_INLINE int experts_per_rank(const EpContext& c) { return c.local_experts.d; }
+MOE_A2A_DEVICE MOE_A2A_INLINE int owner_rank_of(const EpContext& c, int32_t expert) {
+  return c.local_experts.quotient(expert);
+}
+struct PairIndex {
+  int token, k;
+};
+MOE_A2A_DEVICE MOE_A2A_INLINE PairIndex pair_of(const EpContext& c, int j) {
+  const int token = c.topk.quotient(j);
+  return PairIndex{token, j - token * c.cfg.topk};
+}
+
 MOE_A2A_DEVICE MOE_A2A_INLINE int popcount(LaneMask m) { return __popcll(static_cast<unsigned long long>(m)); }
 // Lanes below this one.
 MOE_A2A_DEVICE MOE_A2A_INLINE LaneMask lanes_below() { return (static_cast<LaneMask>(1) << lane_id()) - 1; }
@@ -86,7 +100,7 @@ struct EpBuffers {
   // On rank `owner`: (token, k) pairs that rank `src` sent to each of owner's local experts.
   MOE_A2A_DEVICE int32_t* recv_count(int owner, int src) const {
     return reinterpret_cast<int32_t*>(heap_region(owner, c.heap_layout.recv_count)) +
-           static_cast<size_t>(src) * c.cfg.experts_per_rank();
+           static_cast<size_t>(src) * experts_per_rank(c);
   }
   // On rank `owner`: the partial sum that expert rank `src` returned for owner's token `token`.
   MOE_A2A_DEVICE Vec16* comb_x(int owner, int src, int token) const {
@@ -117,8 +131,8 @@ struct EpBuffers {
   MOE_A2A_DEVICE Signal* partial_signal(int owner, int src, int unit) const {
     return signals(owner, c.heap_layout.partial_signal, src, c.cfg.max_combine_units(), unit);
   }
-  MOE_A2A_DEVICE Signal* ready_signal(int owner, int src) const {
-    return rank_signal(owner, c.heap_layout.ready_signal, src);
+  MOE_A2A_DEVICE Signal* start_signal(int owner, int src) const {
+    return rank_signal(owner, c.heap_layout.start_signal, src);
   }
   MOE_A2A_DEVICE Signal* grad_signal(int owner, int src) const {
     return rank_signal(owner, c.heap_layout.grad_signal, src);

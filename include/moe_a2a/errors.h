@@ -18,13 +18,14 @@ enum class ErrorCode : uint32_t {
 
 // Where a kernel waited, for timeout messages: which call waited for which signal. One entry
 // per wait of the protocol (docs/design/protocol.md).
-#define MOE_A2A_WAIT_SITES(X)                                                  \
-  X(kDispatchCounts, "dispatch-recv", "token counts")                          \
-  X(kDispatchRows, "dispatch-recv", "rows of token group")                     \
-  X(kCombinePartials, "combine-recv", "partial sums of combine unit")          \
-  X(kDispatchGradReady, "combine-send (backward of dispatch)", "ready signal") \
-  X(kOutputGrad, "combine-backward", "output gradients")                       \
-  X(kWeightGrad, "combine-backward", "weight gradients")
+#define MOE_A2A_WAIT_SITES(X)                                                   \
+  X(kDispatchCounts, "dispatch-recv", "token counts")                           \
+  X(kDispatchRows, "dispatch-recv", "rows of token group")                      \
+  X(kCombinePartials, "combine-recv", "partial sums of combine unit")           \
+  X(kDispatchGradReady, "combine-send (backward of dispatch)", "combine start") \
+  X(kOutputGrad, "combine-backward", "output gradients")                        \
+  X(kWeightGrad, "combine-backward", "weight gradients")                        \
+  X(kCombineStart, "combine-recv", "combine start")
 
 enum class WaitSite : int32_t {
 #define MOE_A2A_WAIT_ENUM(id, call, signal) id,

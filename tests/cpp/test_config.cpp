@@ -96,7 +96,7 @@ std::vector<Region> heap_regions(const EpConfig& c) {
       {"count_signal", l.count_signal, w * sig},
       {"group_signal", l.group_signal, w * groups * sig},
       {"partial_signal", l.partial_signal, w * static_cast<size_t>(c.max_combine_units()) * sig},
-      {"ready_signal", l.ready_signal, w * sig},
+      {"start_signal", l.start_signal, w * sig},
       {"grad_signal", l.grad_signal, w * sig},
       {"wgrad_signal", l.wgrad_signal, w * sig},
   };
@@ -147,8 +147,8 @@ TEST(EpConfig, RecvXSizeIsExact) {
   EXPECT_EQ(l.group_signal - l.count_signal, kBufferAlign);           // 8 signals of 8 bytes, padded
   EXPECT_EQ(c.max_groups(), 132);                                     // min(max_tokens, 132 blocks x 1 group)
   EXPECT_EQ(l.partial_signal - l.group_signal, 8u * 132 * 8);
-  EXPECT_EQ(l.ready_signal - l.partial_signal, 8u * 132 * 8);
-  EXPECT_EQ(l.total - l.ready_signal, 3 * kBufferAlign);
+  EXPECT_EQ(l.start_signal - l.partial_signal, 8u * 132 * 8);
+  EXPECT_EQ(l.total - l.start_signal, 3 * kBufferAlign);
 }
 
 TEST(EpConfig, ChallengeShapeLayouts) {

@@ -39,7 +39,12 @@
 //     partial_signal[world src][max_combine_units]  src's partial sums for this rank's combine
 //                                               unit u (a token group, or at small T a part
 //                                               of one: see combine_parts) are in comb_x
-//     ready_signal  [world src]                 backward of dispatch: src may write comb_x
+//     start_signal  [world src]                 src's combine of this round has started: every
+//                                               read of the round's earlier kernels on src is
+//                                               done; payload: error bit (the backward of
+//                                               dispatch: src may write comb_x; a token rank
+//                                               with flagged partial sums: instead of
+//                                               partial_signal)
 //     grad_signal   [world src]                 backward of combine: output gradients in recv_x
 //     wgrad_signal  [world src]                 backward of combine: weight gradients in comb_w
 // Workspace (local memory, only this GPU touches it):
@@ -155,7 +160,7 @@ struct RegionCursor {
 
 struct HeapLayout {
   size_t recv_x, recv_token, recv_expert, recv_weight, recv_count, comb_x, comb_w, comb_flagged;
-  size_t count_signal, group_signal, partial_signal, ready_signal, grad_signal, wgrad_signal;
+  size_t count_signal, group_signal, partial_signal, start_signal, grad_signal, wgrad_signal;
   size_t total;
 };
 
@@ -397,7 +402,7 @@ struct EpConfig {
     l.count_signal = take(signals);
     l.group_signal = take(signals * max_groups());
     l.partial_signal = take(signals * max_combine_units());
-    l.ready_signal = take(signals);
+    l.start_signal = take(signals);
     l.grad_signal = take(signals);
     l.wgrad_signal = take(signals);
     l.total = cursor.end;

@@ -5,7 +5,7 @@
 // A round is one exchange out and back; every rank runs the same rounds in the same order
 // (the table of rounds is in csrc/ep/engine.cu, the protocol in docs/design/protocol.md):
 //   forward:              dispatch (send, recv) -> combine (send, recv)
-//   backward of dispatch: combine (unweighted, after a ready barrier)
+//   backward of dispatch: combine (unweighted, after every rank's start signal)
 //   backward of combine:  combine_backward (grad_out out, weight gradients back)
 // dispatch and combine are one kernel each; a launch runs the send half, the receive half or
 // both (Role), so the fused calls are one launch and the split calls one launch per half. The
@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "moe_a2a/divisor.h"
 #include "moe_a2a/ep/config.h"
 #include "moe_a2a/errors.h"
 #include "moe_a2a/heap.h"
@@ -39,6 +40,10 @@ struct EpContext {
   ErrorRecord* error;         // host-mapped, device pointer
   uint64_t timeout_ticks;     // bound on every wait, in wall_clock() ticks
   TokenType token_type;
+  // cfg.experts_per_rank() and cfg.topk as divisors (divisor.h): the kernels divide by them at many
+  // sites (owner_rank_of, pair_of in csrc/ep/ep_device.cuh), each a software routine otherwise.
+  Divisor local_experts;
+  Divisor topk;
   // Last, so the other fields keep their offsets whether or not a build profiles; all zero
   // unless profiling (see include/moe_a2a/profiler.h).
   ProfilerView profiler;
@@ -101,7 +106,8 @@ struct CombineArgs {
   const float* expert_weights;  // [output_rows] router weights; nullptr: unweighted sum
   RecvRoute recv_route;         // of the dispatch being combined (or differentiated)
   // Backward of dispatch: no dispatch precedes this combine in its round, so the ranks first
-  // agree that every comb_x is free (each publishes a ready signal, then waits for all).
+  // agree that every comb_x is free (each combine publishes a start signal; this one then waits
+  // for all of them before writing).
   bool await_ready;
   // receive half (token side)
   void* out;        // [num_tokens, hidden]

@@ -461,7 +461,8 @@ def test_small_batches_split_over_blocks(num_sms, layout, world, rank):
 @pytest.mark.parametrize("layout", ["padded", "packed"])
 def test_flagged_partial_sums_across_the_threshold(layout, world, rank):
     """A rank with at most FLAGGED_TOKENS tokens gets combine's partial sums as flagged words
-    (csrc/ep/flagged_rows.cuh), one with more as rows in comb_x and a signal. Rounds whose ranks
+    (csrc/ep/flagged_rows.cuh) and waits for each peer's start signal instead of its partial
+    signals, one with more gets rows in comb_x and partial signals. Rounds whose ranks
     fall on both sides of that, in turn, on one AllToAll: forward rounds against the reference,
     a backward round (the backward of dispatch is combine too) against its closed form, and every
     flagged word 0 after each round: combine clears what it read, so no word of an earlier round
@@ -614,9 +615,12 @@ def test_invalid_config_raises(world):
         moe_a2a.AllToAll(dist.group.WORLD, world * 4, 2, 100, 8, torch.bfloat16)
 
 
+@pytest.mark.parametrize("T", [16, 2], ids=["signalled", "flagged"])
 @pytest.mark.parametrize("bad_id", [-2, 64, 2**31 - 1, 2**40], ids=["neg", "E", "int32max", "int64big"])
-def test_bad_expert_id_is_caught_on_device(bad_id, world, rank):
-    E, K, H, T = 64, 6, 2048, 16
+def test_bad_expert_id_is_caught_on_device(bad_id, T, world, rank):
+    """Also at a few tokens, where combine's partial sums are flagged words and the error reaches the
+    token ranks with the start signals instead of partial signals."""
+    E, K, H = 64, 6, 2048
     canary = moe_a2a.SymmetricHeap(dist.group.WORLD, 1 << 20)
     guard = canary.alloc((1 << 18,), torch.int32)
     guard.fill_(0x5A5A5A5A)
