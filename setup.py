@@ -6,9 +6,9 @@ install with `pip install --no-build-isolation -e .` so the installed torch is u
 import glob
 import os
 
+import torch
 from setuptools import find_packages, setup
 from torch.utils.cpp_extension import BuildExtension, CUDAExtension
-import torch
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 IS_ROCM = torch.version.hip is not None
