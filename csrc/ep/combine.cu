@@ -195,17 +195,13 @@ MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, Combi
   // Partial sums in comb_x are read after it; flagged ones as they land, with each rank's start
   // signal in place of its partial signals (below).
   // (await_ranks synchronises the block, so the masks are in shared memory after it.)
-  const auto await_partial_signals = [&] {
+  if (flagged) {
+    __syncthreads();  // the masks
+  } else {
     MOE_A2A_PROFILE(const uint64_t wait_start = prof.now());
     const auto signal = [&](int r) { return b.partial_signal(me, r, u); };
     if (!await_ranks(b.c, signal, ranks, epoch, WaitSite::kCombinePartials, u, sh.payload)) return false;
     MOE_A2A_PROFILE(prof.record_wait(ProfilerEvent::kCombineWait, wait_start, cfg.world));
-    return true;
-  };
-  if (flagged) {
-    __syncthreads();  // the masks
-  } else if (!await_partial_signals()) {
-    return false;
   }
   Vec16* out = static_cast<Vec16*>(a.out);
   for (int task = wave_id(); task < (group.end - group.begin) * unit.chunk_count; task += kWavesPerBlock) {

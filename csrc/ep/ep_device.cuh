@@ -65,7 +65,7 @@ struct PairIndex {
 };
 MOE_A2A_DEVICE MOE_A2A_INLINE PairIndex pair_of(const EpContext& c, int j) {
   const int token = c.topk.quotient(j);
-  return PairIndex{token, j - token * c.cfg.topk};
+  return PairIndex{token, j - token * c.topk.d};
 }
 
 MOE_A2A_DEVICE MOE_A2A_INLINE int popcount(LaneMask m) { return __popcll(static_cast<unsigned long long>(m)); }
