@@ -1,6 +1,7 @@
 """CUDA-graph steady state of moe_a2a dispatch + combine, next to its eager device time.
 
-    torchrun --nproc-per-node=<N> benchmarks/bench_graph.py [--shapes ...] [--gemm] [--fp8 e4m3fn] [--out DIR]
+    torchrun --nproc-per-node=<N> benchmarks/bench_graph.py [--shapes ...] [--counts ...] [--gemm] [--fp8 e4m3fn]
+             [--out DIR]
 
 What a serving engine sees: N iterations of dispatch -> combine (no expert computation in
 between; --gemm adds the pipeline with the fake grouped GEMM) captured in one CUDA graph,
@@ -14,12 +15,21 @@ L, all measured in this run (benchmarks/microbench.py); "bound" says which term 
 is the machine's floor for the shape's bytes (a bare exchange, one kernel per phase). World
 size comes from torchrun. bench_all2all.py and bench_sweep.py report the same graph timing
 next to the other systems; this script is the moe_a2a-only view over a wider set of shapes.
+
+Per-rank token counts (--counts, ';'-separated, each shape run once per spec): "max" (default:
+every rank the shape's max tokens), "drawn" (each rank and pool entry its own count, uniform in
+1..max as the challenge draws it), "a/b[/c...]" (rank r gets entry r % n; 0 allowed, each entry
+<= the shape's max), or the preset "issue35" (per shape: 1/16, 16/1, 4/16, 0/16, 16/16 from 16
+tokens, 1/128, 128/1, 128/128 from 128, 64/4096, 4096/4096 from 4096, then drawn and 1/1). Rows
+record the spec ("counts") and the counts used per rank; with unequal specs the end of the run
+shows each unequal spec's graph d+c next to the equal pair at its larger count (perf_report.py).
 """
 
 import argparse
 import os
 
 import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
+import perf_report
 import torch
 import torch.distributed as dist
 from bench_all2all import Routing, get_micro, graph_fields, shape_floor
@@ -38,6 +48,14 @@ def parse_args(argv=None):
         "--shapes",
         default=DEFAULT_SHAPES,
         help='"E,K,H,T[,dtype[,seed]];..." (T = tokens per rank), or "ab": the before/after set',
+    )
+    p.add_argument(
+        "--counts",
+        default="max",
+        help='per-rank token counts, ";"-separated specs, each shape run once per spec: "max" (default:\n'
+        'every rank the shape\'s max tokens), "drawn" (uniform in 1..max per rank and routing, as the\n'
+        'challenge draws them), "a/b[/c...]" (rank r gets entry r %% n, 0 allowed), or "issue35" (the\n'
+        "unequal pairs of issue 35 that fit each shape, plus drawn and 1/1)",
     )
     p.add_argument("--layout", default="packed", choices=["packed", "padded"])
     p.add_argument("--inputs", type=int, default=8, help="distinct routings captured in the graph (>= 8)")
@@ -63,7 +81,24 @@ def parse_args(argv=None):
     if args.inputs < 8:
         p.error("--inputs must be >= 8 (the graph must not replay one routing)")
     args.shape_list = common.parse_shapes(AB_SHAPES if args.shapes == "ab" else args.shapes)
+    try:  # every spec checked against every shape before anything runs
+        args.count_list = [common.counts_for_shape(args.counts, shape) for shape in args.shape_list]
+    except ValueError as e:
+        p.error(str(e))
     return args
+
+
+def row_label(shape_label, counts):
+    """The label of a row in tables: the shape, plus the counts spec unless it is "max"."""
+    return shape_label if counts in (None, "max") else f"{shape_label} {counts}"
+
+
+def counts_cell(row):
+    """The counts column: the spec, with the mean count per rank for "drawn"."""
+    spec = row.get("counts", "max")
+    if spec != "drawn":
+        return spec
+    return f"drawn ({'/'.join(fmt(t) for t in row['rank_tokens'])})"
 
 
 def eager_us(ctx, system, pool, iters, flusher):
@@ -87,20 +122,33 @@ def eager_us(ctx, system, pool, iters, flusher):
     return common.max_over_ranks(ctx, d_us), common.max_over_ranks(ctx, c_us)
 
 
-def bench_shape(ctx, shape, args, micro, flusher, fp8=None):
+def bench_shape(ctx, shape, args, micro, flusher, fp8=None, counts="max"):
     from baselines import MoeA2ASystem
 
-    pool = common.InputPool(ctx, shape, args.inputs, num_tokens=shape.max_tokens)
+    pool = common.InputPool(
+        ctx, shape, args.inputs, num_tokens=common.spec_num_tokens(counts, ctx.world, shape.max_tokens)
+    )
     fp8_dtype = common.FP8_DTYPES.get(fp8)
     routing = Routing(ctx, shape, pool, micro, dispatch_dtype=fp8_dtype)
     system = MoeA2ASystem(
         ctx, shape, layout=args.layout, dispatch_dtype=fp8_dtype, num_sms=args.num_sms, send_sms=args.send_sms
     )
 
-    per_graph = 8 * args.inputs if shape.max_tokens <= 256 else args.inputs
+    # Iterations per graph from the largest count any rank holds (pool.counts is gathered: the
+    # same on every rank, so every rank captures the same sequence).
+    largest = max(max(c) for c in pool.counts)
+    per_graph = 8 * args.inputs if largest <= 256 else args.inputs
     row = {
         "shape": shape.label,
-        "tokens": shape.max_tokens,
+        "counts": counts,
+        "label": row_label(shape.label, counts),
+        "tokens": shape.max_tokens,  # the shape's max tokens per rank
+        # per rank: its count (the mean over the pool entries for "drawn"), and entry 0's counts
+        "rank_tokens": [sum(c[r] for c in pool.counts) / len(pool.counts) for r in range(ctx.world)]
+        if counts == "drawn"
+        else pool.counts[0],
+        "rank_tokens_entry0": pool.counts[0],
+        "tokens_mean": routing.tokens_per_rank,  # over ranks and entries
         "world": ctx.world,
         "layout": args.layout,
         "send_sms": list(getattr(system.ep, "send_sms", (0, 0))),  # a package from before send_sms: all do both
@@ -145,13 +193,32 @@ def main():
     micro = get_micro(ctx, args)
     flusher = common.L2Flusher(ctx.device, preroll_us=1000.0)
     rows = []
-    runs = [(shape, fp8) for shape in args.shape_list for fp8 in ([None, args.fp8] if args.fp8 else [None])]
-    for shape, fp8 in runs:
-        rows.append(bench_shape(ctx, shape, args, micro, flusher, fp8))
+    runs = [
+        (shape, counts, fp8)
+        for shape, specs in zip(args.shape_list, args.count_list)
+        for counts in specs
+        for fp8 in ([None, args.fp8] if args.fp8 else [None])
+    ]
+    meta = {}
+
+    def save(complete):
+        """Rank 0: the rows so far to bench_graph.json/.csv, after every run (a run that dies
+        part-way leaves what it measured; meta "complete" is false until the end)."""
+        if not meta:
+            meta.update(common.metadata(ctx), micro=micro, args=vars(args) | {"shape_list": None})
+            meta.update(one_gpu_proxy=ctx.one_gpu)
+        meta["complete"] = complete
+        common.write_json(os.path.join(args.out, "bench_graph.json"), {"meta": meta, "rows": rows})
+        common.write_csv(os.path.join(args.out, "bench_graph.csv"), rows)
+
+    for shape, counts, fp8 in runs:
+        rows.append(bench_shape(ctx, shape, args, micro, flusher, fp8, counts))
         if ctx.rank == 0:
+            save(complete=False)
             r = rows[-1]
             print(
-                f"{r['shape']:22s} {r['dispatch_dtype']:8s} graph d+c {fmt(r['graph_us_median'])} us "
+                f"{r['shape']:22s} {counts_cell(r):14s} {r['dispatch_dtype']:8s} graph d+c "
+                f"{fmt(r['graph_us_median'])} us "
                 f"({fmt(r['graph_us_p10'])}-{fmt(r['graph_us_p90'])}), "
                 f"x SoL {fmt(r['graph_x_sol'], 2)} ({r['sol_bound']}), floor "
                 f"{fmt(r.get('floor_exchange_us'))}; eager dispatch {fmt(r['eager_dispatch_us_median'])}, "
@@ -165,7 +232,19 @@ def main():
                 f"moe_a2a blocks that only send (dispatch, combine): {rows[0]['send_sms']} "
                 "(0: every block does both, -1: auto)"
             )
-        heads = ["shape", "dispatch", "graph d+c us", "p10", "p90", "SoL d+c", "bound", "x SoL", "floor", "x floor"]
+        heads = [
+            "shape",
+            "counts",
+            "dispatch",
+            "graph d+c us",
+            "p10",
+            "p90",
+            "SoL d+c",
+            "bound",
+            "x SoL",
+            "floor",
+            "x floor",
+        ]
         heads += ["graph pipeline"] if args.gemm else []
         heads += ["eager dispatch", "eager combine"]
         common.print_table(
@@ -173,6 +252,7 @@ def main():
             [
                 [
                     r["shape"],
+                    counts_cell(r),
                     r["dispatch_dtype"],
                     fmt(r["graph_us_median"]),
                     fmt(r["graph_us_p10"]),
@@ -190,20 +270,20 @@ def main():
         )
         if args.fp8:
             print(f"\nfp8 ({args.fp8}) dispatch / token-dtype dispatch, same run (eager device time; graph d+c):")
-            for fp8_row, base in zip(rows[1::2], rows[0::2]):
+            for fp8_row, base in zip(rows[1::2], rows[0::2]):  # runs: each token-dtype run, then its fp8 twin
                 fp8_row["eager_dispatch_vs_token_dtype"] = (
                     fp8_row["eager_dispatch_us_median"] / base["eager_dispatch_us_median"]
                 )
                 fp8_row["graph_vs_token_dtype"] = fp8_row["graph_us_median"] / base["graph_us_median"]
                 print(
-                    f"  {base['shape']:22s} dispatch x{fmt(fp8_row['eager_dispatch_vs_token_dtype'], 2)}, "
+                    f"  {base['label']:30s} dispatch x{fmt(fp8_row['eager_dispatch_vs_token_dtype'], 2)}, "
                     f"graph d+c x{fmt(fp8_row['graph_vs_token_dtype'], 2)}"
                 )
-        meta = dict(
-            common.metadata(ctx), micro=micro, args=vars(args) | {"shape_list": None}, one_gpu_proxy=ctx.one_gpu
-        )
-        common.write_json(os.path.join(args.out, "bench_graph.json"), {"meta": meta, "rows": rows})
-        common.write_csv(os.path.join(args.out, "bench_graph.csv"), rows)
+        unequal = perf_report.unequal_lines(rows)
+        if unequal:
+            print("\nunequal per-rank counts: graph d+c next to the equal pair at the larger count (us):")
+            print("\n".join(unequal))
+        save(complete=True)
     dist.barrier()
     dist.destroy_process_group()
 

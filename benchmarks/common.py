@@ -189,11 +189,14 @@ def add_num_sms_arg(p):
 
 
 def gather_rows(ctx, t):
-    """all_gather of a tensor whose dim 0 differs per rank: pad to the max, gather, trim."""
+    """all_gather of a tensor whose dim 0 differs per rank (0 included): pad to the max, gather,
+    trim. Returns one tensor per rank, rank r's rows (on this device)."""
     n = torch.tensor([t.shape[0]], device=ctx.device)
     ns = [torch.zeros_like(n) for _ in range(ctx.world)]
     dist.all_gather(ns, n, group=ctx.group)
     ns = [int(v.item()) for v in ns]
+    if max(ns) == 0:  # every rank empty: nothing to gather (and no zero-size collective)
+        return [t.new_zeros((0,) + tuple(t.shape[1:])) for _ in ns]
     pad = t.new_zeros((max(ns),) + tuple(t.shape[1:]))
     pad[: t.shape[0]].copy_(t)
     outs = [torch.empty_like(pad) for _ in range(ctx.world)]
@@ -439,6 +442,89 @@ def make_inputs(shape, rank, world, seed, device, num_tokens=None):
     )
 
 
+def rank_count(num_tokens, rank, world):
+    """This rank's num_tokens from InputPool's argument: None or an int as given, a sequence
+    (one entry per rank) its entry `rank`."""
+    if num_tokens is None or isinstance(num_tokens, int):
+        return num_tokens
+    if len(num_tokens) != world:
+        raise ValueError(f"num_tokens has {len(num_tokens)} entries for world {world}")
+    return num_tokens[rank]
+
+
+# Per-rank token counts (bench_graph.py --counts): a spec is "max" (every rank the shape's max
+# tokens), "drawn" (each rank and pool entry its own count, uniform in 1..max as the challenge
+# draws it) or "a/b[/c...]" (rank r gets entry r % n); the preset "issue35" expands per shape.
+COUNT_PRESETS = ("issue35",)
+
+
+def issue35_counts(max_tokens):
+    """The per-rank count specs issue 35 asks for, at a shape of `max_tokens` tokens per rank:
+    unequal pairs and the equal pair at the larger count, only where every entry <= max_tokens,
+    then "drawn" and "1/1"."""
+    specs = []
+    if max_tokens >= 16:
+        specs += ["1/16", "16/1", "4/16", "0/16", "16/16"]
+    if max_tokens >= 128:
+        specs += ["1/128", "128/1", "128/128"]
+    if max_tokens >= 4096:
+        specs += ["64/4096", "4096/4096"]
+    return specs + ["drawn", "1/1"]
+
+
+def count_entries(spec):
+    """The per-rank counts of an "a/b[/c...]" spec as ints, or None for "max" and "drawn".
+    Raises ValueError for anything else (a preset name included: expand it first)."""
+    spec = spec.strip()
+    if spec in ("max", "drawn"):
+        return None
+    parts = [p.strip() for p in spec.split("/")]
+    if not all(p.isdigit() for p in parts):  # isdigit: no sign, no empty part
+        raise ValueError(
+            f"--counts {spec!r}: want max, drawn, {' or '.join(COUNT_PRESETS)}, or per-rank counts a/b[/c...] "
+            "(integers >= 0)"
+        )
+    return [int(p) for p in parts]
+
+
+def counts_for_shape(text, shape):
+    """--counts text (';'-separated specs) -> the normalized specs run at `shape`, presets
+    expanded, duplicates dropped. Raises ValueError naming the spec and the shape when a count
+    is outside [0, shape.max_tokens]."""
+    specs = []
+    for item in text.split(";"):
+        item = item.strip()
+        if not item:
+            continue
+        specs += issue35_counts(shape.max_tokens) if item == "issue35" else [item]
+    out = []
+    for spec in specs:
+        entries = count_entries(spec)
+        if entries is None:
+            out.append(spec)
+            continue
+        bad = [n for n in entries if n > shape.max_tokens]
+        if bad:
+            raise ValueError(
+                f"--counts {spec!r}: count {bad[0]} outside [0, {shape.max_tokens}] of shape {shape.label} "
+                f"(max tokens {shape.max_tokens})"
+            )
+        out.append("/".join(str(n) for n in entries))
+    if not out:
+        raise ValueError(f"--counts {text!r}: no count spec")
+    return list(dict.fromkeys(out))
+
+
+def spec_num_tokens(spec, world, max_tokens):
+    """InputPool's num_tokens for a normalized spec: one count per rank, or None ("drawn")."""
+    if spec == "drawn":
+        return None
+    if spec == "max":
+        return [max_tokens] * world
+    entries = count_entries(spec)
+    return [entries[r % len(entries)] for r in range(world)]
+
+
 def as_inputs(x, idx, w):
     """(x, idx, w) in the reference's input type, when it has one."""
     cls = getattr(reference(), "Routing", None)
@@ -448,14 +534,21 @@ def as_inputs(x, idx, w):
 class InputPool:
     """Pre-generated inputs cycled through, so each iteration sees fresh tokens and routing
     while generation stays out of the timed region. Also keeps every rank's routing of every
-    entry (for the byte counts and the speed of light)."""
+    entry (for the byte counts and the speed of light).
+
+    num_tokens: this rank's token count T: None = drawn uniformly in [1, max_tokens] per entry
+    and rank (moe_a2a.reference.generate_rank_inputs, seeded by the entry's seed and the rank),
+    an int = every rank the same (0 allowed), or a sequence with one count (or None) per rank.
+    counts[j][r]: rank r's token count in entry j (gathered, the same on every rank)."""
 
     def __init__(self, ctx, shape, size, num_tokens=None):
+        mine = rank_count(num_tokens, ctx.rank, ctx.world)
         self.items = [
-            make_inputs(shape, ctx.rank, ctx.world, pool_seed(shape, j), ctx.device, num_tokens) for j in range(size)
+            make_inputs(shape, ctx.rank, ctx.world, pool_seed(shape, j), ctx.device, mine) for j in range(size)
         ]
         # all_idx[j][r]: rank r's topk_idx of entry j (on this device)
         self.all_idx = [gather_rows(ctx, it[1]) for it in self.items]
+        self.counts = [[int(t.shape[0]) for t in entry] for entry in self.all_idx]
 
     def __len__(self):
         return len(self.items)

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Several runs of one benchmark side by side, for before/after comparisons (tools/graph_ab.sh writes
 one run per source tree). Needs no GPU.
-- bench_graph.json runs: per shape, each run's graph steady-state median (p10-p90) dispatch +
-  combine time and its ratio to the first run's.
+- bench_graph.json runs: per shape (and per-rank counts spec, bench_graph.py --counts), each run's
+  graph steady-state median (p10-p90) dispatch + combine time and its ratio to the first run's.
 - bench_host.json runs: per call, each run's host time in units of a torch.add timed in the same
   iteration ("x add", the number that survives a host's drift), its median us, and the ratio of
   "x add" to the first run's.
@@ -41,11 +41,17 @@ def side_by_side(runs, names, key_columns, value, cell, cell_label):
 
 
 def compare(paths, names):
-    """bench_graph.json runs: one line per shape (and fp8 dispatch dtype) of the first run."""
+    """bench_graph.json runs: one line per shape (and per-rank counts spec other than "max", and
+    fp8 dispatch dtype) of the first run."""
 
     def label(r):
         dtype = r.get("dispatch_dtype", "")
-        return r["shape"] + (f" {dtype}" if dtype and dtype not in ("bfloat16", "bf16") else "")
+        counts = r.get("counts") or "max"
+        return (
+            r["shape"]
+            + (f" {counts}" if counts != "max" else "")
+            + (f" {dtype}" if dtype and dtype not in ("bfloat16", "bf16") else "")
+        )
 
     def cell(r):
         return f"{fmt(r['graph_us_median'])} ({fmt(r['graph_us_p10'])}-{fmt(r['graph_us_p90'])})"

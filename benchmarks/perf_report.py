@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """A run's numbers as the markdown README's performance section and the issues' closing notes
-use: every target of benchmarks/targets.py with its measured value, then the graph table.
+use: every target of benchmarks/targets.py with its measured value (read from the rows where every
+rank had the shape's max tokens, counts "max"), then the graph table, then, when the run has
+other per-rank counts (bench_graph.py --counts), each unequal spec's graph d+c next to the equal
+pair at its larger count, and the "drawn" rows next to "max".
 
     python benchmarks/perf_report.py OUT_DIR [--out OUT_DIR/perf_report.md]
 
@@ -32,10 +35,23 @@ def is_fp8_row(row) -> bool:
     return str(row.get("dispatch_dtype", "")).startswith(("e4m3", "e5m2", "float8"))
 
 
+def counts_of(row) -> str:
+    """The row's per-rank counts spec (bench_graph.py --counts); rows from before --counts had
+    every rank at the shape's max tokens: "max"."""
+    return row.get("counts") or "max"
+
+
+def label(row) -> str:
+    """The shape, plus the counts spec unless it is "max"."""
+    c = counts_of(row)
+    return row["shape"] if c == "max" else f"{row['shape']} {c}"
+
+
 def find_row(result, target):
-    """The row a target reads: its shape, and its fp8 format or else a token-dtype row."""
+    """The row a target reads: its shape and counts spec, and its fp8 format or else a
+    token-dtype row."""
     for row in (result or {}).get("rows", []):
-        if row.get("shape") != target.shape:
+        if row.get("shape") != target.shape or counts_of(row) != target.counts:
             continue
         if row.get("dispatch_dtype") == target.dispatch_dtype if target.dispatch_dtype else not is_fp8_row(row):
             return row
@@ -79,11 +95,64 @@ def graph_lines(result):
         if is_fp8_row(r):
             continue
         lines.append(
-            f"| {r['shape']} | {fmt(r['graph_us_median'])}{spread(r, 'graph_us_median')} | "
+            f"| {label(r)} | {fmt(r['graph_us_median'])}{spread(r, 'graph_us_median')} | "
             f"{fmt(r.get('graph_pipeline_us_median'))} | {fmt(r.get('sol_us'))} | {fmt(r.get('graph_x_sol'), 1)} | "
             f"{fmt(r.get('eager_dispatch_us_median'))} | {fmt(r.get('eager_combine_us_median'))} |"
         )
     return lines
+
+
+def _same_run(a, b) -> bool:
+    """Same shape and dispatch dtype."""
+    return a["shape"] == b["shape"] and a.get("dispatch_dtype") == b.get("dispatch_dtype")
+
+
+def _rank_counts(row):
+    """The per-rank token counts a fixed-counts row ran ("rank_tokens"; else from its spec, or
+    the shape's max for "max"), or None for "drawn"."""
+    c = counts_of(row)
+    if c == "drawn":
+        return None
+    if row.get("rank_tokens") is not None:
+        return [int(n) for n in row["rank_tokens"]]
+    return [int(row.get("tokens", 0))] if c == "max" else [int(n) for n in c.split("/")]
+
+
+def _equal_row(rows, row, count):
+    """The row of the same shape and dispatch dtype where every rank had `count` tokens: an
+    "a/a" spec first, else "max" when count is the shape's max."""
+    equal = [r for r in rows if _same_run(r, row) and set(_rank_counts(r) or [None]) == {count}]
+    return next((r for r in equal if counts_of(r) != "max"), equal[0] if equal else None)
+
+
+def unequal_lines(rows):
+    """Markdown: per shape, each unequal counts spec's graph d+c median next to the equal pair
+    at its larger count (ratio = unequal / equal), and the "drawn" rows next to the shape's
+    "max" row. [] when the rows have no unequal or drawn spec."""
+    heads = ["shape", "counts", "graph d+c us (p10-p90)", "equal pair", "equal us", "ratio"]
+    lines = []
+    for r in rows:
+        c = counts_of(r)
+        if c == "max":
+            continue
+        if c == "drawn":
+            ref = next((q for q in rows if counts_of(q) == "max" and _same_run(q, r)), None)
+            counts = f"drawn ({'/'.join(fmt(t) for t in r.get('rank_tokens', []))})"
+        else:
+            used = _rank_counts(r)
+            if len(set(used)) == 1:
+                continue  # an equal pair: what the unequal ones are set against
+            ref, counts = _equal_row(rows, r, max(used)), c
+        shape = r["shape"] + (f" {r['dispatch_dtype']}" if is_fp8_row(r) else "")
+        ref_us = None if ref is None else ref.get("graph_us_median")
+        ratio = r["graph_us_median"] / ref_us if ref_us else None
+        lines.append(
+            f"| {shape} | {counts} | {fmt(r['graph_us_median'])}{spread(r, 'graph_us_median')} | "
+            f"{'-' if ref is None else counts_of(ref)} | {fmt(ref_us)} | {fmt(ratio, 2)} |"
+        )
+    if not lines:
+        return []
+    return ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)] + lines
 
 
 def describe_run(result) -> str:
@@ -101,6 +170,9 @@ def report(results_dir: str) -> str:
     out = [f"Run: {describe_run(graph)}", "", f"Targets met: {met} of {total}", ""] + targets
     if graph is not None:
         out += ["", "CUDA-graph steady state and eager (bench_graph.json, token dtype rows):", ""] + graph_lines(graph)
+        unequal = unequal_lines(graph.get("rows", []))
+        if unequal:
+            out += ["", "Unequal counts: graph d+c (us) next to the equal pair at the larger count:", ""] + unequal
     return "\n".join(out) + "\n"
 
 

@@ -2,7 +2,9 @@
 World 2 on 2 x H200, median, max over ranks. benchmarks/perf_report.py sets a run's numbers next to
 them; targets live here and in benchmarks, never in timed tests.
 
-Each target names the result file and row it is read from (the row's "shape" and, for fp8, its
+Each target names the result file and row it is read from (the row's "shape", its per-rank counts
+spec "counts" (bench_graph.py --counts; "max", every rank at the shape's max tokens, is what the
+issues' targets mean, and rows from before --counts count as "max") and, for fp8, its
 "dispatch_dtype"), the measured field, and the bound in microseconds (or a ratio)."""
 
 import dataclasses
@@ -20,6 +22,7 @@ class Target:
     bound: float  # at most this (us, or a ratio for fp8)
     dispatch_dtype: Optional[str] = None  # the row's "dispatch_dtype" when it matters
     unit: str = "us"
+    counts: str = "max"  # the row's "counts" (missing in older files: "max")
 
 
 def _graph(shape: str, bound: float, what: Optional[str] = None) -> Target:

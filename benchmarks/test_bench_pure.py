@@ -791,3 +791,226 @@ def test_bench_graph_ab_shape_set():
     labels = [s.label for s in bench_graph.parse_args(["--shapes", "ab"]).shape_list]
     assert labels[:5] == [s.label for s in common.parse_shapes(common.CHALLENGE_SHAPES)]
     assert labels[5:] == ["E256-K8-H7168-T1", "E256-K8-H7168-T128"]
+
+
+def test_count_specs():
+    """--counts specs (common.counts_for_shape): max, drawn, a/b[/c...] with 0 allowed and each
+    entry <= the shape's max tokens, normalized and deduplicated; errors name the spec and shape."""
+    t32 = common.Shape(64, 6, 2048, 32)
+    assert common.counts_for_shape("max", t32) == ["max"]
+    assert common.counts_for_shape(" 1/16 ; drawn;0/32;16/16;01/16;max;", t32) == [
+        "1/16",
+        "drawn",
+        "0/32",
+        "16/16",
+        "max",
+    ]
+    assert common.counts_for_shape("8", t32) == ["8"] and common.counts_for_shape("1/2/3", t32) == ["1/2/3"]
+    assert common.count_entries("0/16") == [0, 16] and common.count_entries("drawn") is None
+    for bad in ("x", "1/", "/1", "-1/4", "1.5/2", "1/16 x", "issue35", ""):
+        with pytest.raises(ValueError, match="want max, drawn"):
+            common.count_entries(bad)
+    with pytest.raises(ValueError, match=r"'1/33'.*E64-K6-H2048-T32"):
+        common.counts_for_shape("max;1/33", t32)
+    with pytest.raises(ValueError, match="no count spec"):
+        common.counts_for_shape(" ; ", t32)
+    # rank r gets entry r % n; max is every rank at the shape's max; drawn leaves it to the generator
+    assert common.spec_num_tokens("1/16", 4, 32) == [1, 16, 1, 16]
+    assert common.spec_num_tokens("1/2/3", 2, 32) == [1, 2]
+    assert common.spec_num_tokens("max", 3, 32) == [32, 32, 32]
+    assert common.spec_num_tokens("drawn", 2, 32) is None
+    assert common.rank_count([1, 16], 1, 2) == 16 and common.rank_count(None, 1, 2) is None
+    assert common.rank_count(7, 1, 2) == 7
+    with pytest.raises(ValueError):
+        common.rank_count([1, 16, 4], 0, 2)
+
+
+def test_issue35_preset():
+    """The issue-35 preset per shape: only pairs whose entries fit, then drawn and 1/1."""
+    small = ["1/16", "16/1", "4/16", "0/16", "16/16"]
+    mid = ["1/128", "128/1", "128/128"]
+    assert common.issue35_counts(1) == common.issue35_counts(15) == ["drawn", "1/1"]
+    assert common.issue35_counts(16) == common.issue35_counts(32) == small + ["drawn", "1/1"]
+    assert common.issue35_counts(256) == small + mid + ["drawn", "1/1"]
+    assert common.issue35_counts(4096) == small + mid + ["64/4096", "4096/4096", "drawn", "1/1"]
+    for t in (1, 16, 31, 128, 1000, 4096, 8192):
+        for spec in common.issue35_counts(t):
+            assert spec == "drawn" or max(common.count_entries(spec)) <= t
+        shape = common.Shape(8, 2, 64, t)
+        assert common.counts_for_shape("issue35", shape) == common.issue35_counts(t)
+    # a preset next to specs it also holds: each spec once
+    assert common.counts_for_shape("max;issue35;drawn", common.Shape(8, 2, 64, 16)) == ["max"] + small + [
+        "drawn",
+        "1/1",
+    ]
+
+
+def test_bench_graph_counts_cli():
+    import bench_graph
+
+    a = bench_graph.parse_args([])
+    assert a.counts == "max" and a.count_list == [["max"]] * len(a.shape_list)
+    a = bench_graph.parse_args(["--shapes", "64,6,2048,32;8,2,6144,16;256,8,7168,4096", "--counts", "issue35"])
+    assert a.count_list[0] == a.count_list[1] == common.issue35_counts(16)
+    assert a.count_list[2][-4:] == ["64/4096", "4096/4096", "drawn", "1/1"]
+    for bad in (["--shapes", "8,2,6144,16", "--counts", "1/32"], ["--counts", "1/x"], ["--counts", ";"]):
+        with pytest.raises(SystemExit):
+            bench_graph.parse_args(bad)
+    assert bench_graph.row_label("E8-K2-H6144-T16", "max") == "E8-K2-H6144-T16"
+    assert bench_graph.row_label("E8-K2-H6144-T16", "1/16") == "E8-K2-H6144-T16 1/16"
+    assert bench_graph.counts_cell({"counts": "0/16"}) == "0/16" and bench_graph.counts_cell({}) == "max"
+    assert bench_graph.counts_cell({"counts": "drawn", "rank_tokens": [9.5, 17.25]}) == "drawn (9.5/17.2)"
+
+
+def test_drawn_counts_differ_per_rank_and_entry():
+    """num_tokens=None: each (pool entry, rank) draws its own T in [1, max] (the reference's
+    stream is seeded by the entry's seed and the rank), the same on every call."""
+    shape = common.Shape(8, 2, 16, 32)
+    counts = {
+        (j, r): common.make_inputs(shape, r, 2, common.pool_seed(shape, j), "cpu").num_tokens
+        for j in range(8)
+        for r in range(2)
+    }
+    assert all(1 <= t <= 32 for t in counts.values()) and len(set(counts.values())) > 2
+    assert any(counts[(j, 0)] != counts[(j, 1)] for j in range(8))
+    assert counts[(3, 1)] == common.make_inputs(shape, 1, 2, common.pool_seed(shape, 3), "cpu").num_tokens
+    assert common.make_inputs(shape, 1, 2, common.pool_seed(shape, 3), "cpu", num_tokens=0).x.shape == (0, 16)
+
+
+class _GatherCtx:
+    world, rank, device, group = 3, 1, torch.device("cpu"), None
+
+
+def _fake_all_gather(monkeypatch, per_rank):
+    """dist.all_gather as gather_rows calls it, with per_rank[r] as rank r's tensor: first the
+    row counts, then the rows padded to the largest count."""
+    calls = []
+
+    def all_gather(outs, t, group=None):
+        calls.append(t.shape)
+        for r, o in enumerate(outs):
+            if len(calls) == 1:
+                o.fill_(per_rank[r].shape[0])
+            else:
+                o.zero_()
+                o[: per_rank[r].shape[0]].copy_(per_rank[r])
+
+    monkeypatch.setattr(common.dist, "all_gather", all_gather)
+    return calls
+
+
+def test_gather_rows_unequal_and_empty(monkeypatch):
+    """gather_rows with a different row count per rank, 0 included, and with every rank empty
+    (then no second, zero-size gather)."""
+    ctx = _GatherCtx()
+    per_rank = [torch.tensor([[1, 2]]), torch.zeros(0, 2, dtype=torch.int64), torch.tensor([[3, 4], [5, 6], [7, 8]])]
+    calls = _fake_all_gather(monkeypatch, per_rank)
+    out = common.gather_rows(ctx, per_rank[ctx.rank])
+    assert [o.shape[0] for o in out] == [1, 0, 3] and len(calls) == 2
+    assert all(torch.equal(o, p) for o, p in zip(out, per_rank))
+    empty = [torch.zeros(0, 2, dtype=torch.int32)] * 3
+    calls = _fake_all_gather(monkeypatch, empty)
+    out = common.gather_rows(ctx, empty[ctx.rank])
+    assert len(calls) == 1 and [tuple(o.shape) for o in out] == [(0, 2)] * 3 and out[0].dtype == torch.int32
+
+
+def test_input_pool_per_rank_counts(monkeypatch):
+    """InputPool(num_tokens=[...]): this rank's entry of the list; counts[j][r] from the gathered
+    routing. With None every entry draws its own count."""
+    shape = common.Shape(8, 2, 16, 32)
+
+    def gather(ctx, t):  # every rank's routing of this entry, regenerated from its seed
+        j = next(j for j in range(16) if torch.equal(t, pool_idx(ctx.rank, j)))
+        return [pool_idx(r, j) for r in range(ctx.world)]
+
+    def pool_idx(r, j):
+        return common.make_inputs(shape, r, 2, common.pool_seed(shape, j), "cpu", tokens[r])[1]
+
+    monkeypatch.setattr(common, "gather_rows", gather)
+    ctx = _Ctx()
+    for tokens in ([0, 16], [5, 5]):
+        pool = common.InputPool(ctx, shape, 8, num_tokens=tokens)
+        assert all(it[0].shape == (tokens[0], 16) for it in pool.items)
+        assert pool.counts == [tokens] * 8 and pool.routing(9)[1].shape == (tokens[1], 2)
+    tokens = [None, None]
+    pool = common.InputPool(ctx, shape, 8)
+    assert len({c[0] for c in pool.counts}) > 1 and all(1 <= c[0] <= 32 for c in pool.counts)
+
+
+def test_routing_with_an_empty_rank(monkeypatch):
+    """Routing (SoL, bytes, floor bytes) from every rank's gathered routing when rank 0 has no
+    token: rank 1's tokens [3, 2], [1, 3], [2, 0] reach rank 0 twice (experts 0..1 live there),
+    2 rows of 2000 bytes each way, nothing from rank 0."""
+    entry = [torch.zeros(0, 2, dtype=torch.int64), torch.tensor([[3, 2], [1, 3], [2, 0]])]
+    micro = {"B_GBps": 2.0, "B_hbm_GBps": 10.0, "L_us": 1.0}
+    r = _routing(monkeypatch, [entry] * 8, micro)
+    assert r.moved("dispatch", 0) == r.moved("combine", 0) == 4000 and r.phase_bytes() == 4000
+    assert r.total[0] == 2 and r.pairs[0] == 2 and r.sol("dispatch", 0) > 1.0
+    empty = [torch.zeros(0, 2, dtype=torch.int64)] * 2
+    r = _routing(monkeypatch, [empty] * 8, micro)
+    assert r.phase_bytes() == 0 and r.sol("dispatch+combine", 0) == pytest.approx(2.0)
+    assert r.bound("dispatch") == "latency"
+
+
+def test_nccl_steps_with_zero_tokens():
+    """The NCCL baseline's pure steps on a rank with 0 tokens: empty plan, empty output."""
+    idx = torch.zeros(0, 2, dtype=torch.int32)
+    order, counts = bl.nccl_plan(idx, 8)
+    assert order.numel() == 0 and counts.tolist() == [0] * 8
+    out = bl.reduce_pairs(torch.zeros(0, 4, dtype=torch.bfloat16), order, torch.zeros(0, 2), torch.bfloat16)
+    assert out.shape == (0, 4) and out.dtype == torch.bfloat16
+
+
+def test_unequal_counts_rows_in_the_reports(tmp_path):
+    """perf_report and compare_graph: rows with counts other than "max" never stand in for the
+    equal-count rows the targets read (rows without "counts" are "max"); the unequal table sets
+    each unequal spec against the equal pair at its larger count, drawn against max."""
+    import compare_graph
+    import perf_report
+
+    shape = "E8-K2-H6144-T16"
+
+    def row(counts, us, ranks=None, dtype="bfloat16"):
+        r = {"shape": shape, "counts": counts, "tokens": 16, "dispatch_dtype": dtype, "graph_us_median": us}
+        r.update(graph_us_p10=us - 1, graph_us_p90=us + 1)
+        if ranks is not None:
+            r["rank_tokens"] = ranks
+        return r
+
+    rows = [
+        row("1/16", 35.0, [1, 16]),
+        row("0/16", 12.0, [0, 16]),
+        row("16/16", 10.0, [16, 16]),
+        row("max", 9.0, [16, 16]),
+        row("drawn", 18.0, [9.5, 7.25]),
+        row("1/1", 8.0, [1, 1]),
+        row("4/16", 20.0, [4, 16], dtype="e4m3fn"),
+        row("max", 5.0, [16, 16], dtype="e4m3fn"),
+    ]
+    (tmp_path / "bench_graph.json").write_text(json.dumps({"meta": {}, "rows": rows}))
+    text = perf_report.report(str(tmp_path))
+    assert "| graph d+c E8-K2-H6144-T16 | 9.0 (8.0-10.0) us | 10.0 us | yes |" in text  # the max row
+    lines = perf_report.unequal_lines(rows)
+    assert lines[0] == "| shape | counts | graph d+c us (p10-p90) | equal pair | equal us | ratio |"
+    assert lines[2:] == [
+        "| E8-K2-H6144-T16 | 1/16 | 35.0 (34.0-36.0) | 16/16 | 10.0 | 3.50 |",
+        "| E8-K2-H6144-T16 | 0/16 | 12.0 (11.0-13.0) | 16/16 | 10.0 | 1.20 |",
+        "| E8-K2-H6144-T16 | drawn (9.5/7.2) | 18.0 (17.0-19.0) | max | 9.0 | 2.00 |",
+        "| E8-K2-H6144-T16 e4m3fn | 4/16 | 20.0 (19.0-21.0) | max | 5.0 | 4.00 |",  # no 16/16 in fp8: max
+    ]
+    assert "\n".join(lines) in text and "| E8-K2-H6144-T16 1/16 | 35.0" in text
+    assert perf_report.unequal_lines([row("max", 9.0)]) == []
+    # a file from before --counts: no "counts" key, read as "max"; an unequal row alone is not a target
+    old = [{k: v for k, v in row("max", 22.8).items() if k not in ("counts", "rank_tokens")}]
+    (tmp_path / "bench_graph.json").write_text(json.dumps({"meta": {}, "rows": [row("1/16", 35.0, [1, 16])] + old}))
+    assert "| graph d+c E8-K2-H6144-T16 | 22.8 (21.8-23.8) us | 10.0 us | no |" in perf_report.report(str(tmp_path))
+    (tmp_path / "bench_graph.json").write_text(json.dumps({"meta": {}, "rows": [row("1/16", 35.0, [1, 16])]}))
+    assert "| graph d+c E8-K2-H6144-T16 | not measured" in perf_report.report(str(tmp_path))
+    # compare_graph keys a row by its counts too: the max row of an old run matches the new max row
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps({"rows": old}))
+    b.write_text(json.dumps({"rows": [row("1/16", 35.0, [1, 16]), row("max", 11.4, [16, 16])]}))
+    table = compare_graph.compare([str(a), str(b)], ["old", "new"])
+    assert "| E8-K2-H6144-T16 | 22.8 (21.8-23.8) | 11.4 (10.4-12.4) | 0.500 |" in table
+    table = compare_graph.compare([str(b), str(a)], ["new", "old"])
+    assert "| E8-K2-H6144-T16 1/16 | 35.0 (34.0-36.0) | - |" in table

@@ -84,9 +84,21 @@ if wants build || { [ "$WHAT" != profile ] && { [ ! -e python/moe_a2a/_C*.so ] |
   step build 900 env MOE_A2A_PROFILE=0 MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace --force \
     || { tail -40 "$OUT/build.log"; exit 1; }
 fi
+# The tests that failed, errored or timed out (tests/python/gpu/conftest.py's watchdog) in a pytest log,
+# once each, into the summary.
+name_failures() {
+  grep -hE "^(FAILED|ERROR) |GPU TEST TIMEOUT" "$1" 2>/dev/null | sed -e 's/ - .*//' | sort -u | sed -e 's/^/   /' \
+    | tee -a "$OUT/summary.txt"
+}
 if wants tests; then
-  step gpu_tests 600 env MOE_A2A_RESULTS_DIR="$OUT" \
-    torchrun --nproc-per-node="$NPROC" -m pytest ${GPU_TESTS:-tests/python/gpu} -q -rfE -p no:cacheprovider "$@"
+  # GPU_TEST_RUNS=N runs the whole suite N times in a row (a hang or a flaky failure shows in one of them).
+  for run in $(seq 1 "${GPU_TEST_RUNS:-1}"); do
+    name=gpu_tests
+    [ "${GPU_TEST_RUNS:-1}" -gt 1 ] && name=gpu_tests_run$run
+    step $name 600 env MOE_A2A_RESULTS_DIR="$OUT" \
+      torchrun --nproc-per-node="$NPROC" -m pytest ${GPU_TESTS:-tests/python/gpu} -q -rfE -p no:cacheprovider "$@"
+    name_failures "$OUT/$name.log"
+  done
   [ -f "$OUT/faults.txt" ] && cat "$OUT/faults.txt" >>"$OUT/summary.txt"
 fi
 if wants bench; then
@@ -145,6 +157,7 @@ if wants profile; then
   if step build_profiler 900 env MOE_A2A_PROFILE=1 MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace --force; then
     step profiler_tests 300 torchrun --nproc-per-node="$NPROC" -m pytest tests/python/gpu/test_profiler.py -q -rfE \
       -p no:cacheprovider "$@"
+    name_failures "$OUT/profiler_tests.log"
     trace_args=(--systems moe_a2a --no-microbench --trace "$OUT/trace.json")
     if [ "$NGPU" -gt 1 ] || asked proxy; then  # the traced benchmark needs a GPU per rank, or the MPS proxy
       if [ "$NGPU" -gt 1 ]; then

@@ -5,7 +5,9 @@
 // part of one (some of the chunks of each of its rows), so that few tokens still spread over
 // many blocks. Block b takes units b, b + G, ... (G blocks) on both halves, or at a few
 // tokens S blocks only send (units i, i + S, ...) and the other R only receive (units j,
-// j + R, ...): block_shares in ep_device.cuh.
+// j + G, ...): block_shares in ep_device.cuh. S is the most units any source has (the send
+// half answers every source), so that a rank with few tokens and a peer with many still has
+// a sending block per unit.
 //
 // Send half: for unit u of every source (one batch) it sums, for each received row of the
 // unit's group and each of the unit's chunks, the outputs of the row's local experts, weighted
@@ -239,6 +241,17 @@ MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, Combi
   return !(flagged && sh.timed_out);
 }
 
+// A rank with no combine units of its own waits for no partial sum in its combine, yet its next
+// dispatch rewrites its count and rows on every peer: it may start that round only once every peer
+// is done reading this one's (protocol.md, "Why nothing is overwritten too early"). Every peer's
+// start signal says so, as it does for a token rank with flagged partial sums (receive_unit). One
+// block waits. False after a timeout.
+MOE_A2A_DEVICE bool await_peers_started(const EpBuffers& b, CombineShared& sh, uint64_t epoch) {
+  const EpConfig& cfg = b.c.cfg;
+  const auto signal = [&](int src) { return b.start_signal(cfg.rank, src); };
+  return await_ranks(b.c, signal, all_ranks(cfg.world), epoch, WaitSite::kCombineStart, -1, sh.payload);
+}
+
 template <TokenType kType>
 __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineArgs a, Role role) {
   __shared__ CombineShared sh;
@@ -247,21 +260,12 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
   const EpConfig& cfg = c.cfg;
   const uint64_t epoch = b.current_epoch();
   const int chunks = chunks_per_row(b.vecs_per_row());
-  const BlockShares share = block_shares(role, cfg.combine_sender_blocks(a.route.num_tokens, chunks));
-  const HalfShare& send = share.send;
-  const HalfShare& recv = share.recv;
 
+  // The send half's items: every source's units (the most any source has). Every block of a launch
+  // that sends loads them, also one that will only receive: which blocks send depends on them.
   int src_units = 0;
-  if (send.runs) {
+  if (sends(role)) {
     load_route_tokens(c, a.recv_route, sh.src_tokens);
-    // This rank's combine has started: every read of the round's earlier kernels here is done (its
-    // dispatch, or the backward of combine), and an error so far (a bad route included) is in the
-    // payload. The backward of dispatch waits for it before writing comb_x, and a token rank with
-    // flagged partial sums before its next round (receive_unit). Block 0's last wave publishes: its
-    // fence stalls that wave only, which at a few tokens has nothing to send.
-    if (blockIdx.x == 0 && wave_id() == kWavesPerBlock - 1 && lane_id() < cfg.world)
-      publish(b.start_signal(lane_id(), cfg.rank), epoch, round_error_bit(b, epoch));
-    if (a.await_ready && !await_all_ready(b, sh, epoch)) return;  // timed out: engine failed
     // Each source's parts, once: lane s of every wave (parts may divide; see gather_batch), kept by
     // wave 0's lane s for send_partials.
     src_units = max_over_sources(cfg.world, [&](int s) {
@@ -270,23 +274,41 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
       return cfg.num_groups(sh.src_tokens[s]) * parts;
     });
   }
-  const int my_parts = recv.runs ? cfg.combine_parts(a.route.num_tokens, chunks) : 1;
-  const int my_units = recv.runs ? cfg.num_groups(a.route.num_tokens) * my_parts : 0;
+  const int my_parts = receives(role) ? cfg.combine_parts(a.route.num_tokens, chunks) : 1;
+  const int my_units = receives(role) ? cfg.num_groups(a.route.num_tokens) * my_parts : 0;
+  const BlockShares share = block_shares(role, cfg.combine_sender_blocks(my_units, src_units));
+  const HalfShare& send = share.send;
+  const HalfShare& recv = share.recv;
+  if (!send.runs) src_units = 0;
+
+  if (send.runs) {
+    // This rank's combine has started: every read of the round's earlier kernels here is done (its
+    // dispatch, or the backward of combine), and an error so far (a bad route included) is in the
+    // payload. The backward of dispatch waits for it before writing comb_x, and a token rank with
+    // flagged partial sums or no units before its next round (receive_unit, await_peers_started).
+    // Block 0's last wave publishes: its fence stalls that wave only, which at a few tokens has
+    // nothing to send.
+    if (blockIdx.x == 0 && wave_id() == kWavesPerBlock - 1 && lane_id() < cfg.world)
+      publish(b.start_signal(lane_id(), cfg.rank), epoch, round_error_bit(b, epoch));
+    if (a.await_ready && !await_all_ready(b, sh, epoch)) return;  // timed out: engine failed
+  }
   const auto send_step = [&](int u) {
     if (u < src_units) send_partials<kType>(b, a, sh, u, epoch MOE_A2A_PROFILE(, prof));
   };
   // Step i: send the partials of this block's next unit of every source, then receive its i-th
   // unit (a block that runs both halves receives unit u after sending u + G: every rank sent
   // u's partials one step earlier).
-  send_step(send.first);
-  for (int u = recv.first, next = send.first + send.stride; u < my_units || next < src_units;
-       u += recv.stride, next += send.stride) {
+  // First this block's first unit, or, a sending block of a split, all of them.
+  int next = send.first;  // this block's next unit to answer
+  for (; next < src_units && (next == send.first || share.sends_first); next += send.stride) send_step(next);
+  for (int u = recv.first; u < my_units || next < src_units; u += recv.stride, next += send.stride) {
     send_step(next);
     if (u < my_units &&
         !receive_unit<kType>(b, a, sh, u, group_part(u, my_parts, chunks), epoch MOE_A2A_PROFILE(, prof))) {
       return;
     }
   }
+  if (recv.runs && my_units == 0 && recv.first == 0 && !await_peers_started(b, sh, epoch)) return;
   // Every block of the launch, also one that only sent, ends the round on its own counter.
   if (receives(role)) end_round(b);
 }

@@ -2,7 +2,8 @@
 //
 // Which blocks run which half, and which groups each takes, is block_shares (ep_device.cuh):
 // every block both halves, block b taking groups b, b + G, ... (G blocks), or at a few tokens
-// S blocks sending groups i, i + S, ... and the other R receiving groups j, j + R, ...
+// S blocks sending groups i, i + S, ... and the other R receiving items j, j + G, ..., the
+// senders taking the receive items past the R-th once they have sent.
 //
 // Send half: a rank's T tokens are split into token groups (EpConfig::token_group); a sending
 // block takes its share of them. For a group it routes each token (which ranks
@@ -580,9 +581,12 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
         numbered_to = begin;
       }
     }
-    if (send.first < my_groups)
-      send_group<kCodec, kFmt>(b, a, sh, send.first, numbered_to, epoch MOE_A2A_PROFILE(, prof));
   }
+  // Before the count wait: this block's first group, or, a sending block of a split, all of them
+  // (one call site: the kernel's code size is on the critical path, protocol.md "Code size").
+  int next = send.first;  // this block's next group to send
+  for (; next < my_groups && (next == send.first || share.sends_first); next += send.stride)
+    send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, epoch MOE_A2A_PROFILE(, prof));
   // Receive items: every source's groups, each split into `parts` parts by chunk where the
   // receiving blocks outnumber the groups (item u is part u % parts of group u / parts).
   const int chunks = chunks_per_row(static_cast<int>(cfg.out_row_bytes() / sizeof(Vec16)));
@@ -591,14 +595,13 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
     if (!receive_counts(b, a, sh, recv, epoch MOE_A2A_PROFILE(, prof))) return;  // timed out: engine failed
     int src_groups = 0;
     for (int s = 0; s < cfg.world; ++s) src_groups = max(src_groups, cfg.num_groups(sh.src_tokens[s]));
-    parts = parts_per_group(src_groups, recv.stride, chunks);
+    parts = parts_per_group(src_groups, recv.blocks, chunks);
     src_items = src_groups * parts;
   }
   // Step i: send this block's next group, then receive its i-th item (a block that runs both
   // halves receives item u after sending group u + G, so that the link and its local copies
   // overlap).
-  for (int u = recv.first, next = send.first + send.stride; u < src_items || next < my_groups;
-       u += recv.stride, next += send.stride) {
+  for (int u = recv.first; u < src_items || next < my_groups; u += recv.stride, next += send.stride) {
     if (next < my_groups) send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, epoch MOE_A2A_PROFILE(, prof));
     if (u < src_items && !receive_part(b, a, sh, group_part(u, parts, chunks), epoch MOE_A2A_PROFILE(, prof))) return;
   }

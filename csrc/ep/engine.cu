@@ -6,6 +6,7 @@
 
 #include "ep_device.cuh"
 #include "moe_a2a/platform/device.h"
+#include "moe_a2a/platform/device_guard.h"
 
 namespace moe_a2a {
 namespace {
@@ -71,7 +72,7 @@ EpEngine::EpEngine(const EpConfig& cfg, TokenType token_type, std::shared_ptr<Sy
   ctx_.topk = Divisor::of(cfg.topk);
 
   const int device = heap_->device();
-  MOE_A2A_GPU_CHECK(hipSetDevice(device));
+  const DeviceGuard on_device(device);
   int sms = 0;
   MOE_A2A_GPU_CHECK(hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device));
   // Every block of a fused kernel may wait for a peer's block: all must be resident at once.
@@ -98,7 +99,7 @@ EpEngine::~EpEngine() {
 void EpEngine::close() {
   if (closed_) return;
   closed_ = true;
-  MOE_A2A_GPU_CHECK(hipSetDevice(heap_->device()));
+  const DeviceGuard on_device(heap_->device());
   MOE_A2A_GPU_CHECK(hipDeviceSynchronize());
 #if defined(MOE_A2A_ENABLE_PROFILER)
   profiler_.reset();
@@ -193,7 +194,7 @@ void EpEngine::combine_backward(const CombineBackwardArgs& args, hipStream_t str
 void EpEngine::set_rounds_for_test(uint64_t rounds) {
   MOE_A2A_CHECK(!closed_ && failed_.empty() && state_.round < 0,
                 "set_rounds_for_test needs a usable engine between rounds");
-  MOE_A2A_GPU_CHECK(hipSetDevice(heap_->device()));
+  const DeviceGuard on_device(heap_->device());
   MOE_A2A_GPU_CHECK(hipDeviceSynchronize());
   const std::vector<uint64_t> epochs(static_cast<size_t>(ctx_.cfg.num_blocks), rounds);
   MOE_A2A_GPU_CHECK(hipMemcpy(ctx_.workspace + ctx_.ws_layout.block_epoch, epochs.data(),

@@ -394,25 +394,39 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void row_source(const int* first_row, int world, i
 // receiving blocks"): of each half it runs, the work items (token groups, combine units)
 // first, first + stride, ... By default every block runs both halves of a fused launch and
 // block b takes items b, b + G, ... of each (G blocks), alternating between them. With
-// `senders` > 0 (EpConfig::dispatch_sender_blocks, combine_sender_blocks) a fused launch gives
-// the first `senders` blocks only the send half and the others only the receive half, so the
-// receivers' work (their prologue at a few tokens, the local copies at many) runs while the
-// senders send instead of after. Launches of one half use every block for it.
-// A block outside a half has runs = false (its caller counts no items of that half for it)
-// and first >= 0, so the loops over items need no other test.
+// `senders` = S > 0 (EpConfig::dispatch_sender_blocks, combine_sender_blocks) a fused launch
+// gives the first S blocks the send half (items i, i + S, ...) and the other R = G - S the
+// receive half, so the receivers' work (their prologue at a few tokens, the local copies at
+// many) runs while the senders send instead of after. The receive items still go round all G
+// blocks: items j, j + G, ... of receiving block S + j (j < R) come first, and a sending block i
+// takes items R + i, R + i + G, ... once it has sent. Where the receive items fit the R receivers
+// (the split rules make sure of it where they can) the senders take none; where they do not (a
+// dispatch whose peers hold many more tokens than this rank, which the rank cannot know when it
+// launches) they go to blocks that are done sending, not to receivers that already have items.
+// Such a sending block sends all its items before it receives (sends_first): between two sends,
+// a wait for a peer's late item could wait for a peer's sending block that waits the same way
+// for one of this rank's unsent items (two ranks, 8 blocks, one sending block each: a
+// deadlock). Without a split, block b's receive item u waits only for the peers' item u, which
+// their block b sent one step earlier, so the halves interleave.
+// Launches of one half use every block for it. A block outside a half has runs = false (its
+// caller counts no items of that half for it) and first >= 0, so the loops need no other test.
 struct HalfShare {
   bool runs;  // this block takes part in the half
   int first, stride;
+  int blocks;  // blocks whose first item is below `blocks`: the ones that split items into parts
 };
 struct BlockShares {
   HalfShare send, recv;
+  bool sends_first;  // every send item before any receive item, not one of each in turn
 };
 MOE_A2A_DEVICE MOE_A2A_INLINE BlockShares block_shares(Role role, int senders) {
   const int b = static_cast<int>(blockIdx.x), blocks = static_cast<int>(gridDim.x);
-  if (role != Role::kBoth || senders == 0) return {{sends(role), b, blocks}, {receives(role), b, blocks}};
-  constexpr HalfShare kNone{false, 0, 1};
-  return b < senders ? BlockShares{{true, b, senders}, kNone}
-                     : BlockShares{kNone, {true, b - senders, blocks - senders}};
+  if (role != Role::kBoth || senders == 0)
+    return {{sends(role), b, blocks, blocks}, {receives(role), b, blocks, blocks}, false};
+  constexpr HalfShare kNone{false, 0, 1, 1};
+  const int receivers = blocks - senders;
+  const HalfShare recv{true, b < senders ? receivers + b : b - senders, blocks, receivers};
+  return b < senders ? BlockShares{{true, b, senders, senders}, recv, true} : BlockShares{kNone, recv, false};
 }
 
 // Ranks whose bit is set among the lowest `world`.

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "moe_a2a/platform/device.h"
+#include "moe_a2a/platform/device_guard.h"
 #include "moe_a2a/platform/runtime.h"
 #include "moe_a2a/platform/sync.h"
 
@@ -69,7 +70,7 @@ SymmetricHeap::SymmetricHeap(int rank, int world, size_t bytes, int device) : de
   MOE_A2A_CHECK(world >= 1 && world <= kMaxWorld, "world size must be in [1, ", kMaxWorld, "], got ", world);
   MOE_A2A_CHECK(rank >= 0 && rank < world, "rank ", rank, " outside world of ", world);
   MOE_A2A_CHECK(bytes > 0, "symmetric heap size must be positive");
-  MOE_A2A_GPU_CHECK(hipSetDevice(device));
+  const DeviceGuard on_device(device);
   local_alloc_ = allocate_peer_visible(bytes + kControlBytes);
   // Zero before anyone can see it: flags start below every epoch, and the exchange that
   // follows (a collective) orders this memset before any peer's first write.
@@ -108,7 +109,7 @@ std::string SymmetricHeap::export_handle() const {
   h.world = view_.world;
   h.offset = 0;
   h.bytes = view_.bytes;
-  MOE_A2A_GPU_CHECK(hipSetDevice(device_));
+  const DeviceGuard on_device(device_);
   MOE_A2A_GPU_CHECK(hipIpcGetMemHandle(&h.handle, local_alloc_));
   return std::string(reinterpret_cast<const char*>(&h), sizeof(h));
 }
@@ -118,7 +119,7 @@ void SymmetricHeap::open_peers(const std::vector<std::string>& handles) {
   MOE_A2A_CHECK(!peers_open_, "SymmetricHeap peers are already open");
   MOE_A2A_CHECK(static_cast<int>(handles.size()) == view_.world, "expected ", view_.world, " heap handles, got ",
                 handles.size());
-  MOE_A2A_GPU_CHECK(hipSetDevice(device_));
+  const DeviceGuard on_device(device_);
   for (int r = 0; r < view_.world; ++r) {
     ExportedHandle h{};
     MOE_A2A_CHECK(handles[r].size() == sizeof(h), "heap handle of rank ", r, " has ", handles[r].size(),
@@ -144,7 +145,7 @@ void SymmetricHeap::open_peers(const std::vector<std::string>& handles) {
 
 uint32_t SymmetricHeap::close(double timeout_s) {
   if (closed_) return 0;
-  MOE_A2A_GPU_CHECK(hipSetDevice(device_));
+  const DeviceGuard on_device(device_);
   // This rank's kernels may still be using the mappings (and peers' kernels ours): finish
   // ours, then agree with the peers before anything is unmapped or freed.
   MOE_A2A_GPU_CHECK(hipDeviceSynchronize());

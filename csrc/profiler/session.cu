@@ -1,8 +1,10 @@
 #include "profiler/session.h"
 
 #include <cmath>
+#include <new>
 
 #include "moe_a2a/platform/device.h"
+#include "moe_a2a/platform/device_guard.h"
 
 namespace moe_a2a {
 
@@ -19,7 +21,7 @@ ProfilerSession::ProfilerSession(const HeapView& heap, int device, size_t mailbo
   view_.waves_per_block = waves_per_block;
   view_.rank = heap.rank;
   const size_t tracks = static_cast<size_t>(num_blocks) * waves_per_block;
-  MOE_A2A_GPU_CHECK(hipSetDevice(device));
+  const DeviceGuard on_device(device);
   try {
     MOE_A2A_GPU_CHECK(hipMalloc(reinterpret_cast<void**>(&view_.records), tracks * capacity * sizeof(ProfilerRecord)));
     MOE_A2A_GPU_CHECK(hipMalloc(reinterpret_cast<void**>(&view_.counts), tracks * sizeof(uint32_t)));
@@ -38,7 +40,7 @@ ProfilerSession::~ProfilerSession() { free_all(); }
 
 void ProfilerSession::free_all() {
   // Best effort: a destructor must not throw, and the pointers may be partly set.
-  (void)hipSetDevice(device_);
+  const DeviceGuard on_device(device_, std::nothrow);
   (void)hipDeviceSynchronize();
   for (void* p : {static_cast<void*>(view_.records), static_cast<void*>(view_.counts), static_cast<void*>(samples_),
                   static_cast<void*>(timeouts_)}) {
@@ -76,7 +78,7 @@ std::vector<ClockSample> ProfilerSession::sync_clocks(hipStream_t stream) {
 }
 
 ProfileDump ProfilerSession::collect(hipStream_t stream) {
-  MOE_A2A_GPU_CHECK(hipSetDevice(device_));
+  const DeviceGuard on_device(device_);
   MOE_A2A_GPU_CHECK(hipStreamSynchronize(stream));  // the profiled kernels are done
   ProfileDump d;
   d.clock_after = sync_clocks(stream);

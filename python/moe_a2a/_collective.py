@@ -1,4 +1,9 @@
-"""Small host-side collectives used at setup time (never on the hot path)."""
+"""Small host-side collectives used at setup time (never on the hot path).
+
+With an NCCL group, an object collective (all_gather_object) and barrier() run on the current
+device, and a group bound to one GPU (init_process_group(device_id=...)) refuses any other. The
+current device is the caller's, and may be another GPU than the one moe_a2a was given (a reused
+worker process), so moe_a2a makes these calls inside torch.cuda.device(its own device)."""
 
 import weakref
 from typing import Any, List

@@ -27,6 +27,9 @@ combine A, combine B), each round in a buffer of its own.
 
 profile=True records every kernel with the in-kernel profiler (a build with MOE_A2A_PROFILE=1);
 moe_a2a.trace.save(path) writes what was recorded as one Perfetto trace for all ranks.
+
+The AllToAll works on device= (default: the device current when it is created), and no call
+changes the caller's current device (docs/design/lifetime.md).
 """
 
 import os
@@ -436,11 +439,12 @@ class AllToAll:
         config["capacity"] = self.capacity
         self.num_buffers = int(num_buffers)
         same_everywhere = {k: v for k, v in config.items() if k != "rank"}
-        require_same(
-            f"the AllToAll config ({', '.join(same_everywhere)}, num_buffers, timeout_s, profile)",
-            (same_everywhere, self.num_buffers, float(timeout_s), self.profile),
-            group,
-        )
+        with torch.cuda.device(dev):  # the collective's device (_collective.py)
+            require_same(
+                f"the AllToAll config ({', '.join(same_everywhere)}, num_buffers, timeout_s, profile)",
+                (same_everywhere, self.num_buffers, float(timeout_s), self.profile),
+                group,
+            )
         problem = C.validate_config(**config)
         if problem:
             raise ValueError(f"moe_a2a: {problem}")
@@ -660,10 +664,11 @@ class AllToAll:
         and every signal of this rank's heap region), e.g. right before the epoch wraps."""
         self._check_open()
         torch.cuda.synchronize(self.device)
-        dist.barrier(group=self.group)
-        for engine in self._engines:
-            ext().engine_set_rounds_for_test(engine, int(rounds) % (1 << 64))
-        dist.barrier(group=self.group)
+        with torch.cuda.device(self.device):  # the barriers' device (_collective.py)
+            dist.barrier(group=self.group)
+            for engine in self._engines:
+                ext().engine_set_rounds_for_test(engine, int(rounds) % (1 << 64))
+            dist.barrier(group=self.group)
 
     def _flagged_words_for_test(self) -> torch.Tensor:
         """Test hook: this rank's flagged partial sums (comb_flagged) of every buffer, as int64

@@ -602,16 +602,27 @@ TEST(EpConfig, AutomaticSendersSplitOnlyWhereEveryItemHasABlock) {
   EXPECT_EQ(c.dispatch_sender_blocks(65), 66);  // 66 senders, 66 receivers
   EXPECT_EQ(c.dispatch_sender_blocks(66), 0);
   EXPECT_EQ(c.dispatch_sender_blocks(4096), 0);
-  EXPECT_EQ(c.combine_sender_blocks(0, 7), 0);
-  EXPECT_EQ(c.combine_sender_blocks(1, 7), 7);   // one token: a unit per chunk
-  EXPECT_EQ(c.combine_sender_blocks(9, 7), 63);  // 9 groups of 7 parts
-  EXPECT_EQ(c.combine_sender_blocks(10, 7), 0);  // 70 units: more than half the blocks
-  EXPECT_EQ(c.combine_sender_blocks(4096, 7), 0);
+  // combine: (this rank's units, the most units of any source)
+  const auto units = [&c](int tokens) { return c.combine_units(tokens, 7); };
+  EXPECT_EQ(units(1), 7);   // one token: a unit per chunk
+  EXPECT_EQ(units(9), 63);  // 9 groups of 7 parts
+  EXPECT_EQ(units(16), 112);
+  EXPECT_EQ(c.combine_sender_blocks(0, 0), 0);  // nothing to send
+  EXPECT_EQ(c.combine_sender_blocks(units(1), units(1)), 7);
+  EXPECT_EQ(c.combine_sender_blocks(units(9), units(9)), 63);
+  EXPECT_EQ(c.combine_sender_blocks(units(10), units(10)), 0);  // 70 units each: more than half the blocks
+  EXPECT_EQ(c.combine_sender_blocks(units(4096), units(4096)), 0);
+  // Unequal batches: the senders answer the peer's units, not this rank's own number of them. A
+  // rank with 1 token whose peer has 16 sends with 112 blocks (it had 7 for the peer's 112 units).
+  EXPECT_EQ(c.combine_sender_blocks(units(1), units(16)), 112);
+  EXPECT_EQ(c.combine_sender_blocks(units(16), units(16)), 0);   // 112 + 112 > 132
+  EXPECT_EQ(c.combine_sender_blocks(units(0), units(16)), 112);  // no tokens here: all may send
+  EXPECT_EQ(c.combine_sender_blocks(units(4), units(16)), 0);    // 28 + 112 > 132: every block both
   c.dispatch_senders = 5;
   c.combine_senders = 0;
   EXPECT_EQ(c.dispatch_sender_blocks(1), 5);  // a fixed choice is kept at every batch
   EXPECT_EQ(c.dispatch_sender_blocks(4096), 5);
-  EXPECT_EQ(c.combine_sender_blocks(1, 7), 0);
+  EXPECT_EQ(c.combine_sender_blocks(units(1), units(1)), 0);
 }
 
 // Engine ids are built from the fingerprint (csrc/bindings/registry.cpp): the ranks of one

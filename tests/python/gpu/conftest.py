@@ -5,7 +5,12 @@
 Every rank runs every test. After each test the ranks agree on the outcome over a gloo
 (CPU) group, so a rank that fails makes every rank fail that test instead of leaving the
 others waiting in a collective; a rank that cannot reach that agreement within
-AGREE_TIMEOUT fails too, never hangs.
+AGREE_TIMEOUT fails too, never hangs. A test that runs longer than TEST_TIMEOUT_S
+(MOE_A2A_TEST_TIMEOUT_S, default 150) is a hang: every rank's watchdog prints
+"GPU TEST TIMEOUT <test> on rank <r>" and the stacks of its threads, and ends the process, which
+ends the torchrun (a rank stuck in an NCCL collective cannot be woken to run the next test).
+Tests meet with `meet()` (a gloo barrier that raises after MEET_TIMEOUT) rather than
+dist.barrier(), and put the meeting in a `finally` where one rank's check may fail before it.
 
 MOE_A2A_TEST_ONE_GPU=1 runs every rank on GPU 0 (a correctness smoke run where only one GPU
 is at hand: the ranks' kernels share the GPU, by time slices or under MPS, so every timing is
@@ -14,8 +19,11 @@ tests that need NCCL collectives on GPU tensors fail there).
 """
 
 import datetime
+import faulthandler
 import os
 import sys
+import threading
+import time
 
 import pytest
 
@@ -26,6 +34,8 @@ import torch.distributed as dist  # noqa: E402
 import moe_a2a  # noqa: E402,F401  (first: sets the no-multicast environment before torch loads)
 
 AGREE_TIMEOUT = datetime.timedelta(seconds=180)
+MEET_TIMEOUT = datetime.timedelta(seconds=60)
+TEST_TIMEOUT_S = float(os.environ.get("MOE_A2A_TEST_TIMEOUT_S", "150"))
 ONE_GPU = os.environ.get("MOE_A2A_TEST_ONE_GPU") == "1"
 _cpu_group = None
 
@@ -65,6 +75,39 @@ def world():
 @pytest.fixture(scope="session")
 def rank():
     return dist.get_rank()
+
+
+def meet():
+    """Every rank reaches this point: a barrier over the gloo group that raises (naming the ranks
+    that did not come) after MEET_TIMEOUT instead of waiting for good, as an NCCL barrier would
+    behind a rank that failed before it."""
+    dist.monitored_barrier(group=_cpu_group, timeout=MEET_TIMEOUT, wait_all_ranks=True)
+
+
+def _timed_out(nodeid):
+    """The watchdog of a test that outran TEST_TIMEOUT_S: name it, show where every thread is,
+    leave. The pause lets the other ranks' watchdogs, started at the same test, print theirs
+    before torchrun ends them."""
+    rank = dist.get_rank() if dist.is_initialized() else -1
+    print(f"\nGPU TEST TIMEOUT {nodeid} on rank {rank} after {TEST_TIMEOUT_S:.0f} s", file=sys.stderr, flush=True)
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    results = os.environ.get("MOE_A2A_RESULTS_DIR")
+    if results:
+        with open(os.path.join(results, "timeouts.txt"), "a") as f:
+            f.write(f"{nodeid} rank {rank}\n")
+    time.sleep(5)
+    os._exit(3)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    watchdog = threading.Timer(TEST_TIMEOUT_S, _timed_out, args=(item.nodeid,))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        yield
+    finally:
+        watchdog.cancel()
 
 
 @pytest.hookimpl(hookwrapper=True)

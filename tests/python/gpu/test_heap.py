@@ -3,6 +3,7 @@
 import pytest
 import torch
 import torch.distributed as dist
+from conftest import meet
 
 import moe_a2a
 from moe_a2a import microbench
@@ -29,7 +30,7 @@ def test_pattern_through_translate(heap, world, rank):
         bad, timeouts = ext().check_pattern(heap._heap, region, words, flags, epoch, 10.0)
         assert timeouts == 0, f"rank {rank}: {timeouts} flags never arrived"
         assert bad == 0, f"rank {rank}: {bad} of {world * words} words wrong"
-        dist.barrier()  # the next epoch's pattern overwrites this one
+        meet()  # the next epoch's pattern overwrites this one
 
 
 def test_check_fails_on_wrong_data(heap, world, rank):
@@ -39,7 +40,7 @@ def test_check_fails_on_wrong_data(heap, world, rank):
     flags = heap.alloc_bytes(world * 8)
     ext().put_pattern(heap._heap, region, words, flags, 1)
     torch.cuda.synchronize()
-    dist.barrier()
+    meet()
     mine = ext().check_pattern(heap._heap, region, words, flags, 1, 10.0)
     assert mine == (0, 0)
     view = heap._heap.tensor(rank, region, world * words * 4).view(torch.int32)
@@ -65,11 +66,11 @@ def test_peer_view_roundtrip(heap, world, rank):
     t = heap.alloc((world, 1024), torch.float32)
     t.fill_(-1)
     torch.cuda.synchronize()
-    dist.barrier()
+    meet()
     for peer in range(world):
         heap.peer(t, peer)[rank].fill_(rank * 1000 + peer)
     torch.cuda.synchronize()
-    dist.barrier()
+    meet()
     expected = torch.tensor([[src * 1000 + rank] * 1024 for src in range(world)], dtype=torch.float32, device=t.device)
     assert torch.equal(t, expected)
 
@@ -95,7 +96,7 @@ def test_create_close_cycles_do_not_leak():
     # mem_get_info is the device's: every rank measures at the same point of the test (all heaps
     # closed), or a rank sharing the GPU (the one-GPU run) would count the other's live heap.
     torch.cuda.synchronize()
-    dist.barrier()
+    meet()
     free_before, _ = torch.cuda.mem_get_info()
     heaps_before, maps_before = ext().live_heaps(), ext().open_mappings()
     for _ in range(50):
@@ -103,7 +104,7 @@ def test_create_close_cycles_do_not_leak():
         h.alloc_bytes(MiB)
         h.close()
     torch.cuda.synchronize()
-    dist.barrier()
+    meet()
     free_after, _ = torch.cuda.mem_get_info()
     assert ext().live_heaps() == heaps_before
     assert ext().open_mappings() == maps_before
@@ -127,7 +128,7 @@ def test_floor_exchange_delivers_every_byte(heap, world, rank, nbytes, blocks, o
     limit = float("inf") if one_gpu else 10_000
     assert len(us) == 3 and all(0 < u < limit for u in us), f"{us} us an iteration"
     torch.cuda.synchronize()
-    dist.barrier()  # the peer's last phase is over before its bytes are read
+    meet()  # the peer's last phase is over before its bytes are read
     region, _, workspace = microbench.floor_reserve(heap, nbytes, blocks)
     words = heap._heap.tensor(rank, region, nbytes).view(torch.int32).view(-1, 4).cpu()
     n16 = nbytes // 16

@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 import torch
-import torch.distributed as dist
+from conftest import meet
 
 import moe_a2a
 from moe_a2a import trace
@@ -152,4 +152,4 @@ def test_results_unchanged_by_profiling(world, rank):
         finally:
             ep.close()
     assert torch.equal(outs[0], outs[1])
-    dist.barrier()
+    meet()
