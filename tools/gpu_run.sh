@@ -4,7 +4,9 @@
 #   tools/gpu_run.sh OUT [all|STEP[,STEP...]] [extra pytest args...]
 # STEP is one of build, tests, bench, graph, sweep, layer, host, profile, fp8, hf, hf_smoke, sanitize, soak, proxy (e.g.
 # build,tests,graph).
-# `tests` also writes the fault-injection table (tests/python/gpu/test_faults.py) to OUT/faults.txt and summary.txt.
+# `tests` also writes the fault-injection table (tests/python/gpu/test_faults.py) to OUT/faults.txt and summary.txt,
+# and the names of the tests that failed or hung (conftest's watchdog) to summary.txt; GPU_TEST_RUNS=N runs the suite N
+# times in a row.
 # On a one-GPU node the tests (and `soak`) run ONE_GPU_RANKS ranks on the GPU (default 2; 4 or 8 check the
 # protocol at a larger world, time-sliced: the whole suite takes several times as long, so GPU_TESTS, the test
 # paths, default tests/python/gpu, lets it run a few files per call).
