@@ -47,13 +47,18 @@ struct CombineShared {
   bool timed_out;  // receive half, flagged partial sums: a wave of this block gave up
 };
 
-// Backward of dispatch only: waits until every rank's start signal says "my comb_x is free" (its
-// previous round ended before this kernel started, on the same stream). In a forward round the
-// dispatch half of the round plays this part.
-MOE_A2A_DEVICE bool await_all_ready(const EpBuffers& b, CombineShared& sh, uint64_t epoch) {
+// Waits until every rank's start signal of this round is in (one block; false after a timeout,
+// reported at `site`): every peer's combine has started, so it is done reading what this rank sent
+// in the round's earlier kernels. Two launches need that and have no other wait that proves it: the
+// backward of dispatch before it writes the peers' comb_x (kDispatchGradReady; in a forward round
+// the dispatch plays this part), and a rank with no combine units of its own before its next round
+// rewrites its counts and rows on every peer (kCombineStart; protocol.md, "Why nothing is
+// overwritten too early"). A token rank with flagged partial sums waits for the same signals in
+// receive_unit.
+MOE_A2A_DEVICE bool await_every_start(const EpBuffers& b, CombineShared& sh, uint64_t epoch, WaitSite site) {
   const EpConfig& cfg = b.c.cfg;
   const auto signal = [&](int src) { return b.start_signal(cfg.rank, src); };
-  return await_ranks(b.c, signal, all_ranks(cfg.world), epoch, WaitSite::kDispatchGradReady, -1, sh.payload);
+  return await_ranks(b.c, signal, all_ranks(cfg.world), epoch, site, -1, sh.payload);
 }
 
 // The partial sums of combine unit `u` of every source that has one, in one batch, then one
@@ -241,17 +246,6 @@ MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, Combi
   return !(flagged && sh.timed_out);
 }
 
-// A rank with no combine units of its own waits for no partial sum in its combine, yet its next
-// dispatch rewrites its count and rows on every peer: it may start that round only once every peer
-// is done reading this one's (protocol.md, "Why nothing is overwritten too early"). Every peer's
-// start signal says so, as it does for a token rank with flagged partial sums (receive_unit). One
-// block waits. False after a timeout.
-MOE_A2A_DEVICE bool await_peers_started(const EpBuffers& b, CombineShared& sh, uint64_t epoch) {
-  const EpConfig& cfg = b.c.cfg;
-  const auto signal = [&](int src) { return b.start_signal(cfg.rank, src); };
-  return await_ranks(b.c, signal, all_ranks(cfg.world), epoch, WaitSite::kCombineStart, -1, sh.payload);
-}
-
 template <TokenType kType>
 __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineArgs a, Role role) {
   __shared__ CombineShared sh;
@@ -285,12 +279,12 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
     // This rank's combine has started: every read of the round's earlier kernels here is done (its
     // dispatch, or the backward of combine), and an error so far (a bad route included) is in the
     // payload. The backward of dispatch waits for it before writing comb_x, and a token rank with
-    // flagged partial sums or no units before its next round (receive_unit, await_peers_started).
+    // flagged partial sums or no units before its next round (receive_unit, await_every_start).
     // Block 0's last wave publishes: its fence stalls that wave only, which at a few tokens has
     // nothing to send.
     if (blockIdx.x == 0 && wave_id() == kWavesPerBlock - 1 && lane_id() < cfg.world)
       publish(b.start_signal(lane_id(), cfg.rank), epoch, round_error_bit(b, epoch));
-    if (a.await_ready && !await_all_ready(b, sh, epoch)) return;  // timed out: engine failed
+    if (a.await_ready && !await_every_start(b, sh, epoch, WaitSite::kDispatchGradReady)) return;  // engine failed
   }
   const auto send_step = [&](int u) {
     if (u < src_units) send_partials<kType>(b, a, sh, u, epoch MOE_A2A_PROFILE(, prof));
@@ -308,7 +302,9 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
       return;
     }
   }
-  if (recv.runs && my_units == 0 && recv.first == 0 && !await_peers_started(b, sh, epoch)) return;
+  // A rank with no units of its own waited for no peer in this round (await_every_start).
+  if (recv.runs && my_units == 0 && recv.first == 0 && !await_every_start(b, sh, epoch, WaitSite::kCombineStart))
+    return;
   // Every block of the launch, also one that only sent, ends the round on its own counter.
   if (receives(role)) end_round(b);
 }

@@ -3,11 +3,14 @@
 With an NCCL group, an object collective (all_gather_object) and barrier() run on the current
 device, and a group bound to one GPU (init_process_group(device_id=...)) refuses any other. The
 current device is the caller's, and may be another GPU than the one moe_a2a was given (a reused
-worker process), so moe_a2a makes these calls inside torch.cuda.device(its own device)."""
+worker process), so every collective here takes moe_a2a's device and runs on it (None: the
+current device)."""
 
+import contextlib
 import weakref
 from typing import Any, List
 
+import torch
 import torch.distributed as dist
 
 
@@ -31,15 +34,25 @@ class GroupRef:
         return group
 
 
-def all_gather(obj: Any, group) -> List[Any]:
+def _on(device):
+    return torch.cuda.device(device) if device is not None else contextlib.nullcontext()
+
+
+def all_gather(obj: Any, group, device=None) -> List[Any]:
     out = [None] * dist.get_world_size(group)
-    dist.all_gather_object(out, obj, group=group)
+    with _on(device):
+        dist.all_gather_object(out, obj, group=group)
     return out
 
 
-def require_same(what: str, value: Any, group) -> None:
+def barrier(group, device=None) -> None:
+    with _on(device):
+        dist.barrier(group=group)
+
+
+def require_same(what: str, value: Any, group, device=None) -> None:
     """Raises the same error on every rank unless every rank passed an equal `value`."""
-    values = all_gather(value, group)
+    values = all_gather(value, group, device)
     if any(v != values[0] for v in values):
         listing = "; ".join(f"rank {r}: {v}" for r, v in enumerate(values))
         raise RuntimeError(f"moe_a2a: ranks disagree on {what}: {listing}")

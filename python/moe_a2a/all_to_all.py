@@ -40,7 +40,7 @@ from typing import NamedTuple, Optional, Tuple, Union
 import torch
 import torch.distributed as dist
 
-from ._collective import GroupRef, require_same
+from ._collective import GroupRef, barrier, require_same
 from ._ext import ext
 from .heap import DEFAULT_CLOSE_TIMEOUT_S, SymmetricHeap
 from .reference import FP8_FORMATS
@@ -439,12 +439,12 @@ class AllToAll:
         config["capacity"] = self.capacity
         self.num_buffers = int(num_buffers)
         same_everywhere = {k: v for k, v in config.items() if k != "rank"}
-        with torch.cuda.device(dev):  # the collective's device (_collective.py)
-            require_same(
-                f"the AllToAll config ({', '.join(same_everywhere)}, num_buffers, timeout_s, profile)",
-                (same_everywhere, self.num_buffers, float(timeout_s), self.profile),
-                group,
-            )
+        require_same(
+            f"the AllToAll config ({', '.join(same_everywhere)}, num_buffers, timeout_s, profile)",
+            (same_everywhere, self.num_buffers, float(timeout_s), self.profile),
+            group,
+            dev,
+        )
         problem = C.validate_config(**config)
         if problem:
             raise ValueError(f"moe_a2a: {problem}")
@@ -664,11 +664,10 @@ class AllToAll:
         and every signal of this rank's heap region), e.g. right before the epoch wraps."""
         self._check_open()
         torch.cuda.synchronize(self.device)
-        with torch.cuda.device(self.device):  # the barriers' device (_collective.py)
-            dist.barrier(group=self.group)
-            for engine in self._engines:
-                ext().engine_set_rounds_for_test(engine, int(rounds) % (1 << 64))
-            dist.barrier(group=self.group)
+        barrier(self.group, self.device)
+        for engine in self._engines:
+            ext().engine_set_rounds_for_test(engine, int(rounds) % (1 << 64))
+        barrier(self.group, self.device)
 
     def _flagged_words_for_test(self) -> torch.Tensor:
         """Test hook: this rank's flagged partial sums (comb_flagged) of every buffer, as int64

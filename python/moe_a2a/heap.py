@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 import torch
 import torch.distributed as dist
 
-from ._collective import GroupRef, all_gather, require_same
+from ._collective import GroupRef, all_gather, barrier, require_same
 from ._ext import ext
 
 # How long close() waits for the peers to close their side before it frees this rank's
@@ -46,15 +46,14 @@ class SymmetricHeap:
         if device is None:
             device = torch.device("cuda", torch.cuda.current_device())
         self.device = torch.device(device)
-        with torch.cuda.device(self.device):  # the collectives' device (_collective.py)
-            require_same("the symmetric heap size", int(nbytes), group)
-            self._heap = ext().SymmetricHeap(self.rank, self.world, int(nbytes), self.device.index)
-            # Closes at garbage collection or interpreter exit unless close() ran first.
-            self._finalizer = weakref.finalize(self, _close_heap, self._heap, self.rank, DEFAULT_CLOSE_TIMEOUT_S)
-            handles = all_gather(self._heap.export_handle(), group)
-            self._heap.open_peers(handles)
-            # Nobody may write into a peer's heap before that peer has mapped ours too.
-            dist.barrier(group=group)
+        require_same("the symmetric heap size", int(nbytes), group, self.device)
+        self._heap = ext().SymmetricHeap(self.rank, self.world, int(nbytes), self.device.index)
+        # Closes at garbage collection or interpreter exit unless close() ran first.
+        self._finalizer = weakref.finalize(self, _close_heap, self._heap, self.rank, DEFAULT_CLOSE_TIMEOUT_S)
+        handles = all_gather(self._heap.export_handle(), group, self.device)
+        self._heap.open_peers(handles)
+        # Nobody may write into a peer's heap before that peer has mapped ours too.
+        barrier(group, self.device)
         self._offsets = {}  # data_ptr of a tensor alloc() returned -> (offset, nbytes)
 
     @property
@@ -78,8 +77,7 @@ class SymmetricHeap:
         except RuntimeError as e:  # full heap on this rank: the others must raise too
             offset, error = None, str(e)
         summary = (self._heap.fingerprint(), offset, error)
-        with torch.cuda.device(self.device):  # the collective's device (_collective.py)
-            views = all_gather(summary, self.group)
+        views = all_gather(summary, self.group, self.device)
         if any(v != views[0] for v in views):
             listing = "; ".join(
                 f"rank {r}: fingerprint {v[0]:#x}, offset {v[1]}, error {v[2]}" for r, v in enumerate(views)

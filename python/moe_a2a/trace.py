@@ -194,13 +194,10 @@ def save(path, ep=None):
         ep = _active() if _active is not None else None
     if ep is None:
         raise RuntimeError("moe_a2a.trace.save: no AllToAll was created with profile=True")
-    import torch
-
     from ._collective import all_gather
     from ._ext import ext
 
-    with torch.cuda.device(ep.device):  # the collective's device (_collective.py)
-        dumps = all_gather(ep.profile_collect(), ep.group)
+    dumps = all_gather(ep.profile_collect(), ep.group, ep.device)
     if ep.rank != 0:
         return None
     trace = build_trace(dumps, ext().profiler_event_names(), ext().profiler_event_arg_names())
