@@ -6,8 +6,9 @@
     torchrun --nproc-per-node=2 tools/soak.py --profile sanitize                       # tools/sanitize.sh
 
 What runs is tests/python/gpu/soak_schedule.py (mixed shapes, dtypes, layouts, token counts,
-routings, masked slots, duplicate ids, fused / split / backward rounds, every check_every-th
-round checked against the reference, every kind of round across the epoch wrap points). The
+routings, masked slots, duplicate ids, fused / split / backward rounds and two rounds in flight,
+every round checked on the GPU (tests/python/gpu/round_checks.py), every check_every-th round
+also on the host against the reference, every kind of round across the epoch wrap points). The
 process group is gloo (it only sets the AllToAlls up). Rank 0 prints SOAK_RESULT {json} and, with
 --out, writes soak-<profile>.json. Exit status 1 if any round failed (every rank raises at the
 first failed check: the ranks agree on each checked round).

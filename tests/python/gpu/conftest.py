@@ -84,6 +84,15 @@ def meet():
     dist.monitored_barrier(group=_cpu_group, timeout=MEET_TIMEOUT, wait_all_ranks=True)
 
 
+def share(obj):
+    """Rank 0's `obj`, on every rank, over the gloo group: for a test whose work runs on rank 0
+    alone (processes of its own on every GPU) while the other ranks wait without an NCCL
+    collective on their GPU. Raises after AGREE_TIMEOUT if a rank does not come."""
+    objs = [None] * dist.get_world_size()
+    dist.all_gather_object(objs, obj, group=_cpu_group)
+    return objs[0]
+
+
 def _timed_out(nodeid):
     """The watchdog of a test that outran TEST_TIMEOUT_S: name it, show where every thread is,
     leave. The pause lets the other ranks' watchdogs, started at the same test, print theirs

@@ -8,7 +8,8 @@ against the CPU quantizer, and the experts then work on the dequantized rows; fp
 forward only); a Spec fixes one round on it: every rank's token count (0 and
 max_tokens allowed), the routing (uniform, skewed towards low expert ids, or every token to the
 same experts), masked slots (-1), duplicate expert ids within a token, the kind of round (fused
-calls, split calls, or a forward round with both backward rounds) and the seed of its data.
+calls, split calls, a forward round with both backward rounds, or, on an AllToAll of two buffers,
+two forward rounds in flight at once) and the seed of its data.
 Every rank derives every rank's inputs from (Shape, Spec, rank) alone, so each checks its own
 outputs locally, as the other GPU tests do.
 """
@@ -25,7 +26,7 @@ import moe_a2a
 from moe_a2a import reference as ref
 from moe_a2a._collective import all_gather
 
-KINDS = ("fused", "split", "backward")
+KINDS = ("fused", "split", "backward", "pair")
 FORWARD_KINDS = ("fused", "split")
 ROUTINGS = ("uniform", "skewed", "hot")
 # combine against the reference: the challenge's tolerance for 16-bit rows; fp32 rows only see
@@ -61,11 +62,14 @@ class Shape:
     # that every tensor moe_a2a's kernels read was written by them or by a copy: what
     # compute-sanitizer's initcheck can judge when it instruments only moe_a2a's kernels.
     host_experts: bool = False
+    buffers: int = 1  # AllToAll(num_buffers=): 2 lets "pair" rounds keep two rounds in flight
 
     def kinds(self) -> Tuple[str, ...]:
         """The kinds of round this AllToAll runs: fp8 dispatch has no backward, and a backward
-        round's gradients come from torch's kernels (not host_experts)."""
-        return KINDS if self.fp8 is None and not self.host_experts else FORWARD_KINDS
+        round's gradients come from torch's kernels (not host_experts); two rounds in flight need
+        two buffers."""
+        kinds = FORWARD_KINDS + (("backward",) if self.fp8 is None and not self.host_experts else ())
+        return kinds + (("pair",) if self.buffers > 1 else ())
 
     def num_experts(self, world: int) -> int:
         return self.experts_per_rank * world
@@ -92,6 +96,7 @@ class Shape:
             expert_alignment=self.alignment,
             num_sms=self.num_sms,
             dispatch_dtype=self.fp8,
+            num_buffers=self.buffers,
             timeout_s=timeout_s,
             device=device,
             **{key: self.capacity(world)},
@@ -107,6 +112,10 @@ class Spec:
     kind: str = "fused"
     seed: int = 0
     int64_ids: bool = False
+
+    def second(self) -> "Spec":
+        """The second round of a "pair": other tokens, counts and routing, the same features."""
+        return dataclasses.replace(self, tokens=self.tokens[::-1], seed=(self.seed * 7 + 1) % (1 << 31), kind="fused")
 
 
 class Bank:
@@ -125,10 +134,19 @@ class Bank:
             rows = [torch.randn(shape.max_tokens, shape.hidden, generator=g) for _ in range(self.COPIES)]
             self.cpu.append([t.to(shape.dtype) for t in rows])
         self.device = [t.to(device) for t in self.cpu[rank]]
+        self.where, self.everyone = device, None
 
     def tokens(self, spec: Spec, r: int, on_device: bool, offset: int = 0) -> torch.Tensor:
         copy = (spec.seed + offset) % self.COPIES
         return (self.device[copy] if on_device else self.cpu[r][copy])[: spec.tokens[r]]
+
+    def everyone_on_device(self, spec: Spec) -> torch.Tensor:
+        """Every rank's tokens of the round, [world, max_tokens, H] on the device (for
+        round_checks.py; made at the first call)."""
+        if self.everyone is None:
+            ranks = range(len(self.cpu))
+            self.everyone = [torch.stack([self.cpu[r][c] for r in ranks]).to(self.where) for c in range(self.COPIES)]
+        return self.everyone[spec.seed % self.COPIES]
 
 
 def routing(shape: Shape, spec: Spec, r: int, world: int):
@@ -162,36 +180,78 @@ def rank_inputs(shape: Shape, spec: Spec, bank: Bank, r: int, world: int, device
     return ref.Routing(bank.tokens(spec, r, on_device=True), idx.to(device), w.to(device))
 
 
-def run_round(ep, shape: Shape, spec: Spec, bank: Bank, rank: int, world: int, device, check: bool = False):
-    """One round of spec.kind on ep (a forward round and its two backward rounds for
-    "backward"); with check, waits for it and raises AssertionError on a wrong result."""
+@dataclasses.dataclass
+class Outcome:
+    """What one forward round (with its backward rounds, for "backward") gave this rank."""
+
+    spec: Spec  # the round's (for a "pair", each of its two rounds has its own)
+    d: object  # moe_a2a.Dispatched
+    out: torch.Tensor
+    grad_x: Optional[torch.Tensor] = None
+    grad_w: Optional[torch.Tensor] = None
+
+
+def run_round(ep, shape: Shape, spec: Spec, bank: Bank, rank: int, world: int, device, check: bool = False) -> list:
+    """One round of spec.kind on ep (a forward round and its two backward rounds for "backward",
+    two forward rounds in flight for "pair"); with check, waits for it and raises AssertionError
+    on a wrong result. Returns its Outcomes (round_checks.py checks them on the GPU)."""
     x, idx, w = rank_inputs(shape, spec, bank, rank, world, device)
     if spec.kind == "backward":
-        _backward_round(ep, shape, spec, bank, rank, world, (x, idx, w), check)
+        outcomes = [_backward_round(ep, shape, spec, bank, rank, (x, idx, w))]
+    elif spec.kind == "pair":
+        outcomes = _pair_round(ep, shape, spec, bank, rank, world, device, (x, idx, w))
     else:
-        _forward_round(ep, shape, spec, bank, rank, world, (x, idx, w), check)
+        outcomes = [_forward_round(ep, shape, spec, rank, (x, idx, w))]
+    if check:
+        ep.synchronize()
+        for o in outcomes:
+            (_check_backward if o.grad_x is not None else _check_forward)(o, shape, bank, rank, world)
+    return outcomes
 
 
-def _forward_round(ep, shape, spec, bank, rank, world, inputs, check):
+def _forward_round(ep, shape, spec, rank, inputs) -> Outcome:
     x, idx, w = inputs
-    if spec.kind == "fused":
-        d = ep.dispatch(x, idx, w)
-        out = ep.combine(experts(d, shape, rank), d)
-    else:
+    if spec.kind == "split":
         d = ep.dispatch_recv(ep.dispatch_send(x, idx, w))
         out = ep.combine_recv(ep.combine_send(experts(d, shape, rank), d))
-    if not check:
-        return
-    ep.synchronize()
-    everyone = [rank_inputs(shape, spec, bank, r, world) for r in range(world)]
-    check_layout(d, shape.layout, shape.alignment)
+    else:
+        d = ep.dispatch(x, idx, w)
+        out = ep.combine(experts(d, shape, rank), d)
+    return Outcome(spec, d, out)
+
+
+def _pair_round(ep, shape, spec, bank, rank, world, device, inputs) -> list:
+    """Two rounds in flight (num_buffers=2): dispatch A, dispatch B, then the combines, B first on
+    odd seeds; through the split calls on seeds = 2 mod 4, interleaved as a two-micro-batch
+    pipeline does."""
+    b_spec = spec.second()
+    a, b = inputs, rank_inputs(shape, b_spec, bank, rank, world, device)
+    if spec.seed % 4 == 2:
+        pa, pb = ep.dispatch_send(*a), ep.dispatch_send(*b)
+        da, db = ep.dispatch_recv(pa), ep.dispatch_recv(pb)
+        ca = ep.combine_send(experts(da, shape, rank), da)
+        cb = ep.combine_send(experts(db, shape, rank), db)
+        out_a, out_b = ep.combine_recv(ca), ep.combine_recv(cb)
+    else:
+        da, db = ep.dispatch(*a), ep.dispatch(*b)
+        ya, yb = experts(da, shape, rank), experts(db, shape, rank)
+        if spec.seed % 2:
+            out_b, out_a = ep.combine(yb, db), ep.combine(ya, da)
+        else:
+            out_a, out_b = ep.combine(ya, da), ep.combine(yb, db)
+    return [Outcome(spec, da, out_a), Outcome(b_spec, db, out_b)]
+
+
+def _check_forward(o: Outcome, shape, bank, rank, world):
+    everyone = [rank_inputs(shape, o.spec, bank, r, world) for r in range(world)]
+    check_layout(o.d, shape.layout, shape.alignment)
     if shape.fp8 is None:
-        check_dispatch(d, everyone, rank, world, shape.num_experts(world))
+        check_dispatch(o.d, everyone, rank, world, shape.num_experts(world))
     else:  # the bytes and scales exactly; then the experts saw the dequantized tokens
-        check_fp8_rows(d, everyone, rank, world, shape.num_experts(world), shape.fp8)
+        check_fp8_rows(o.d, everyone, rank, world, shape.num_experts(world), shape.fp8)
         everyone = [ref.Routing(fp8_round_trip(x, shape), idx, w) for x, idx, w in everyone]
     want = ref.moe_reference(everyone, rank, shape.num_experts(world), world)
-    torch.testing.assert_close(out.cpu().float(), want.float(), **FORWARD_TOL[shape.dtype])
+    torch.testing.assert_close(o.out.cpu().float(), want.float(), **FORWARD_TOL[shape.dtype])
 
 
 def experts(d, shape: Shape, rank: int) -> torch.Tensor:
@@ -212,41 +272,44 @@ def fp8_round_trip(x: torch.Tensor, shape: Shape) -> torch.Tensor:
     return ref.dequantize_fp8(*ref.quantize_fp8(x, shape.fp8), shape.dtype)
 
 
-def _backward_round(ep, shape, spec, bank, rank, world, inputs, check):
+def backward_gradient(bank: Bank, spec: Spec, rank: int, on_device: bool) -> torch.Tensor:
+    """The gradient of a backward round's output (loss = sum(out * g))."""
+    return bank.tokens(spec, rank, on_device, offset=1)
+
+
+def _backward_round(ep, shape, spec, bank, rank, inputs) -> Outcome:
     """Experts y = x * (1 + rank) and loss = sum(out * g): one forward round, then the backward
     of combine and the backward of dispatch."""
     x, idx, w = inputs
     xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
     d = ep.dispatch(xg, idx, wg)
     out = ep.combine(d.expert_x * float(1 + rank), d)
-    g = bank.tokens(spec, rank, on_device=True, offset=1).float()
-    (out.float() * g).sum().backward()
-    if not check:
-        return
-    ep.synchronize()
+    (out.float() * backward_gradient(bank, spec, rank, on_device=True).float()).sum().backward()
+    return Outcome(spec, d, out.detach(), xg.grad, wg.grad)
+
+
+def _check_backward(o: Outcome, shape, bank, rank, world):
     want_out, want_gx, want_gw, gw_magnitude = closed_form(
-        rank_inputs(shape, spec, bank, rank, world),
-        bank.tokens(spec, rank, False, offset=1),
+        rank_inputs(shape, o.spec, bank, rank, world),
+        backward_gradient(bank, o.spec, rank, on_device=False),
         shape.experts_per_rank,
         shape.dtype,
     )
     tol = BACKWARD_TOL[shape.dtype]
-    torch.testing.assert_close(out.detach().cpu().double(), want_out, **tol, msg=lambda m: f"out: {m}")
-    torch.testing.assert_close(xg.grad.cpu().double(), want_gx, **tol, msg=lambda m: f"grad x: {m}")
-    assert_dot_products_close(wg.grad.cpu().double(), want_gw, gw_magnitude)
+    torch.testing.assert_close(o.out.cpu().double(), want_out, **tol, msg=lambda m: f"out: {m}")
+    torch.testing.assert_close(o.grad_x.cpu().double(), want_gx, **tol, msg=lambda m: f"grad x: {m}")
+    assert_dot_products_close(o.grad_w.cpu().double(), want_gw, gw_magnitude)
 
 
 def closed_form(inputs: ref.Routing, g: torch.Tensor, experts_per_rank: int, dtype: torch.dtype):
     """out, grad x and grad w of one rank for experts y = x * c (c = 1 + the expert's rank) and
     loss = sum(out * g), in float64, with y and the incoming gradient rounded to the token dtype
     as the library sees them, and the sum of |terms| of each grad w (assert_dot_products_close).
-    An unused slot (-1) counts for nothing."""
+    An unused slot (-1) counts for nothing. On the inputs' device (round_checks.py: on the GPU)."""
     x, idx, w = inputs
     grad_out = g.to(dtype).double()  # the cast in sum(out.float() * g) rounds the gradient
-    out = torch.zeros(x.shape, dtype=torch.float64)
-    grad_x = torch.zeros(x.shape, dtype=torch.float64)
-    grad_w = torch.zeros(idx.shape, dtype=torch.float64)
-    grad_w_magnitude = torch.zeros(idx.shape, dtype=torch.float64)
+    out, grad_x = (torch.zeros(x.shape, dtype=torch.float64, device=x.device) for _ in range(2))
+    grad_w, grad_w_magnitude = (torch.zeros(idx.shape, dtype=torch.float64, device=x.device) for _ in range(2))
     for k in range(idx.shape[1]):
         used = (idx[:, k] >= 0).double()
         c = 1.0 + torch.div(idx[:, k].long().clamp(min=0), experts_per_rank, rounding_mode="floor").float()
@@ -299,9 +362,10 @@ def describe_shape(shape: Shape) -> str:
     sms = "" if shape.num_sms is None else f" num_sms={shape.num_sms}"
     fp8 = "" if shape.fp8 is None else f" -> {str(shape.fp8)[6:]}"
     host = " host experts" if shape.host_experts else ""
+    buffers = f" {shape.buffers} buffers" if shape.buffers > 1 else ""
     return (
         f"E/rank={shape.experts_per_rank} K={shape.topk} H={shape.hidden} T<={shape.max_tokens} "
-        f"{str(shape.dtype)[6:]}{fp8} {layout}{sms}{host}"
+        f"{str(shape.dtype)[6:]}{fp8} {layout}{sms}{host}{buffers}"
     )
 
 

@@ -1,10 +1,13 @@
 """The soak (issue 14, item 6): many rounds on a few AllToAlls at once, mixing shapes, dtypes,
 layouts, token counts (0 and max_tokens included), uniform, skewed and single-expert routing,
-masked slots, duplicate expert ids and every kind of round, every check_every-th round checked
-against the reference. Early on (round min(rounds / 2, 2000)) the round epoch of two of the
-AllToAlls is forced just before 2^40 (where the 40 epoch bits of a signal wrap) and 2^64 (where
-the round counter wraps) through AllToAll._set_rounds_for_test, and every kind of round is made
-to land exactly on each point, its data checked.
+masked slots, duplicate expert ids and every kind of round (two rounds in flight on an AllToAll
+of two buffers among them). Every round is checked on the GPU (round_checks.py: dispatch against
+every rank's inputs, combine and the gradients against their closed forms), and every
+check_every-th round also on the host against the reference, fp8 bytes exactly. Early on
+(round min(rounds / 2, 2000)) the round epoch of two of the AllToAlls is forced just before 2^40
+(where the 40 epoch bits of a signal wrap) and 2^64 (where the round counter wraps) through
+AllToAll._set_rounds_for_test, and every kind of round is made to land exactly on each point,
+its data checked.
 
 The schedule is a function of (seed, round index) alone, so every rank runs the same rounds.
 tools/soak.py runs the long profile, test_soak.py the short one, tools/sanitize.sh the sanitize
@@ -17,8 +20,9 @@ import random
 import time
 from typing import Callable, Optional, Sequence
 
+import round_checks
 import torch
-from mixed_rounds import KINDS, ROUTINGS, Bank, Shape, Spec, check_round, describe_shape, run_round
+from mixed_rounds import KINDS, ROUTINGS, Bank, Shape, Spec, agree, check_round, describe, describe_shape, run_round
 
 from moe_a2a._collective import all_gather
 
@@ -29,6 +33,7 @@ e4m3fn, e4m3fnuz = torch.float8_e4m3fn, torch.float8_e4m3fnuz
 WRAP_SEQUENCE = ("backward", "fused", "split")
 WRAP_SEQUENCE_ROUNDS = 5
 WRAP_AFTER = 2000
+KIND_WEIGHTS = {"fused": 60, "split": 20, "backward": 20, "pair": 20}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +56,7 @@ SANITIZE = Profile(
         # combine split into units (EpConfig::combine_parts): 3 chunks a row on NVIDIA, the last one
         # short (2 on AMD), 2 or 3 parts a token group by the source's T
         Shape(2, 4, 2880, 8, bf16, "padded", num_sms=16),
+        Shape(2, 2, 64, 8, bf16, "packed", buffers=2),  # two rounds in flight
     ),
     rounds=0,
     check_every=1,
@@ -69,6 +75,7 @@ PROFILES = {
             Shape(16, 6, 2880, 128, bf16, "padded", num_sms=8),
             Shape(32, 8, 7168, 64, bf16, "packed", alignment=16, fp8=e4m3fn),  # fp8 dispatch, forward rounds
             Shape(4, 4, 1040, 32, fp16, "padded", fp8=e4m3fnuz),  # a short last scale block
+            Shape(8, 4, 2048, 128, bf16, "packed", alignment=8, buffers=2),  # two rounds in flight
         ),
         rounds=100_000,
         check_every=1000,
@@ -82,6 +89,7 @@ PROFILES = {
             Shape(2, 3, 256, 32, fp32, "padded", num_sms=3),
             Shape(1, 1, 128, 16, fp16, "packed"),
             Shape(4, 4, 1040, 32, bf16, "packed", alignment=8, fp8=e4m3fn),
+            Shape(4, 2, 512, 32, bf16, "padded", buffers=2),
         ),
         rounds=300,
         check_every=25,
@@ -106,7 +114,7 @@ def draw_spec(rng: random.Random, shape: Shape, world: int, kind: Optional[str] 
         routing=rng.choices(ROUTINGS, weights=(50, 35, 15))[0],
         masked=rng.choice((0.0, 0.0, 0.0, 0.1, 0.5, 1.0)),
         duplicates=rng.choice((0.0, 0.0, 0.3)),
-        kind=kind or rng.choices(shape.kinds(), weights=(60, 20, 20)[: len(shape.kinds())])[0],
+        kind=kind or rng.choices(shape.kinds(), weights=[KIND_WEIGHTS[k] for k in shape.kinds()])[0],
         seed=rng.getrandbits(31),
         int64_ids=rng.random() < 0.5,
     )
@@ -123,6 +131,7 @@ def fixed_specs(shape: Shape, world: int) -> list:
         Spec(one_empty, "skewed", kind="fused", seed=11, int64_ids=True),
         Spec(one_empty, "hot", kind="backward", seed=12),
         Spec(full, "hot", duplicates=1.0, kind="split", seed=13),
+        Spec(one_empty, "uniform", masked=0.3, kind="pair", seed=14),  # the split calls, interleaved
     ]
     return [s for s in specs if s.kind in shape.kinds()]
 
@@ -131,13 +140,15 @@ class Tally:
     """What the rounds covered, for the summary."""
 
     def __init__(self):
-        self.rounds = self.protocol_rounds = self.checked = self.wrap_rounds = 0
+        self.rounds = self.protocol_rounds = self.checked = self.gpu_checked = self.wrap_rounds = 0
         self.counts = {}
 
     def add(self, shape_index: int, spec: Spec, checked: bool):
         self.rounds += 1
-        self.protocol_rounds += 3 if spec.kind == "backward" else 1  # forward, backward of combine, of dispatch
+        # forward, backward of combine, of dispatch; two forward rounds
+        self.protocol_rounds += {"backward": 3, "pair": 2}.get(spec.kind, 1)
         self.checked += checked
+        self.gpu_checked += not checked
         features = [f"kind {spec.kind}", f"routing {spec.routing}", f"shape {shape_index}"]
         features += ["masked slots"] if spec.masked else []
         features += ["duplicate ids"] if spec.duplicates else []
@@ -160,9 +171,10 @@ def run(
     max_seconds: Optional[float] = None,
     log: Callable[[str], None] = lambda line: None,
 ) -> dict:
-    """Collective. Runs the profile; raises AssertionError on every rank at the first checked
-    round that failed on any rank. max_seconds: stop early (all ranks at the same round, decided
-    at a checked round). Returns a summary."""
+    """Collective. Runs the profile; raises AssertionError on every rank at the first host-checked
+    round that failed on any rank, or at the first host check after a round that failed its GPU
+    checks. max_seconds: stop early (all ranks at the same round, decided at a host-checked
+    round). Returns a summary."""
     prof = PROFILES[profile]
     rounds = prof.rounds if rounds is None else rounds
     check_every = max(1, prof.check_every if check_every is None else check_every)
@@ -170,10 +182,24 @@ def run(
     eps = [shape.build(group, world, device, timeout_s) for shape in prof.shapes]
     banks = [Bank(shape, world, rank, device) for shape in prof.shapes]
     tally = Tally()
+    window = round_checks.Window(2 * check_every, device)  # a "pair" round is two rounds
+
+    def gpu_checks_passed():
+        """Collective: every rank raises if a round since the last call failed a GPU check."""
+        agree(window.drain(), "the GPU checks", group)
 
     def checked(j, spec):
+        gpu_checks_passed()
         check_round(eps[j], prof.shapes[j], spec, banks[j], rank, world, device, group)
         tally.add(j, spec, True)
+
+    def gpu_checked(i, j, spec):
+        if window.free() < 2:  # a guard: 2 slots a round between host checks always fit
+            gpu_checks_passed()
+        outcomes = run_round(eps[j], prof.shapes[j], spec, banks[j], rank, world, device)
+        what = lambda o: f"round {i}: {describe(prof.shapes[j], o.spec)}"  # noqa: E731  (only on a failure)
+        round_checks.record(window, outcomes, prof.shapes[j], banks[j], rank, world, what)
+        tally.add(j, spec, False)
 
     try:
         if prof.fixed:
@@ -195,8 +221,8 @@ def run(
                     log(f"stopping after round {i}: the time is up")
                     break
             else:
-                run_round(eps[j], prof.shapes[j], spec, banks[j], rank, world, device)
-                tally.add(j, spec, False)
+                gpu_checked(i, j, spec)
+        gpu_checks_passed()
         for ep in eps:
             ep.synchronize()
     finally:
@@ -209,6 +235,7 @@ def run(
         rounds=tally.rounds,
         protocol_rounds=tally.protocol_rounds,
         checked=tally.checked,
+        gpu_checked=tally.gpu_checked,
         wrap_rounds=tally.wrap_rounds,
         seconds=round(elapsed, 1),
         rounds_per_s=round(tally.rounds / elapsed, 1) if elapsed > 0 else None,

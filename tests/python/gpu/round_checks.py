@@ -1,0 +1,180 @@
+"""Every round of the soak checked on the GPU, without waiting for it (soak_schedule.py).
+
+The host check (mixed_rounds.check_round) copies every output to the CPU and compares it there
+with the reference: exact, but it waits for the round and costs milliseconds, so a long soak can
+afford it only every check_every-th round. The checks here are torch ops queued behind each
+round on the current stream. Each round leaves one word in a Window on the GPU: a bit for each
+check that failed. The host reads the window once per check_every rounds (one copy) and names
+the first round that failed and its checks.
+
+dispatch (this rank as the expert side), from every rank's inputs (each rank derives them all):
+  counts   each local expert received as many rows as (token, k) pairs name it;
+  pairs    every row's (source, token, k) is a pair that names the row's expert;
+  repeats  no pair arrives twice (with the two above: each expert's rows are its pairs, once);
+  rows     each row holds its token: bit for bit; fp8 rows within fp8 rounding of the token
+           (their bytes and scales are compared exactly by the host check);
+  weights  each row carries its pair's router weight, bit for bit;
+  padding  packed layout: the rows between an expert's last and the next one's first are zero.
+combine (this rank as the token side), from its own inputs only:
+  out      against sum_k w[t, k] * round(x[t] * c_k), c_k = 1 + the rank of slot k's expert, within
+           the host check's tolerance (fp8 rounds: plus fp8 rounding of x);
+  grad x, grad w   backward rounds: out and both gradients against mixed_rounds.closed_form.
+"""
+
+from typing import Callable, List, Optional
+
+import torch
+from mixed_rounds import BACKWARD_TOL, FORWARD_TOL, Bank, Outcome, Shape, backward_gradient, closed_form, routing
+
+CHECKS = ("counts", "pairs", "repeats", "rows", "weights", "padding", "out", "grad x", "grad w")
+# |dequantized - x| of an fp8 row, both formats (3 mantissa bits): half a step of the value's
+# binade (2^-4 of it) above the smallest normal, half a subnormal step (2^-10 of the block's
+# scale at most) below; the bound doubles the latter for margin.
+FP8_REL, FP8_SCALE_ABS = 2.0**-4, 2.0**-9
+
+
+class Window:
+    """The check words of the rounds since the host last looked, on the GPU."""
+
+    def __init__(self, size: int, device):
+        self.words = torch.zeros(size, dtype=torch.int32, device=device)
+        self.what: List[Callable[[], str]] = []  # each slot's round, described on demand
+        self.bits = {}  # a tuple of check names -> their bits, on the GPU (few launches a round)
+
+    def free(self) -> int:
+        """Rounds the window can still take."""
+        return self.words.numel() - len(self.what)
+
+    def record(self, failed: dict, what: Callable[[], str]) -> None:
+        """failed: check name -> a bool tensor on the GPU (True: that check failed)."""
+        names = tuple(failed)
+        if names not in self.bits:
+            self.bits[names] = torch.tensor([1 << CHECKS.index(n) for n in names], device=self.words.device)
+        word = (torch.stack([failed[n] for n in names]).to(torch.int32) * self.bits[names]).sum()
+        self.words[len(self.what)] = word  # a copy on the stream, no wait
+        self.what.append(what)
+
+    def drain(self) -> Optional[str]:
+        """Waits for the recorded rounds; None if every check passed, else the first failed
+        round and its checks (and how many rounds failed). Empties the window."""
+        words = self.words[: len(self.what)].tolist()
+        what, self.what = self.what, []
+        self.words.zero_()
+        failed = [i for i, word in enumerate(words) if word]
+        if not failed:
+            return None
+        first = words[failed[0]]
+        checks = [name for bit, name in enumerate(CHECKS) if first >> bit & 1]
+        return f"{len(failed)} of {len(words)} rounds failed the GPU checks; the first: {what[failed[0]]()}: {checks}"
+
+
+class Everyone:
+    """Every rank's inputs of one round on the GPU, padded to max_tokens (ids -1 past a rank's
+    count): x [world, T, H], idx [world, T, K] int64, w [world, T, K] float32."""
+
+    def __init__(self, shape: Shape, outcome: Outcome, bank: Bank, world: int, device):
+        spec, T, K = outcome.spec, shape.max_tokens, shape.topk
+        idx = torch.full((world, T, K), -1, dtype=torch.int64)
+        w = torch.zeros(world, T, K)
+        for r in range(world):
+            idx[r, : spec.tokens[r]], w[r, : spec.tokens[r]] = routing(shape, spec, r, world)
+        self.x = bank.everyone_on_device(spec)
+        self.idx, self.w = idx.to(device), w.to(device)
+
+
+def dispatch_failures(o: Outcome, shape: Shape, every: Everyone, rank: int, world: int) -> dict:
+    d, EL, K, H = o.d, shape.experts_per_rank, shape.topk, shape.hidden
+    T = every.idx.shape[1]
+    rows = d.expert_x.reshape(-1, H)
+    meta = d.expert_meta.reshape(-1, 3).long()
+    offsets, counts = d.expert_offsets.long(), d.expert_num_tokens.long()
+    # Each row's expert (EL: past the last segment) and whether it is one of the expert's rows.
+    j = torch.arange(rows.shape[0], device=rows.device)
+    expert = torch.searchsorted(offsets, j, right=True) - 1
+    in_segment = expert < EL
+    expert = expert.clamp(0, EL - 1)
+    valid = in_segment & (j - offsets[expert] < counts[expert])
+
+    local = torch.where(every.idx >= 0, every.idx - rank * EL, -1)  # the local expert of each pair, or < 0 / >= EL
+    wanted = (local.unsqueeze(-1) == torch.arange(EL, device=rows.device)).sum((0, 1, 2))
+
+    src, tok, k = meta.unbind(1)
+    in_range = (src >= 0) & (src < world) & (tok >= 0) & (tok < T) & (k >= 0) & (k < K)
+    src, tok, k = src.clamp(0, world - 1), tok.clamp(0, T - 1), k.clamp(0, K - 1)
+    names_expert = in_range & (every.idx[src, tok, k] == rank * EL + expert)
+    key = torch.where(valid, (src * T + tok) * K + k, -1 - j)  # rows of no expert: keys of their own
+    keys = key.sort().values
+
+    want_x = every.x[src, tok]
+    if shape.fp8 is None:
+        bits = {1: torch.int8, 2: torch.int16, 4: torch.int32}[rows.element_size()]
+        row_wrong = (rows.view(bits) != want_x.view(bits)).any(1)
+        pad_nonzero = (rows != 0).any(1)
+    else:
+        row_wrong = fp8_rows_wrong(rows, d.expert_x_scale.reshape(rows.shape[0], -1), want_x)
+        pad_nonzero = (rows.view(torch.uint8) != 0).any(1)
+    padding = in_segment & ~valid if shape.layout == "packed" else torch.zeros_like(valid)
+    return {
+        "counts": (counts != wanted).any(),
+        "pairs": (valid & ~names_expert).any(),
+        "repeats": (keys[1:] == keys[:-1]).any(),
+        "rows": (valid & row_wrong).any(),
+        "weights": (valid & (d.expert_weights.reshape(-1) != every.w[src, tok, k])).any(),
+        "padding": (padding & pad_nonzero).any(),
+    }
+
+
+def per_channel(scale: torch.Tensor, H: int) -> torch.Tensor:
+    """[rows, ceil(H / 128)] block scales -> [rows, H]."""
+    return scale.repeat_interleave(128, dim=-1)[..., :H]
+
+
+def fp8_rows_wrong(q: torch.Tensor, scale: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
+    """Per row: some value of the dequantized row is farther from the token than fp8 rounding."""
+    got = q.float() * per_channel(scale, q.shape[-1])
+    want = want.float()
+    bound = FP8_REL * want.abs() + FP8_SCALE_ABS * per_channel(scale, q.shape[-1])
+    return ~((got - want).abs() <= bound).all(1)  # written so that NaN fails
+
+
+def fp8_slack(x: torch.Tensor, fp8: torch.dtype) -> torch.Tensor:
+    """Per value of x [T, H]: how far fp8 rounding may move it (the scale as quantize_fp8 sets it)."""
+    H, blocks = x.shape[-1], -(-x.shape[-1] // 128)
+    amax = torch.nn.functional.pad(x.float().abs(), (0, blocks * 128 - H)).unflatten(-1, (blocks, 128)).amax(-1)
+    scale = amax.clamp(min=1e-30) / torch.finfo(fp8).max
+    return FP8_REL * x.float().abs() + FP8_SCALE_ABS * per_channel(scale, H)
+
+
+def outside(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float, slack=0.0) -> torch.Tensor:
+    """torch.testing.assert_close's bound, as a bool on the GPU (NaN is outside)."""
+    return ~((got - want).abs() <= atol + rtol * want.abs() + slack).all()
+
+
+def combine_failures(o: Outcome, shape: Shape, every: Everyone, bank: Bank, rank: int) -> dict:
+    T = o.spec.tokens[rank]
+    x, idx, w = every.x[rank, :T], every.idx[rank, :T], every.w[rank, :T]
+    used = idx >= 0
+    c = 1.0 + torch.div(idx.clamp(min=0), shape.experts_per_rank, rounding_mode="floor").float()
+    weight = torch.where(used, w * c, 0.0)  # [T, K]
+    if o.grad_x is not None:
+        g = backward_gradient(bank, o.spec, rank, on_device=True)
+        want_out, want_gx, want_gw, gw_magnitude = closed_form((x, idx, w), g, shape.experts_per_rank, shape.dtype)
+        tol = BACKWARD_TOL[shape.dtype]
+        return {
+            "out": outside(o.out.double(), want_out, **tol),
+            "grad x": outside(o.grad_x.double(), want_gx, **tol),
+            "grad w": ~((o.grad_w.double() - want_gw).abs() <= 1e-5 * gw_magnitude + 1e-6).all(),
+        }
+    # y = round(x * c) in the token dtype, summed in fp32 with the weights
+    y = (x.float().unsqueeze(1) * c.unsqueeze(-1)).to(shape.dtype).float()
+    want = (torch.where(used, w, 0.0).unsqueeze(-1) * y).sum(1).to(shape.dtype).float()
+    slack = 0.0 if shape.fp8 is None else weight.sum(1, keepdim=True) * fp8_slack(x, shape.fp8)
+    return {"out": outside(o.out.float(), want, **FORWARD_TOL[shape.dtype], slack=slack)}
+
+
+def record(window: Window, outcomes: List[Outcome], shape: Shape, bank: Bank, rank: int, world: int, what) -> None:
+    """Queues every check of a round's outcomes; what(outcome) -> str describes one for the message."""
+    for o in outcomes:
+        every = Everyone(shape, o, bank, world, window.words.device)
+        failed = {**dispatch_failures(o, shape, every, rank, world), **combine_failures(o, shape, every, bank, rank)}
+        window.record(failed, lambda o=o: what(o))
