@@ -149,6 +149,29 @@ def table_rows(rows):
     return out
 
 
+# Each backward round next to the forward round it mirrors: the same bytes the other way (the
+# backward of dispatch is a combine of gradients, the backward of combine a dispatch of them plus
+# a dot product per (token, k)).
+MIRRORS = (("combine-bwd", "dispatch"), ("dispatch-bwd", "combine"))
+A2A_PHASES = ("dispatch", "combine", "dispatch-bwd", "combine-bwd")
+MIRROR_HEADERS = ["T/rank", "combine-bwd / dispatch", "dispatch-bwd / combine", "all-to-all share of fwd+bwd"]
+
+
+def mirror_rows(rows):
+    """Per token count: each backward round's median over its forward mirror's, and the four
+    all-to-all rounds' share of a training step (their medians summed over fwd+bwd's); "-" where a
+    phase did not run."""
+    median = {(r["tokens"], r["phase"]): r["us_median"] for r in rows if "us_median" in r}
+    out = []
+    for T in dict.fromkeys(r["tokens"] for r in rows):
+        ratios = [median[T, b] / median[T, f] if (T, b) in median and (T, f) in median else None for b, f in MIRRORS]
+        a2a = [median.get((T, p)) for p in A2A_PHASES]
+        step = median.get((T, "fwd+bwd"))
+        share = f"{100 * sum(a2a) / step:.1f}%" if step and None not in a2a else None
+        out.append([T] + [fmt(x, 2) for x in ratios] + [fmt(share)])
+    return out
+
+
 def write_outputs(out_dir, rows, meta, config):
     os.makedirs(out_dir, exist_ok=True)
     common.write_json(os.path.join(out_dir, "bench_moe_layer.json"), {"meta": meta, "config": config, "rows": rows})
@@ -337,6 +360,8 @@ def main(argv=None):
             "median time"
         )
         common.print_table(HEADERS, table_rows(rows))
+        print("\neach backward round over its forward mirror (medians), and the all-to-all's share of a training step")
+        common.print_table(MIRROR_HEADERS, mirror_rows(rows))
         config = {k: (str(v) if isinstance(v, torch.dtype) else v) for k, v in vars(args).items()}
         path = write_outputs(args.out, rows, common.metadata(ctx), config)
         print(f"wrote {path}.json/.csv")

@@ -583,6 +583,13 @@ def test_moe_layer_bench_report():
     table = bm.table_rows(rows)
     assert table[0][:3] == [128, "forward", "20.0"] and table[2][-1].startswith("error")
     common.print_table(bm.HEADERS, table)
+    # each backward round over its forward mirror, and the all-to-all's share of fwd+bwd
+    medians = {"dispatch": 50.0, "combine": 40.0, "combine-bwd": 110.0, "dispatch-bwd": 44.0, "fwd+bwd": 1220.0}
+    full = [bm.phase_row(dict(base, tokens=512), p, [us] * 3) for p, us in medians.items()]
+    mirrors = bm.mirror_rows(rows + full)
+    assert mirrors[0] == [128, "-", "-", "-"]  # no backward round ran at 128
+    assert mirrors[1] == [512, "2.20", "1.10", "20.0%"]
+    common.print_table(bm.MIRROR_HEADERS, mirrors)
     with tempfile.TemporaryDirectory() as d:
         stem = bm.write_outputs(d, rows, common.metadata(), {"tokens": "128"})
         assert open(stem + ".csv").readline().startswith("tokens,world,phase")

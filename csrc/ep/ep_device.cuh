@@ -7,13 +7,8 @@
 
 #include "moe_a2a/ep/kernels.h"
 #include "moe_a2a/platform/device.h"
+#include "moe_a2a/platform/float_ops.h"
 #include "moe_a2a/platform/sync.h"
-
-#if defined(MOE_A2A_HIP)
-#include <hip/hip_fp16.h>
-#else
-#include <cuda_fp16.h>
-#endif
 
 namespace moe_a2a {
 
@@ -443,15 +438,13 @@ MOE_A2A_DEVICE MOE_A2A_INLINE uint16_t float_to_bf16_bits(float f) {
   return static_cast<uint16_t>((u + rounding) >> 16);
 }
 
-// lo and hi rounded to bf16 (to nearest even) in one 32-bit word, lo in the low half. NVIDIA
-// (sm_80 and later) has one instruction for the pair; the bit manipulation above takes about ten
+// lo and hi rounded to bf16 (to nearest even) in one 32-bit word, lo in the low half. Where the
+// GPU has one instruction for the pair it is used: the bit manipulation above takes about ten
 // per element, and combine packs every element it writes: its code size is on the critical path
 // (docs/design/protocol.md, "Code size"). Both round the same way; only a NaN's payload differs.
 MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t pack_bf16x2(float lo, float hi) {
-#if defined(MOE_A2A_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  uint32_t w;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
-  return w;
+#if defined(MOE_A2A_HAS_BF16X2_CVT)
+  return bf16x2_cvt_rn(hi, lo);
 #else
   return static_cast<uint32_t>(float_to_bf16_bits(lo)) | (static_cast<uint32_t>(float_to_bf16_bits(hi)) << 16);
 #endif
@@ -466,7 +459,7 @@ MOE_A2A_DEVICE MOE_A2A_INLINE float to_float(uint16_t bits) {
   if constexpr (kType == TokenType::kBFloat16) {
     return bf16_bits_to_float(bits);
   } else {
-    return __half2float(__ushort_as_half(bits));
+    return half_bits_to_float(bits);
   }
 }
 template <TokenType kType>
@@ -474,7 +467,7 @@ MOE_A2A_DEVICE MOE_A2A_INLINE uint16_t from_float(float f) {
   if constexpr (kType == TokenType::kBFloat16) {
     return float_to_bf16_bits(f);
   } else {
-    return __half_as_ushort(__float2half_rn(f));
+    return float_to_half_bits(f);
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "ep_device.cuh"
 #include "moe_a2a/ep/fp8.h"
+#include "moe_a2a/platform/float_ops.h"
 
 namespace moe_a2a {
 
@@ -25,19 +26,16 @@ struct Fp8Chunk {
 };
 
 // The device forms of fp8.h's amax_fold and fp8_encode. Where the hardware has an instruction
-// that gives the same bytes, it is used: the software forms take tens of instructions an element,
-// and dispatch quantizes every element it sends, so they made the fp8 kernels half again as
-// large as the bf16 one (docs/design/protocol.md, "Code size"). fp8_selfcheck.cu compares them
-// with the software forms on every fp32 bit pattern (tests/python/gpu/test_fp8.py runs it).
-//   max.NaN.f32 (NVIDIA sm_80+): the larger, NaN if either is; the NaN's payload may differ.
-//   cvt.rn.satfinite.e4m3x2.f32 (NVIDIA sm_89+, e4m3fn only): round to nearest even, saturating
-//   to +-448, NaN to NaN; the NaN's sign may differ (not part of the contract: fp8.h).
-// gfx942's v_cvt_pk_fp8_f32 (e4m3fnuz) is not used: it is unchecked on hardware here.
+// that gives the same bytes (platform/float_ops.h: max_nan; e4m3x2_cvt_satfinite, e4m3fn only),
+// it is used: the software forms take tens of instructions an element, and dispatch quantizes
+// every element it sends, so they made the fp8 kernels half again as large as the bf16 one
+// (docs/design/protocol.md, "Code size"). fp8_selfcheck.cu compares them with the software forms
+// on every fp32 bit pattern (tests/python/gpu/test_fp8.py runs it). A NaN's payload and sign may
+// differ (not part of the contract: fp8.h). gfx942's v_cvt_pk_fp8_f32 (e4m3fnuz) is not used: it
+// is unchecked on hardware here.
 MOE_A2A_DEVICE MOE_A2A_INLINE float amax_fold_device(float running, float x) {
-#if defined(MOE_A2A_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  float m;
-  asm("max.NaN.f32 %0, %1, %2;" : "=f"(m) : "f"(running), "f"(fabsf(x)));
-  return m;
+#if defined(MOE_A2A_HAS_MAX_NAN)
+  return max_nan(running, fabsf(x));
 #else
   return amax_fold(running, x);
 #endif
@@ -46,11 +44,10 @@ MOE_A2A_DEVICE MOE_A2A_INLINE float amax_fold_device(float running, float x) {
 // The codes of v[0..3], each times inv_scale, in one word (v[0] in the low byte).
 template <Fp8Format kFmt>
 MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t quantize4(const float* v, float inv_scale) {
-#if defined(MOE_A2A_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#if defined(MOE_A2A_HAS_E4M3X2_CVT)
   if constexpr (kFmt == Fp8Format::kE4M3Fn) {
-    uint16_t lo, hi;  // cvt puts its first operand in the high byte
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(v[1] * inv_scale), "f"(v[0] * inv_scale));
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(v[3] * inv_scale), "f"(v[2] * inv_scale));
+    const uint16_t lo = e4m3x2_cvt_satfinite(v[1] * inv_scale, v[0] * inv_scale);
+    const uint16_t hi = e4m3x2_cvt_satfinite(v[3] * inv_scale, v[2] * inv_scale);
     return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
   }
 #endif

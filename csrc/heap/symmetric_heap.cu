@@ -33,18 +33,6 @@ struct ExportedHandle {
   hipIpcMemHandle_t handle;
 };
 
-// Memory that peers write and poll must be coherent at system scope. On MI300X that means
-// fine-grained uncached memory; plain hipMalloc would only be coherent within the device.
-void* allocate_peer_visible(size_t bytes) {
-  void* p = nullptr;
-#if defined(MOE_A2A_HIP)
-  MOE_A2A_GPU_CHECK(hipExtMallocWithFlags(&p, bytes, hipDeviceMallocUncached));
-#else
-  MOE_A2A_GPU_CHECK(hipMalloc(&p, bytes));
-#endif
-  return p;
-}
-
 // closed[src] in `owner`'s control area (past its heap): rank src no longer touches owner's
 // memory. Zero from the allocation's memset until src closes; heaps are closed once.
 MOE_A2A_DEVICE uint64_t* closed_word(const HeapView& v, int owner, int src) {

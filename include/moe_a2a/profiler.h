@@ -50,8 +50,7 @@ struct ProfilerView {
 
 }  // namespace moe_a2a
 
-#if defined(MOE_A2A_ENABLE_PROFILER) && defined(MOE_A2A_HAS_GPU) && \
-    (defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__))
+#if defined(MOE_A2A_ENABLE_PROFILER) && defined(MOE_A2A_GPU_COMPILER)
 
 #include "moe_a2a/platform/device.h"
 

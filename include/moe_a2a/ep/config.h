@@ -415,9 +415,6 @@ struct EpConfig {
     l.total = cursor.end;
     return l;
   }
-  // The signals, for a test hook that sets every epoch: [count_signal, total).
-  MOE_A2A_HD size_t signals_offset() const { return heap_layout().count_signal; }
-
   MOE_A2A_HD WorkspaceLayout workspace_layout() const {
     WorkspaceLayout l{};
     RegionCursor cursor;

@@ -8,7 +8,7 @@
 
 #include "moe_a2a/platform/backend.h"
 
-#if defined(MOE_A2A_HAS_GPU) && (defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__))
+#if defined(MOE_A2A_GPU_COMPILER)
 
 #if defined(MOE_A2A_HIP)
 #include <rocprim/block/block_reduce.hpp>

@@ -1,5 +1,5 @@
-// Device-side compatibility: wave size, lane masks, lane id, ballot, shuffle, wave barrier,
-// wall-clock timer. Kernels use these names and never test the backend themselves.
+// Device-side compatibility: wave size, lane masks, lane id, ballot, shuffle, wall-clock timer.
+// Kernels use these names and never test the backend themselves.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,7 @@ inline constexpr int kWaveSize = 32;  // host-only builds: value unused by any k
 using LaneMask = uint32_t;
 #endif
 
-#if defined(MOE_A2A_HAS_GPU) && (defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__))
+#if defined(MOE_A2A_GPU_COMPILER)
 
 MOE_A2A_DEVICE MOE_A2A_INLINE int lane_id() { return static_cast<int>(threadIdx.x) % kWaveSize; }
 MOE_A2A_DEVICE MOE_A2A_INLINE int wave_id() { return static_cast<int>(threadIdx.x) / kWaveSize; }
@@ -36,13 +36,6 @@ MOE_A2A_DEVICE MOE_A2A_INLINE T wave_shfl(T v, int src_lane) {
 template <typename T>
 MOE_A2A_DEVICE MOE_A2A_INLINE T wave_shfl_xor(T v, int lane_mask) {
   return __shfl_xor(v, lane_mask, kWaveSize);
-}
-// HIP has no __syncwarp: a wave executes in lockstep, the barrier keeps the compiler from
-// moving memory operations across this point, and the fence orders LDS/global within the wave.
-MOE_A2A_DEVICE MOE_A2A_INLINE void wave_barrier() {
-  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
-  __builtin_amdgcn_wave_barrier();
-  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
 }
 // s_memrealtime ticks at a constant rate independent of the shader clock; the host reads the
 // rate from hipDeviceAttributeWallClockRate (wall_clock_rate_hz below).
@@ -59,7 +52,6 @@ template <typename T>
 MOE_A2A_DEVICE MOE_A2A_INLINE T wave_shfl_xor(T v, int lane_mask) {
   return __shfl_xor_sync(0xffffffffu, v, lane_mask);
 }
-MOE_A2A_DEVICE MOE_A2A_INLINE void wave_barrier() { __syncwarp(); }
 // %globaltimer counts nanoseconds (about 32 ns granularity) and is the same clock on all SMs.
 MOE_A2A_DEVICE MOE_A2A_INLINE uint64_t wall_clock() {
   uint64_t t;

@@ -1,10 +1,12 @@
 // Host runtime API. Code is spelled with hip* names; on NVIDIA this header maps exactly the
 // names the library uses to their cuda* equivalents. Adding a call means adding its mapping
-// here, so the list doubles as the inventory of runtime calls we depend on.
+// here, so the list doubles as the inventory of runtime calls we depend on. A call that differs
+// by more than its name is a function here (allocate_peer_visible).
 #pragma once
 
 #include "moe_a2a/platform/backend.h"
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
@@ -93,4 +95,20 @@ class Error : public std::runtime_error {
       ::moe_a2a::throw_error(__FILE__, __LINE__, std::string(#expr) + " failed: " + hipGetErrorString(moe_a2a_err_)); \
     }                                                                                                                 \
   } while (0)
+
+namespace moe_a2a {
+
+// Memory that peers write and poll must be coherent at system scope. On MI300X that means
+// fine-grained uncached memory; plain hipMalloc would only be coherent within the device.
+inline void* allocate_peer_visible(size_t bytes) {
+  void* p = nullptr;
+#if defined(MOE_A2A_HIP)
+  MOE_A2A_GPU_CHECK(hipExtMallocWithFlags(&p, bytes, hipDeviceMallocUncached));
+#else
+  MOE_A2A_GPU_CHECK(hipMalloc(&p, bytes));
+#endif
+  return p;
+}
+
+}  // namespace moe_a2a
 #endif

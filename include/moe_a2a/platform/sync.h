@@ -20,7 +20,7 @@ MOE_A2A_HD inline constexpr bool reached(uint64_t v, uint64_t target) { return s
 
 }  // namespace moe_a2a
 
-#if defined(MOE_A2A_HAS_GPU) && (defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__))
+#if defined(MOE_A2A_GPU_COMPILER)
 
 namespace moe_a2a {
 
