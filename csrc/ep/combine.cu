@@ -105,7 +105,7 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
       in.locate(batch + r, i, slot);
       const size_t row = b.row_index(in.src[i], slot);
       const int token = a.recv_route.token[row];
-      int p = a.recv_route.pos[row * cfg.topk + k];  // loaded with the token, used only if the slot is
+      int p = a.recv_route.pos[row * cfg.topk + k];  // loaded with the token; kept only if the slot is used
       // An empty slot, or a token index past its source's tokens (the route came from the
       // caller: it could address outside comb_x or comb_flagged), sends nothing.
       const bool used = token >= 0 && token < sh.src_tokens[in.src[i]];
@@ -137,7 +137,7 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
           [&](int j) { return wave_shfl(w, kth(j)); }, chunk, vecs);
       Vec16 packed[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) packed[u] = pack_vec<kType>(acc[u]);
+      for (int v = 0; v < kUnroll; ++v) packed[v] = pack_vec<kType>(acc[v]);  // v: not the unit u
       const int src = in.src[i];
       if (cfg.flagged_partials(sh.src_tokens[src])) {
         store_chunk_flagged(b.comb_flagged(src, me, sh.token[r]), chunk, vecs, packed, flag);

@@ -348,8 +348,9 @@ MOE_A2A_DEVICE void expert_segments(const EpBuffers& b, DispatchShared& sh) {
 
 // Packed with expert_alignment > 1: the rows between each expert's last row and the start of
 // the next segment are zeros, so a grouped GEMM over whole segments (and its weight gradient)
-// reads no garbage. Receiving block i clears the padding of experts i, i + R, ... (R receiving
-// blocks); no row is placed there.
+// reads no garbage. Every block that receives in this launch clears the padding of experts
+// recv.first, recv.first + recv.stride, ... (its share of the receive items, HalfShare); no row
+// is placed there.
 MOE_A2A_DEVICE void zero_padding_rows(const EpBuffers& b, const DispatchArgs& a, const DispatchShared& sh,
                                       HalfShare recv) {
   const EpConfig& cfg = b.c.cfg;

@@ -262,9 +262,10 @@ struct EpConfig {
   }
 
   // ---- token groups: the unit of sending and of signalling ----
-  // A rank's T tokens are split into num_groups(T) groups of nearly equal size; group g is
-  // sent (and, in combine, answered) by block g % num_blocks, which announces it with one
-  // signal per destination. Every rank computes the same split from T alone.
+  // A rank's T tokens are split into num_groups(T) groups of nearly equal size; each group is
+  // sent (and, in combine, answered) by one block, which announces it with one signal per
+  // destination (which block: BlockShares in csrc/ep/ep_device.cuh; block g % num_blocks when
+  // no blocks are set aside for sending). Every rank computes the same split from T alone.
   MOE_A2A_HD int32_t max_groups() const {
     const int64_t g = static_cast<int64_t>(num_blocks) * groups_per_block;
     return static_cast<int32_t>(g < max_tokens ? g : max_tokens);
@@ -286,8 +287,8 @@ struct EpConfig {
   // unit of row work, `chunks` per row) into parts(T) parts, so that one token's sums and
   // reduction run on several blocks at once instead of being one block's chain. Unit u is
   // part u % parts of group u / parts: chunks [p * chunks / parts, (p + 1) * chunks / parts)
-  // of each of the group's rows (group_part above). It is summed by block u % num_blocks of
-  // every expert rank and reduced by the same block of the token's rank, announced by one
+  // of each of the group's rows (group_part above). Each unit is summed by one block of every
+  // expert rank and reduced by one block of the token's rank (BlockShares), announced by one
   // partial signal per rank. Both sides compute the units of a source from its token count alone.
   MOE_A2A_HD int32_t combine_parts(int32_t tokens, int32_t chunks) const {
     return parts_per_group(num_groups(tokens), num_blocks, chunks);
