@@ -42,8 +42,8 @@ import torch.distributed as dist
 
 from ._collective import GroupRef, barrier, require_same
 from ._ext import ext
+from .fp8_formats import FP8_FORMATS
 from .heap import DEFAULT_CLOSE_TIMEOUT_S, SymmetricHeap
-from .reference import FP8_FORMATS
 
 _DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
 LAYOUTS = ("padded", "packed")

@@ -29,6 +29,8 @@ from typing import NamedTuple, Optional, Sequence, Union
 
 import torch
 
+from .fp8_formats import FP8_AMAX_FLOOR, FP8_BLOCK, FP8_FORMATS
+
 # A topk_idx entry that marks an unused slot.
 MASKED_SLOT = -1
 
@@ -553,10 +555,6 @@ def assert_dispatch_matches(actual: DispatchedTokens, expected: DispatchedTokens
 
 
 # --------------------------------------------------------------------------- fp8 rows
-FP8_BLOCK = 128  # channels per scale (include/moe_a2a/ep/fp8.h kFp8BlockElems)
-# The fp8 dispatch formats and their names (EpConfig::fp8): e4m3fn is NVIDIA's, e4m3fnuz MI300X's.
-FP8_FORMATS = {torch.float8_e4m3fn: "e4m3fn", torch.float8_e4m3fnuz: "e4m3fnuz"}
-FP8_AMAX_FLOOR = 1e-30  # kFp8AmaxFloor: an all-zero block still gets a positive scale
 
 
 def quantize_fp8(x: torch.Tensor, fp8_dtype: torch.dtype, pow2_scales: bool = False):

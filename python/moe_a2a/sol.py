@@ -58,7 +58,8 @@ from typing import Optional, Sequence, Union
 
 import torch
 
-from .reference import FP8_BLOCK, FP8_FORMATS, experts_per_rank
+from .fp8_formats import FP8_BLOCK, FP8_FORMATS
+from .reference import experts_per_rank
 
 __all__ = [
     "PhaseBytes",
