@@ -9,7 +9,7 @@ namespace moe_a2a {
 
 enum class ErrorCode : uint32_t {
   kOk = 0,
-  kTimeout = 1,           // a kernel waited too long for a peer's signal (detail: WaitSite)
+  kTimeout = 1,  // a kernel waited too long for a peer's signal (detail: WaitSite)
   // 2 is unused. The values are no interface (only this build reads the record), but closing the
   // gap changes constants in the kernels' code, so it waits for a run on GPUs to show it is free.
   kBadExpertId = 3,       // topk_idx held an id outside [0, num_experts)
