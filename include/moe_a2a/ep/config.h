@@ -122,8 +122,10 @@ enum class Layout : int32_t { kPadded = 0, kPacked = 1 };
 // The reader waits until reached(word, signal_word(epoch, 0)): serial-number order on the
 // word is serial order on those 40 bits (a payload is less than one epoch step), correct
 // across every wrap while writer and reader are fewer than 2^39 rounds apart (they are at
-// most one apart). A signal is never rewritten before its reader has consumed it
-// (docs/design/protocol.md says why), so "at least" and "equal" coincide.
+// most one apart). A signal is never rewritten before its reader has consumed it, so "at least"
+// and "equal" coincide, with one exception: a start signal's error bit after a backward of
+// dispatch called right after a forward round (docs/design/protocol.md, "Why nothing is
+// overwritten too early", says why and when).
 struct Signal {
   uint64_t word;
 };
