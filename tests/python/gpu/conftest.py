@@ -32,6 +32,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 import moe_a2a  # noqa: E402,F401  (first: sets the no-multicast environment before torch loads)
+from moe_a2a._collective import all_gather  # noqa: E402
 
 AGREE_TIMEOUT = datetime.timedelta(seconds=180)
 MEET_TIMEOUT = datetime.timedelta(seconds=60)
@@ -88,9 +89,7 @@ def share(obj):
     """Rank 0's `obj`, on every rank, over the gloo group: for a test whose work runs on rank 0
     alone (processes of its own on every GPU) while the other ranks wait without an NCCL
     collective on their GPU. Raises after AGREE_TIMEOUT if a rank does not come."""
-    objs = [None] * dist.get_world_size()
-    dist.all_gather_object(objs, obj, group=_cpu_group)
-    return objs[0]
+    return all_gather(obj, _cpu_group)[0]
 
 
 def _timed_out(nodeid):

@@ -26,6 +26,9 @@ from typing import Callable, List, Optional
 import torch
 from mixed_rounds import BACKWARD_TOL, FORWARD_TOL, Bank, Outcome, Shape, backward_gradient, closed_form, routing
 
+from moe_a2a import reference as ref
+from moe_a2a.fp8_formats import FP8_BLOCK
+
 CHECKS = ("counts", "pairs", "repeats", "rows", "weights", "padding", "out", "grad x", "grad w")
 # |dequantized - x| of an fp8 row, both formats (3 mantissa bits): half a step of the value's
 # binade (2^-4 of it) above the smallest normal, half a subnormal step (2^-10 of the block's
@@ -125,8 +128,8 @@ def dispatch_failures(o: Outcome, shape: Shape, every: Everyone, rank: int, worl
 
 
 def per_channel(scale: torch.Tensor, H: int) -> torch.Tensor:
-    """[rows, ceil(H / 128)] block scales -> [rows, H]."""
-    return scale.repeat_interleave(128, dim=-1)[..., :H]
+    """[rows, ceil(H / FP8_BLOCK)] block scales -> [rows, H]."""
+    return scale.repeat_interleave(FP8_BLOCK, dim=-1)[..., :H]
 
 
 def fp8_rows_wrong(q: torch.Tensor, scale: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
@@ -138,11 +141,9 @@ def fp8_rows_wrong(q: torch.Tensor, scale: torch.Tensor, want: torch.Tensor) -> 
 
 
 def fp8_slack(x: torch.Tensor, fp8: torch.dtype) -> torch.Tensor:
-    """Per value of x [T, H]: how far fp8 rounding may move it (the scale as quantize_fp8 sets it)."""
-    H, blocks = x.shape[-1], -(-x.shape[-1] // 128)
-    amax = torch.nn.functional.pad(x.float().abs(), (0, blocks * 128 - H)).unflatten(-1, (blocks, 128)).amax(-1)
-    scale = amax.clamp(min=1e-30) / torch.finfo(fp8).max
-    return FP8_REL * x.float().abs() + FP8_SCALE_ABS * per_channel(scale, H)
+    """Per value of x [T, H]: how far fp8 rounding may move it (with the scale quantize_fp8 sets)."""
+    scale = ref.quantize_fp8(x, fp8)[1]
+    return FP8_REL * x.float().abs() + FP8_SCALE_ABS * per_channel(scale, x.shape[-1])
 
 
 def outside(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float, slack=0.0) -> torch.Tensor:

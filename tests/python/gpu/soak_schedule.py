@@ -197,7 +197,10 @@ def run(
         if window.free() < 2:  # a guard: 2 slots a round between host checks always fit
             gpu_checks_passed()
         outcomes = run_round(eps[j], prof.shapes[j], spec, banks[j], rank, world, device)
-        what = lambda o: f"round {i}: {describe(prof.shapes[j], o.spec)}"  # noqa: E731  (only on a failure)
+
+        def what(o):  # called only for a failed round
+            return f"round {i}: {describe(prof.shapes[j], o.spec)}"
+
         round_checks.record(window, outcomes, prof.shapes[j], banks[j], rank, world, what)
         tally.add(j, spec, False)
 
