@@ -2,7 +2,17 @@
 tests of moe_a2a.integrations.transformers."""
 
 import torch
-from transformers import AutoModelForCausalLM, DeepseekV3Config, MixtralConfig, Qwen3MoeConfig
+from transformers import (
+    AutoModel,
+    AutoModelForCausalLM,
+    DeepseekV3Config,
+    GptOssConfig,
+    GraniteMoeConfig,
+    MixtralConfig,
+    OlmoeConfig,
+    Qwen2MoeConfig,
+    Qwen3MoeConfig,
+)
 
 COMMON = dict(
     vocab_size=256,
@@ -14,9 +24,16 @@ COMMON = dict(
 )
 
 
+# Every family above, in the order the tests run them.
+NAMES = ["mixtral", "qwen3_moe", "deepseek_v3", "qwen2_moe", "olmoe", "gpt_oss", "granitemoe"]
+
+
 def tiny_configs():
-    """Three routings: softmax top-2 (Mixtral), top-k with renormalisation (Qwen3-MoE), sigmoid
-    grouped top-k with shared experts and a dense first layer (DeepSeek-V3)."""
+    """Routings and experts of several families: softmax top-2 (Mixtral), top-k with
+    renormalisation (Qwen3-MoE), sigmoid grouped top-k with shared experts and a dense first layer
+    (DeepSeek-V3), a gated shared expert next to the routed ones (Qwen2-MoE), top-8 of 64 without
+    renormalisation (OLMoE), transposed expert weights with biases and a clamped gate (gpt-oss), and
+    a router outside the experts block with its own top-k (GraniteMoE)."""
     return {
         "mixtral": MixtralConfig(**COMMON, intermediate_size=256, num_local_experts=16, num_experts_per_tok=2),
         "qwen3_moe": Qwen3MoeConfig(
@@ -46,6 +63,27 @@ def tiny_configs():
             routed_scaling_factor=2.5,
             norm_topk_prob=True,
         ),
+        "qwen2_moe": Qwen2MoeConfig(
+            **COMMON,
+            intermediate_size=512,
+            moe_intermediate_size=128,
+            shared_expert_intermediate_size=256,
+            num_experts=16,
+            num_experts_per_tok=4,
+        ),
+        "olmoe": OlmoeConfig(
+            **COMMON, intermediate_size=128, num_experts=64, num_experts_per_tok=8, pad_token_id=None, eos_token_id=2
+        ),
+        "gpt_oss": GptOssConfig(
+            **COMMON,
+            intermediate_size=128,
+            num_local_experts=16,
+            num_experts_per_tok=4,
+            head_dim=64,
+            sliding_window=8,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        ),
+        "granitemoe": GraniteMoeConfig(**COMMON, intermediate_size=128, num_local_experts=8, num_experts_per_tok=2),
     }
 
 
@@ -55,3 +93,16 @@ def build(name, seed=0):
     for p in model.parameters():  # from_config leaves some at zero or one; give every weight a value
         torch.nn.init.normal_(p, std=0.05)
     return model.eval()
+
+
+def meta_model(config):
+    """transformers' model for `config` on the meta device (no memory, no weights), the causal-LM
+    class if the family has one, and None and why where none builds."""
+    error = "no auto class"
+    for auto in (AutoModelForCausalLM, AutoModel):
+        try:
+            with torch.device("meta"):
+                return auto.from_config(config), None
+        except Exception as e:  # noqa: BLE001  (a default config that does not build is reported)
+            error = f"{type(e).__name__}: {str(e).splitlines()[0][:90]}"
+    return None, error

@@ -4,6 +4,7 @@ models, with a one-rank stand-in for AllToAll (the real exchange is tests/python
 
 import copy
 import os
+import re
 import sys
 import types
 
@@ -16,7 +17,7 @@ transformers = pytest.importorskip("transformers")
 import moe_a2a.integrations.transformers as moe_tf  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from tiny_moe_models import COMMON, build  # noqa: E402
+from tiny_moe_models import COMMON, NAMES, build, meta_model  # noqa: E402
 
 
 class OneRankAllToAll:
@@ -92,11 +93,11 @@ def test_local_expert_range_rejects_uneven_splits():
         moe_tf.local_expert_range(16, 2, 2)
 
 
-@pytest.mark.parametrize("name,modules", [("mixtral", 2), ("qwen3_moe", 2), ("deepseek_v3", 1)])
-def test_experts_modules_are_found(name, modules):
+@pytest.mark.parametrize("name", NAMES)
+def test_experts_modules_are_found(name):
     found = moe_tf.experts_modules(build(name))
-    assert len(found) == modules  # DeepSeek-V3: layer 0 is dense
-    assert all(name.endswith("mlp.experts") for name, _ in found)
+    assert len(found) == (1 if name == "deepseek_v3" else 2)  # DeepSeek-V3: layer 0 is dense
+    assert all(name.endswith(".experts") for name, _ in found)
 
 
 def test_sharding_keeps_the_right_slices_and_frees_the_rest():
@@ -132,13 +133,35 @@ def test_expert_parallel_checks_its_arguments(one_rank_group):
         moe_tf.generate(model, input_ids=torch.zeros(1, 2, dtype=torch.long), synced_gpus=False)
 
 
+def installed_families(families):
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return sorted(f for f in families if f in CONFIG_MAPPING_NAMES)
+
+
+@pytest.mark.parametrize("family", installed_families(moe_tf.REFUSED_FAMILIES))
+def test_families_off_the_experts_interface_are_refused_by_name(family, one_rank_group):
+    """Each family of REFUSED_FAMILIES (transformers 5.17) is refused with its reason; a later
+    transformers that moved the family onto the experts interface (Aria, by 5.24) gets it served."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    model, error = meta_model(CONFIG_MAPPING[family]())
+    assert model is not None, error
+    if moe_tf.experts_modules(model):
+        assert moe_tf.expert_parallel(model).config._experts_implementation == moe_tf.BACKEND
+        return
+    named = model.config.model_type  # llama4 builds its text model, llama4_text
+    with pytest.raises(ValueError, match=re.escape(f"{named} models are not served: {moe_tf.REFUSED_FAMILIES[named]}")):
+        moe_tf.expert_parallel(model)
+
+
 def test_unsharded_module_with_the_backend_says_what_to_do():
     _, m = moe_tf.experts_modules(build("mixtral"))[0]
     with pytest.raises(RuntimeError, match="expert_parallel"):
         moe_tf.experts_forward(m, torch.zeros(2, 512), torch.zeros(2, 2, dtype=torch.long), torch.ones(2, 2))
 
 
-@pytest.mark.parametrize("name", ["mixtral", "qwen3_moe", "deepseek_v3"])
+@pytest.mark.parametrize("name", NAMES)
 def test_backend_matches_the_eager_experts(name, one_rank_group, monkeypatch):
     """The whole backend (grouped linears with the model's own gate, combine's weighting) at
     world 1 equals transformers' eager experts, logits and gradients."""

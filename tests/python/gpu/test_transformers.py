@@ -15,9 +15,7 @@ transformers = pytest.importorskip("transformers")
 import moe_a2a.integrations.transformers as moe_tf  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from tiny_moe_models import COMMON, build  # noqa: E402
-
-NAMES = ["mixtral", "qwen3_moe", "deepseek_v3"]
+from tiny_moe_models import COMMON, NAMES, build  # noqa: E402
 
 
 def models(name, dtype):
