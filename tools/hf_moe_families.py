@@ -80,10 +80,13 @@ def status(family: str):
         verdict = "served (not built)" if uses_experts_interface(config) else "not classified"
         code = "its modeling code uses" if uses_experts_interface(config) else "its modeling code does not use"
         return experts, verdict, f"{code} the experts interface; its default config does not build here ({error})"
-    modules = moe_tf.experts_modules(model)
+    modules, blocks = moe_tf.experts_modules(model), moe_tf.scored_input_blocks(model)
+    tested = "yes" if family in TESTED else ""
     if modules:
-        tested = "yes" if family in TESTED else ""
         return experts, "served", f"{len(modules)} experts modules on the experts interface", tested
+    if blocks:
+        why = f"{len(blocks)} MoE blocks of Llama 4's kind (scores before the experts), on moe_a2a's own forward"
+        return experts, "served", why, tested
     return experts, "refused", moe_tf.refusal(model).split("are not served: ", 1)[1]
 
 

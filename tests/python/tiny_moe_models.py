@@ -8,6 +8,7 @@ from transformers import (
     DeepseekV3Config,
     GptOssConfig,
     GraniteMoeConfig,
+    Llama4TextConfig,
     MixtralConfig,
     OlmoeConfig,
     Qwen2MoeConfig,
@@ -25,15 +26,16 @@ COMMON = dict(
 
 
 # Every family above, in the order the tests run them.
-NAMES = ["mixtral", "qwen3_moe", "deepseek_v3", "qwen2_moe", "olmoe", "gpt_oss", "granitemoe"]
+NAMES = ["mixtral", "qwen3_moe", "deepseek_v3", "qwen2_moe", "olmoe", "gpt_oss", "granitemoe", "llama4_text"]
 
 
 def tiny_configs():
     """Routings and experts of several families: softmax top-2 (Mixtral), top-k with
     renormalisation (Qwen3-MoE), sigmoid grouped top-k with shared experts and a dense first layer
     (DeepSeek-V3), a gated shared expert next to the routed ones (Qwen2-MoE), top-8 of 64 without
-    renormalisation (OLMoE), transposed expert weights with biases and a clamped gate (gpt-oss), and
-    a router outside the experts block with its own top-k (GraniteMoE)."""
+    renormalisation (OLMoE), transposed expert weights with biases and a clamped gate (gpt-oss), a
+    router outside the experts block with its own top-k (GraniteMoE), and a block that scales each
+    token by its router score before the experts, off the experts interface (Llama 4's text model)."""
     return {
         "mixtral": MixtralConfig(**COMMON, intermediate_size=256, num_local_experts=16, num_experts_per_tok=2),
         "qwen3_moe": Qwen3MoeConfig(
@@ -84,6 +86,16 @@ def tiny_configs():
             rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         ),
         "granitemoe": GraniteMoeConfig(**COMMON, intermediate_size=128, num_local_experts=8, num_experts_per_tok=2),
+        "llama4_text": Llama4TextConfig(
+            **COMMON,
+            intermediate_size=128,
+            intermediate_size_mlp=256,
+            num_local_experts=16,
+            num_experts_per_tok=1,
+            head_dim=64,
+            interleave_moe_layer_step=1,
+            attention_chunk_size=64,
+        ),
     }
 
 

@@ -15,7 +15,9 @@ this rank's contiguous block of experts of every experts module (global expert e
 e // (E / world), as in AllToAll), frees the others, and sets the backend. The forward is
 dispatch (the router's global ids and weights) -> the local experts' grouped GEMMs with the
 model's own activation, gate and bias -> combine. Routers, shared experts and everything else
-stay replicated and untouched.
+stay replicated and untouched. Llama 4's MoE block, whose experts are off that interface, gets
+a forward of its own on moe_a2a (scored_input_forward); a family that is neither is refused at
+expert_parallel() with its name and the reason (REFUSED_FAMILIES).
 
 MoE calls are collective: every rank must run the same number of forward passes. generate()
 steps until all of a rank's sequences are done, which differs between ranks; generate() below
@@ -77,9 +79,6 @@ def local_expert_range(num_experts: int, world: int, rank: int) -> range:
 # (transformers 5.17; `tools/hf_moe_families.py` lists every MoE family with what expert_parallel()
 # does with it). A family not named here and without experts modules gets the generic reason.
 REFUSED_FAMILIES = {
-    "llama4": "its MoE block (Llama4TextMoe) scales each token by its router score before the experts "
-    "and runs every expert on every token in its own forward, not through the experts interface "
-    "(not served yet: it needs a module of moe_a2a's own in place of Llama4TextMoe)",
     "aria": "its MoE layer (AriaTextMoELayer) sorts and runs its experts with a grouped GEMM of its own, "
     "not through the experts interface",
     "jetmoe": "its experts (JetMoeParallelExperts, a mixture of attention and MLP experts) are routed in the "
@@ -94,7 +93,7 @@ REFUSED_FAMILIES = {
     "forward, not through the experts interface",
     "doge": "its 'experts' (DogeCDMoE) are retrieved by product keys, not top-k routed MLPs",
 }
-REFUSED_FAMILIES.update({"llama4_text": REFUSED_FAMILIES["llama4"], "aria_text": REFUSED_FAMILIES["aria"]})
+REFUSED_FAMILIES["aria_text"] = REFUSED_FAMILIES["aria"]
 
 
 def refusal(model: torch.nn.Module) -> str:
@@ -225,17 +224,16 @@ def _row_bias(bias: torch.Tensor, offsets: torch.Tensor, rows: int) -> torch.Ten
     return bias[e]
 
 
-def experts_forward(
-    self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor
-) -> torch.Tensor:
-    """The "moe_a2a" experts implementation: dispatch -> local experts -> combine."""
-    shared = getattr(self, "_moe_a2a_shared", None)
+def _exchange(experts, hidden_states, top_k_index, top_k_weights, local_experts) -> torch.Tensor:
+    """dispatch -> local_experts(experts, rows, offsets, counts) -> combine, over the AllToAll that
+    expert_parallel() gave the experts module `experts`."""
+    shared = getattr(experts, "_moe_a2a_shared", None)
     if shared is None:
         raise RuntimeError(
             "moe_a2a: this experts module is not expert-parallel; call "
             "moe_a2a.integrations.transformers.expert_parallel(model) first"
         )
-    num_experts, _ = self._moe_a2a_experts
+    num_experts, _ = experts._moe_a2a_experts
     ep = shared.get(
         num_experts, int(top_k_index.shape[-1]), int(hidden_states.shape[-1]), hidden_states.dtype, hidden_states.device
     )
@@ -256,7 +254,13 @@ def experts_forward(
             ) from e
         raise
     x = d.expert_x if ep.layout == "packed" else d.expert_x.reshape(-1, d.expert_x.shape[-1])
-    offsets, counts = d.expert_offsets, d.expert_num_tokens
+    y = local_experts(experts, x, d.expert_offsets, d.expert_num_tokens)
+    return ep.combine(y.to(hidden_states.dtype).reshape(d.expert_x.shape), d)
+
+
+def _interface_experts(self, x, offsets, counts) -> torch.Tensor:
+    """An experts module of the experts interface on its rows: the model's own projections,
+    activation, gate and biases, grouped by expert."""
     up_w = self.gate_up_proj if self.has_gate else self.up_proj
     h = grouped_linear(x, up_w, offsets, counts, self.is_transposed)
     if self.has_bias:
@@ -265,7 +269,76 @@ def experts_forward(
     y = grouped_linear(h, self.down_proj, offsets, counts, self.is_transposed)
     if self.has_bias:
         y = y + _row_bias(self.down_proj_bias, offsets, x.shape[0])
-    return ep.combine(y.to(hidden_states.dtype).reshape(d.expert_x.shape), d)
+    return y
+
+
+def experts_forward(
+    self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor
+) -> torch.Tensor:
+    """The "moe_a2a" experts implementation: dispatch -> local experts -> combine."""
+    return _exchange(self, hidden_states, top_k_index, top_k_weights, _interface_experts)
+
+
+# --------------------------------------------------------------------------- Llama 4's MoE block
+# Llama4TextMoe scales each token by its router score (the sigmoid of its top-k logits) before
+# the experts and sums their outputs unweighted, next to a shared expert. Its experts module
+# (Llama4TextExperts: gate_up_proj [E, H, 2I], down_proj [E, I, H]) runs every expert on every
+# token in its own forward, not through the experts interface, so expert_parallel() gives the
+# block a forward of its own (by class: a subclass of the model's class, this instance only;
+# transformers is not patched). Each (token, k) pair travels as a row of its own, already scaled,
+# with weight 1: the experts see what Llama 4's see, and combine sums their outputs.
+
+
+def scored_input_blocks(model: torch.nn.Module) -> list:
+    """(name, block) of every MoE block of Llama 4's kind (Llama4TextMoe)."""
+    return [(name, m) for name, m in model.named_modules() if type(m).__name__ == "Llama4TextMoe"]
+
+
+def _scored_input_experts(experts, x, offsets, counts) -> torch.Tensor:
+    """Llama4TextExperts on its rows: gate and up from one projection, SiLU-gated, down."""
+    gate, up = grouped_linear(x, experts.gate_up_proj, offsets, counts, transposed=True).chunk(2, dim=-1)
+    return grouped_linear(up * experts.act_fn(gate), experts.down_proj, offsets, counts, transposed=True)
+
+
+def scored_input_forward(self, hidden_states: torch.Tensor):
+    """Llama4TextMoe's forward with its experts on moe_a2a: (output, router logits), as the
+    model's own."""
+    x = hidden_states.reshape(-1, self.hidden_dim)
+    _, logits = self.router(x)
+    top_logits, top_ids = torch.topk(logits, self.top_k, dim=1)  # the router's own choice
+    scores = torch.sigmoid(top_logits.float()).to(x.dtype)
+    tokens, k = top_ids.shape
+    scaled = (x[:, None, :] * scores[..., None]).reshape(tokens * k, x.shape[-1])  # row t * k + j
+    ones = torch.ones(tokens * k, 1, device=x.device)
+    routed = _exchange(self.experts, scaled, top_ids.reshape(tokens * k, 1), ones, _scored_input_experts)
+    out = self.shared_expert(x)
+    out.add_(routed.reshape(tokens, k, -1).sum(dim=1))
+    return out, logits
+
+
+_served_classes = {}  # the model's block class -> its subclass with scored_input_forward
+
+
+def _serve_scored_input_block(block: torch.nn.Module) -> None:
+    cls = type(block)
+    served = _served_classes.get(cls)
+    if served is None:
+        served = type(f"ExpertParallel{cls.__name__}", (cls,), {"forward": scored_input_forward})
+        _served_classes[cls] = served
+    block.__class__ = served
+
+
+def moe_experts(model: torch.nn.Module) -> list:
+    """(name, experts module) of every MoE layer expert_parallel() serves, in layer order: the
+    experts interface's modules and the experts of Llama 4's blocks."""
+    interface = {id(m) for _, m in experts_modules(model)}
+    found = []
+    for name, m in model.named_modules():
+        if id(m) in interface:
+            found.append((name, m))
+        elif type(m).__name__ == "Llama4TextMoe" or isinstance(m, tuple(_served_classes.values())):
+            found.append((name + ".experts", m.experts))
+    return found
 
 
 def register() -> None:
@@ -309,7 +382,7 @@ def expert_parallel(
         raise RuntimeError("moe_a2a: this model is expert-parallel already")
     if not 1 <= int(max_num_tokens) <= DEFAULT_MAX_NUM_TOKENS:
         raise ValueError(f"moe_a2a: max_num_tokens must be in [1, {DEFAULT_MAX_NUM_TOKENS}], got {max_num_tokens}")
-    modules = experts_modules(model)
+    modules = moe_experts(model)
     world, rank = dist.get_world_size(group), dist.get_rank(group)
     names = [name for name, _ in modules]
     agreed = all_gather((names, int(max_num_tokens), layout, float(timeout_s), num_sms), group)
@@ -327,11 +400,14 @@ def expert_parallel(
     for _, m in modules:
         shard_experts_(m, world, rank)
         m._moe_a2a_shared = shared
+    for _, block in scored_input_blocks(model):
+        _serve_scored_input_block(block)
     _models[model] = shared
-    if hasattr(model, "set_experts_implementation"):
+    interface = experts_modules(model)
+    if interface and hasattr(model, "set_experts_implementation"):
         model.set_experts_implementation(BACKEND)
     else:  # a bare module tree: set it where each experts module looks
-        for _, m in modules:
+        for _, m in interface:
             m.config._experts_implementation = BACKEND
     return model
 
@@ -360,16 +436,20 @@ def _take_part_idle(model) -> None:
     is skipped). transformers (5.17 <= version < 6, see _sample) runs the prefill forward, then
     per step the "anyone unfinished?" all-reduce and, from the second step on, a forward; this
     rank says "finished" and follows the same sequence until no rank is unfinished."""
-    modules = [m for _, m in experts_modules(model)]
-    device = modules[0].down_proj.device
+    layers = [m for _, m in moe_experts(model)]
+    interface = [m for _, m in experts_modules(model)]
+    device = layers[0].down_proj.device
 
     def moe_layers_with_no_tokens():
         with torch.no_grad():
-            for m in modules:
-                hidden = m.down_proj.shape[2] if m.is_transposed else m.down_proj.shape[1]
-                topk = int(m.config.num_experts_per_tok)
+            for m in layers:
+                if m in interface:
+                    hidden = m.down_proj.shape[2] if m.is_transposed else m.down_proj.shape[1]
+                    topk, experts = int(m.config.num_experts_per_tok), _interface_experts
+                else:  # Llama 4's: one row per (token, k), down_proj [E, I, H]
+                    hidden, topk, experts = m.down_proj.shape[2], 1, _scored_input_experts
                 no_ids = torch.empty(0, topk, dtype=torch.long, device=device)
-                experts_forward(m, m.down_proj.new_empty(0, hidden), no_ids, torch.empty(0, topk, device=device))
+                _exchange(m, m.down_proj.new_empty(0, hidden), no_ids, torch.empty(0, topk, device=device), experts)
 
     moe_layers_with_no_tokens()  # the prefill
     step = 0

@@ -63,7 +63,7 @@ def main():
         assert out.shape == (shape[0], shape[1] + NEW_TOKENS), out.shape
     else:
         assert moe_tf.generate(model, input_ids=None, **kwargs) is None
-    print(f"moe collectives {len(calls)} layers {len(moe_tf.experts_modules(model))}", flush=True)
+    print(f"moe collectives {len(calls)} layers {len(moe_tf.moe_experts(model))}", flush=True)
     dist.destroy_process_group()
 
 

@@ -95,9 +95,13 @@ def test_local_expert_range_rejects_uneven_splits():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_experts_modules_are_found(name):
-    found = moe_tf.experts_modules(build(name))
+    model = build(name)
+    found = moe_tf.moe_experts(model)
     assert len(found) == (1 if name == "deepseek_v3" else 2)  # DeepSeek-V3: layer 0 is dense
     assert all(name.endswith(".experts") for name, _ in found)
+    # Llama 4's blocks are off the experts interface; every other family's experts are on it
+    assert len(moe_tf.experts_modules(model)) == (0 if name == "llama4_text" else len(found))
+    assert len(moe_tf.scored_input_blocks(model)) == (len(found) if name == "llama4_text" else 0)
 
 
 def test_sharding_keeps_the_right_slices_and_frees_the_rest():
@@ -147,7 +151,7 @@ def test_families_off_the_experts_interface_are_refused_by_name(family, one_rank
 
     model, error = meta_model(CONFIG_MAPPING[family]())
     assert model is not None, error
-    if moe_tf.experts_modules(model):
+    if moe_tf.moe_experts(model):
         assert moe_tf.expert_parallel(model).config._experts_implementation == moe_tf.BACKEND
         return
     named = model.config.model_type  # llama4 builds its text model, llama4_text
@@ -173,12 +177,12 @@ def test_backend_matches_the_eager_experts(name, one_rank_group, monkeypatch):
     ids = torch.randint(0, COMMON["vocab_size"], (3, 9), generator=torch.Generator().manual_seed(1))
     want = reference(ids).logits
     got = model(ids).logits
-    assert made == [E for E in made[:1]] * len(moe_tf.experts_modules(model))  # every MoE layer went through it
+    assert made == [E for E in made[:1]] * len(moe_tf.moe_experts(model))  # every MoE layer went through it
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     want.square().mean().backward()
     got.square().mean().backward()
-    _, ref_m = moe_tf.experts_modules(reference)[-1]
-    _, m = moe_tf.experts_modules(model)[-1]
+    _, ref_m = moe_tf.moe_experts(reference)[-1]
+    _, m = moe_tf.moe_experts(model)[-1]
     torch.testing.assert_close(m.down_proj.grad, ref_m.down_proj.grad, rtol=1e-4, atol=1e-7)
     torch.testing.assert_close(m.gate_up_proj.grad, ref_m.gate_up_proj.grad, rtol=1e-4, atol=1e-7)
 
@@ -189,7 +193,7 @@ def test_row_bias_follows_the_expert_segments():
     assert moe_tf._row_bias(bias, offsets, 6)[:, 0].tolist() == [0, 0, 2, 2, 2, 2]
 
 
-@pytest.mark.parametrize("world,name", [(2, "mixtral"), (8, "deepseek_v3")])
+@pytest.mark.parametrize("world,name", [(2, "mixtral"), (8, "deepseek_v3"), (2, "llama4_text")])
 def test_a_rank_with_no_sequences_follows_the_generate_loop(world, name):
     """transformers' synced_gpus loop (prefill, then per step an all-reduce and a forward) and
     moe_tf.generate(input_ids=None) on a rank with nothing to generate make the same sequence of

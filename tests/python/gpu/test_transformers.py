@@ -38,8 +38,9 @@ def rank_inputs(rank, batch=2):
 def test_expert_parallel_model_matches_the_full_model(name, dtype, rank, world):
     reference, model = models(name, dtype)
     try:
-        kept = {n: m.down_proj.shape[0] for n, m in moe_tf.experts_modules(model)}
-        full = {n: m.down_proj.shape[0] for n, m in moe_tf.experts_modules(reference)}
+        kept = {n: m.down_proj.shape[0] for n, m in moe_tf.moe_experts(model)}
+        full = {n: m.down_proj.shape[0] for n, m in moe_tf.moe_experts(reference)}
+        assert full and kept.keys() == full.keys()
         assert all(kept[n] * world == full[n] for n in full), (kept, full)
         ids = rank_inputs(rank)
         with torch.no_grad():
