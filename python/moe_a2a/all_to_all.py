@@ -347,9 +347,9 @@ class AllToAll:
         receive. 0: every block sends its share, then receives its share. "auto": split when every
         item of each half (a token group, a combine unit) gets a block of its own, which at a few
         tokens per rank starts the receive half while the tokens are being sent; else 0. An int
-        sets both kernels, a pair (dispatch, combine) each; a fixed split is for experiments at
-        large batches, where the link and the receivers' local copies could then run at the same
-        time. The split calls (dispatch_send, ...) always use every block. Part of the config:
+        sets both kernels, a pair (dispatch, combine) each; a fixed split is for experiments (at
+        large batches it was slower on two H100s: docs/design/protocol.md, "Sending and
+        receiving blocks"). The split calls (dispatch_send, ...) always use every block. Part of the config:
         the same on every rank. self.send_sms holds the pair, -1 for "auto".
 
         profile=True turns the in-kernel profiler on (needs a build with MOE_A2A_PROFILE=1);
