@@ -5,10 +5,10 @@ with it: a Markdown table for README.md's transformers section.
 
 A family is a MoE family when its default config names more than one expert. Its model is built
 from that config on the meta device (no memory, no weights) and looked at as expert_parallel()
-looks at it: served where transformers runs its experts through the experts interface
+looks at it: accepted where transformers runs its experts through the experts interface
 (`moe_a2a.integrations.transformers.experts_modules`), refused otherwise, with the reason
 expert_parallel() raises (`refusal`). Where the default config does not build, the modeling code
-says whether an experts class is on the interface ("served (not built)"). Sub-configs (a family's
+says whether an experts class is on the interface ("accepted (not built)"). Sub-configs (a family's
 text or talker part, with no model class of their own) are left out. "tested" names the families
 whose tiny models the tests run (tests/python/tiny_moe_models.py): on the CPU against
 transformers' eager experts, and on two GPUs against the unsharded model.
@@ -77,16 +77,16 @@ def status(family: str):
     if model is None and "Unrecognized configuration class" in error:
         return None  # a sub-config (text, talker, ...) of a family listed on its own: no model of its own
     if model is None:
-        verdict = "served (not built)" if uses_experts_interface(config) else "not classified"
+        verdict = "accepted (not built)" if uses_experts_interface(config) else "not classified"
         code = "its modeling code uses" if uses_experts_interface(config) else "its modeling code does not use"
         return experts, verdict, f"{code} the experts interface; its default config does not build here ({error})"
     modules, blocks = moe_tf.experts_modules(model), moe_tf.scored_input_blocks(model)
     tested = "yes" if family in TESTED else ""
     if modules:
-        return experts, "served", f"{len(modules)} experts modules on the experts interface", tested
+        return experts, "accepted", f"{len(modules)} experts modules on the experts interface", tested
     if blocks:
         why = f"{len(blocks)} MoE blocks of Llama 4's kind (scores before the experts), on moe_a2a's own forward"
-        return experts, "served", why, tested
+        return experts, "accepted", why, tested
     return experts, "refused", moe_tf.refusal(model).split("are not served: ", 1)[1]
 
 
@@ -104,7 +104,7 @@ def main() -> None:
     for family, experts, verdict, why, *tested in rows:
         print(f"| {family} | {experts} | {verdict} | {why} | {tested[0] if tested else ''} |")
     counts = {
-        v: sum(1 for r in rows if r[2] == v) for v in ("served", "served (not built)", "refused", "not classified")
+        v: sum(1 for r in rows if r[2] == v) for v in ("accepted", "accepted (not built)", "refused", "not classified")
     }
     print(f"\n{len(rows)} families: " + ", ".join(f"{n} {v}" for v, n in counts.items()))
 

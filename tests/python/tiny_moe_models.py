@@ -25,7 +25,7 @@ COMMON = dict(
 )
 
 
-# Every family above, in the order the tests run them.
+# The families of tiny_configs(), in the order the tests run them.
 NAMES = ["mixtral", "qwen3_moe", "deepseek_v3", "qwen2_moe", "olmoe", "gpt_oss", "granitemoe", "llama4_text"]
 
 
@@ -99,9 +99,13 @@ def tiny_configs():
     }
 
 
-def build(name, seed=0):
+def build(name, seed=0, **overrides):
+    """The tiny model `name` with random weights (`overrides`: config fields to change)."""
+    config = tiny_configs()[name]
+    for field, value in overrides.items():
+        setattr(config, field, value)
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(tiny_configs()[name], dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     for p in model.parameters():  # from_config leaves some at zero or one; give every weight a value
         torch.nn.init.normal_(p, std=0.05)
     return model.eval()

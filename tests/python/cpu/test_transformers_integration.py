@@ -165,11 +165,13 @@ def test_unsharded_module_with_the_backend_says_what_to_do():
         moe_tf.experts_forward(m, torch.zeros(2, 512), torch.zeros(2, 2, dtype=torch.long), torch.ones(2, 2))
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_backend_matches_the_eager_experts(name, one_rank_group, monkeypatch):
+@pytest.mark.parametrize(
+    "name,overrides", [(name, {}) for name in NAMES] + [("llama4_text", {"num_experts_per_tok": 2})]
+)  # Llama 4 with 2 experts a token: each (token, k) pair a row of its own
+def test_backend_matches_the_eager_experts(name, overrides, one_rank_group, monkeypatch):
     """The whole backend (grouped linears with the model's own gate, combine's weighting) at
     world 1 equals transformers' eager experts, logits and gradients."""
-    reference = build(name)
+    reference = build(name, **overrides)
     reference.set_experts_implementation("eager")
     model = moe_tf.expert_parallel(copy.deepcopy(reference))
     made = []
