@@ -76,18 +76,20 @@ def status(family: str):
     model, error = meta_model(config)
     if model is None and "Unrecognized configuration class" in error:
         return None  # a sub-config (text, talker, ...) of a family listed on its own: no model of its own
-    if model is None:
-        verdict = "accepted (not built)" if uses_experts_interface(config) else "not classified"
-        code = "its modeling code uses" if uses_experts_interface(config) else "its modeling code does not use"
-        return experts, verdict, f"{code} the experts interface; its default config does not build here ({error})"
-    modules, blocks = moe_tf.experts_modules(model), moe_tf.scored_input_blocks(model)
     tested = "yes" if family in TESTED else ""
+    if model is None:
+        if uses_experts_interface(config):
+            why = f"its modeling code uses the experts interface; its default config does not build here ({error})"
+            return experts, "accepted (not built)", why, tested
+        why = f"its modeling code does not use the experts interface; its default config does not build here ({error})"
+        return experts, "not classified", why, tested
+    modules, blocks = moe_tf.experts_modules(model), moe_tf.scored_input_blocks(model)
     if modules:
         return experts, "accepted", f"{len(modules)} experts modules on the experts interface", tested
     if blocks:
         why = f"{len(blocks)} MoE blocks of Llama 4's kind (scores before the experts), on moe_a2a's own forward"
         return experts, "accepted", why, tested
-    return experts, "refused", moe_tf.refusal(model).split("are not served: ", 1)[1]
+    return experts, "refused", moe_tf.refusal(model).split("are not served: ", 1)[1], tested
 
 
 def main() -> None:
@@ -101,8 +103,8 @@ def main() -> None:
     print(f"MoE families of transformers {transformers.__version__} (tools/hf_moe_families.py):\n")
     print("| family | experts | expert_parallel() | why | tested |")
     print("|---|---|---|---|---|")
-    for family, experts, verdict, why, *tested in rows:
-        print(f"| {family} | {experts} | {verdict} | {why} | {tested[0] if tested else ''} |")
+    for family, experts, verdict, why, tested in rows:
+        print(f"| {family} | {experts} | {verdict} | {why} | {tested} |")
     counts = {
         v: sum(1 for r in rows if r[2] == v) for v in ("accepted", "accepted (not built)", "refused", "not classified")
     }

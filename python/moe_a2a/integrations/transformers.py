@@ -289,9 +289,14 @@ def experts_forward(
 # with weight 1: the experts see what Llama 4's see, and combine sums their outputs.
 
 
+def _is_scored_input_block(m: torch.nn.Module) -> bool:
+    """A block of Llama 4's kind: transformers' Llama4TextMoe, or one expert_parallel() served."""
+    return type(m).__name__ == "Llama4TextMoe" or isinstance(m, tuple(_served_classes.values()))
+
+
 def scored_input_blocks(model: torch.nn.Module) -> list:
     """(name, block) of every MoE block of Llama 4's kind (Llama4TextMoe)."""
-    return [(name, m) for name, m in model.named_modules() if type(m).__name__ == "Llama4TextMoe"]
+    return [(name, m) for name, m in model.named_modules() if _is_scored_input_block(m)]
 
 
 def _scored_input_experts(experts, x, offsets, counts) -> torch.Tensor:
@@ -328,17 +333,22 @@ def _serve_scored_input_block(block: torch.nn.Module) -> None:
     block.__class__ = served
 
 
-def moe_experts(model: torch.nn.Module) -> list:
-    """(name, experts module) of every MoE layer expert_parallel() serves, in layer order: the
-    experts interface's modules and the experts of Llama 4's blocks."""
+def _moe_layers(model: torch.nn.Module) -> list:
+    """(name, experts module, on the experts interface?) of every MoE layer, in layer order."""
     interface = {id(m) for _, m in experts_modules(model)}
     found = []
     for name, m in model.named_modules():
         if id(m) in interface:
-            found.append((name, m))
-        elif type(m).__name__ == "Llama4TextMoe" or isinstance(m, tuple(_served_classes.values())):
-            found.append((name + ".experts", m.experts))
+            found.append((name, m, True))
+        elif _is_scored_input_block(m):
+            found.append((name + ".experts", m.experts, False))
     return found
+
+
+def moe_experts(model: torch.nn.Module) -> list:
+    """(name, experts module) of every MoE layer expert_parallel() serves, in layer order: the
+    experts interface's modules and the experts of Llama 4's blocks."""
+    return [(name, m) for name, m, _ in _moe_layers(model)]
 
 
 def register() -> None:
@@ -403,11 +413,11 @@ def expert_parallel(
     for _, block in scored_input_blocks(model):
         _serve_scored_input_block(block)
     _models[model] = shared
-    interface = experts_modules(model)
+    interface = [m for _, m, on_interface in _moe_layers(model) if on_interface]
     if interface and hasattr(model, "set_experts_implementation"):
         model.set_experts_implementation(BACKEND)
-    else:  # a bare module tree: set it where each experts module looks
-        for _, m in interface:
+    else:  # a bare module tree (or none on the interface): set it where each experts module looks
+        for m in interface:
             m.config._experts_implementation = BACKEND
     return model
 
@@ -436,14 +446,13 @@ def _take_part_idle(model) -> None:
     is skipped). transformers (5.17 <= version < 6, see _sample) runs the prefill forward, then
     per step the "anyone unfinished?" all-reduce and, from the second step on, a forward; this
     rank says "finished" and follows the same sequence until no rank is unfinished."""
-    layers = [m for _, m in moe_experts(model)]
-    interface = [m for _, m in experts_modules(model)]
-    device = layers[0].down_proj.device
+    layers = [(m, on_interface) for _, m, on_interface in _moe_layers(model)]
+    device = layers[0][0].down_proj.device
 
     def moe_layers_with_no_tokens():
         with torch.no_grad():
-            for m in layers:
-                if m in interface:
+            for m, on_interface in layers:
+                if on_interface:
                     hidden = m.down_proj.shape[2] if m.is_transposed else m.down_proj.shape[1]
                     topk, experts = int(m.config.num_experts_per_tok), _interface_experts
                 else:  # Llama 4's: one row per (token, k), down_proj [E, I, H]
