@@ -382,7 +382,12 @@ def expert_parallel(
     are freed, and the model's experts implementation becomes "moe_a2a". max_num_tokens bounds
     the tokens one rank feeds one MoE layer in one forward (batch x new sequence length; at
     most 4096); the AllToAll (one per model, shared by all layers) is created at the first
-    forward. Close it with close(model) (or let it be garbage collected with the model)."""
+    forward. Close it with close(model) (or let it be garbage collected with the model).
+
+    Llama 4's MoE blocks (off the experts interface) change class, this instance only: each
+    becomes a subclass of its class whose forward is scored_input_forward, and its experts keep
+    their local slice. A model with neither kind of MoE layer raises ValueError naming its family
+    and the reason (refusal, REFUSED_FAMILIES)."""
     if not dist.is_available() or not dist.is_initialized():
         raise RuntimeError(
             "moe_a2a: expert_parallel needs torch.distributed initialised (torchrun + init_process_group)"
