@@ -17,16 +17,24 @@ logits are compared with (c)'s:
     prefill   one forward over the prompts (--prompt-len tokens each, KV cache filled, logits of
               the last position only, as generate() does): device time and tokens/s of the
               whole batch (world x B x prompt-len tokens / time)
-    decode    one forward of one new token per sequence on the KV cache (random tokens, the
-              cache growing by one per step): device time of the step and sequences/s
-Device time: CUDA events around the call on every rank, eager (a DynamicCache cannot be
-captured in a CUDA graph). Before each call the ranks align (a tiny all-reduce), L2 is flushed
-and the GPU busy-waits --preroll-us so the host can queue the whole step ahead: the events then
-measure the GPU's work without the host's launch gaps, unless the step itself waits for the
-host. "wall" columns are the other view, the host's wall clock from an idle GPU to the end of
-the call (synchronize before and after), launch overhead included: what an eager caller waits
-for. Both are the max over ranks per iteration, then median and p10-p90 over iterations
-(benchmarks/common.py).
+    decode    one forward of one new token per sequence on a StaticCache that an eager prefill
+              of the prompts filled (random tokens, the cache growing by one per step): device
+              time of the step and sequences/s. A StaticCache, not transformers' default
+              DynamicCache: on that, each step's new key length cost every attention call ~9 ms
+              of host time in scaled_dot_product_attention, the same for every system
+              (static_cache_after_prefill says more)
+    graph     the same decode step captured in a CUDA graph, as serving engines run decode
+              (moe_a2a.integrations.decode_graph.DecodeGraph: a StaticCache filled by an eager
+              prefill, the step's kernels, dispatch and combine among them, replayed as one
+              graph); --no-graph leaves it out. A system whose step cannot be captured says why
+              in the column.
+Device time: CUDA events around the call on every rank. Before each call the ranks align (a
+tiny all-reduce), L2 is flushed and the GPU busy-waits --preroll-us so the host can queue the
+whole step ahead: the events then measure the GPU's work without the host's launch gaps,
+unless the step itself waits for the host. "wall" columns are the other view, the host's wall
+clock from an idle GPU to the end of the call (synchronize before and after), launch overhead
+included: what an eager caller waits for. Both are the max over ranks per iteration, then
+median and p10-p90 over iterations (benchmarks/common.py).
 
 How (b) is enabled (transformers >= 5.17, < 6): the full model is built from the config as for
 the others, then DistributedConfig(tp_size=world, enable_expert_parallel=True) is applied with
@@ -55,6 +63,7 @@ tests' smoke mode): it shows that the script runs, and every time it prints mean
 """
 
 import argparse
+import contextlib
 import copy
 import gc
 import math
@@ -214,6 +223,8 @@ def speedups(rows):
                 continue
             s[f"prefill_vs_{other}"] = a["prefill_tok_s"] / o["prefill_tok_s"]
             s[f"decode_vs_{other}"] = o["decode_us_median"] / a["decode_us_median"]
+            if a.get("decode_graph_status") == o.get("decode_graph_status") == "ok":
+                s[f"graph_decode_vs_{other}"] = o["decode_graph_us_median"] / a["decode_graph_us_median"]
         out.append(s)
     return out
 
@@ -226,6 +237,9 @@ HEADERS = [
     "prefill tok/s",
     "wall ms",
     "decode ms",
+    "p10-p90",
+    "wall ms",
+    "graph ms",
     "p10-p90",
     "wall ms",
     "decode seq/s",
@@ -248,23 +262,44 @@ def table_rows(rows):
         head = [r["batch_per_rank"], LABELS[r["system"]]]
         tail = [r.get("check", "-"), fmt(r.get("peak_gib"), 1)]
         if r.get("status") != "ok":
-            out.append(head + [r.get("status", "?")] + [""] * 7 + tail)
+            out.append(head + [r.get("status", "?")] + [""] * 10 + tail)
             continue
+        if r.get("decode_graph_status") == "ok":
+            graph = [_ms(r, "decode_graph_us"), _spread(r, "decode_graph_us"), _ms(r, "decode_graph_wall_us")]
+        else:  # not asked for (--no-graph), or the step could not be captured (the status says why)
+            graph = [r.get("decode_graph_status", "-"), "", ""]
         out.append(
             head
             + [_ms(r, "prefill_us"), _spread(r, "prefill_us"), fmt(r["prefill_tok_s"], 0)]
             + [_ms(r, "prefill_wall_us"), _ms(r, "decode_us"), _spread(r, "decode_us")]
-            + [_ms(r, "decode_wall_us"), fmt(r["decode_seq_s"], 0)]
+            + [_ms(r, "decode_wall_us")]
+            + graph
+            + [fmt(r["decode_seq_s"], 0)]
             + tail
         )
     return out
 
 
-SPEEDUP_HEADERS = ["B/rank", "prefill vs (b)", "prefill vs (c)", "decode vs (b)", "decode vs (c)"]
+SPEEDUP_HEADERS = [
+    "B/rank",
+    "prefill vs (b)",
+    "prefill vs (c)",
+    "decode vs (b)",
+    "decode vs (c)",
+    "graph decode vs (b)",
+    "graph decode vs (c)",
+]
 
 
 def speedup_rows(sp):
-    keys = ("prefill_vs_hf_ep", "prefill_vs_one_gpu", "decode_vs_hf_ep", "decode_vs_one_gpu")
+    keys = (
+        "prefill_vs_hf_ep",
+        "prefill_vs_one_gpu",
+        "decode_vs_hf_ep",
+        "decode_vs_one_gpu",
+        "graph_decode_vs_hf_ep",
+        "graph_decode_vs_one_gpu",
+    )
     return [[s["batch_per_rank"]] + [fmt(s.get(k), 2) for k in keys] for s in sp]
 
 
@@ -300,6 +335,19 @@ def parse_args(argv=None):
         action=argparse.BooleanOptionalAction,
         default=True,
         help="compare (a)'s and (b)'s last-token prefill logits with (c)'s (default on)",
+    )
+    p.add_argument(
+        "--token-blocks",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="(a): each eager forward in a tokens_per_forward() block of its tokens, so its AllToAll is sized\n"
+        "for them rather than for the largest prefill (default on; the graph decode always is)",
+    )
+    p.add_argument(
+        "--graph",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time the decode step captured in a CUDA graph on a StaticCache (default on)",
     )
     p.add_argument("--check-tol", type=float, default=5e-2, help="relative L2 error counted as pass (default 5e-2)")
     p.add_argument("--seed", type=int, default=0)
@@ -449,8 +497,20 @@ def measure(ctx, args, system, model, batch, inputs, reference, flusher):
     active = model is not None  # (c): rank 0 only
     prompts = inputs.prompts_for(batch, own)
 
+    def tokens_per_forward(n):
+        """(a) runs each forward in a tokens_per_forward() block of its tokens (every rank feeds
+        the same count here): its AllToAll is sized for them, not for the largest prefill."""
+        if system == "moe_a2a" and args.token_blocks:
+            import moe_a2a.integrations.transformers as moe_tf
+
+            return moe_tf.tokens_per_forward(model, n)
+        return contextlib.nullcontext()
+
     def prefill(_):
-        return model(input_ids=prompts, use_cache=True, logits_to_keep=1) if active else None
+        if not active:
+            return None
+        with tokens_per_forward(prompts.numel()):
+            return model(input_ids=prompts, use_cache=True, logits_to_keep=1)
 
     row = {
         "system": system,
@@ -464,7 +524,6 @@ def measure(ctx, args, system, model, batch, inputs, reference, flusher):
     out = prefill(0)
     logits = out.logits[:, -1].float().contiguous() if active else None
     row["check"] = check_logits(ctx, system, logits, reference, batch, args.check_tol) if args.check else "-"
-    cache = out.past_key_values if active else None
     del out, logits
 
     us = common.time_device(ctx, prefill, args.prefill_iters, args.warmup, flusher=flusher)
@@ -472,25 +531,86 @@ def measure(ctx, args, system, model, batch, inputs, reference, flusher):
     row.update(stat_fields("prefill_wall_us", time_wall(ctx, prefill, args.wall_iters, args.warmup)))
     row["prefill_tok_s"] = per_second(row["prefill_tokens_total"], row["prefill_us_median"])
 
-    step = [0]  # decode tokens are consumed in order across both series: the cache grows by one per step
-
-    def next_tokens(_):
-        step[0] += 1
-        return inputs.step_for(step[0] - 1, batch, own)
+    # decode: each series consumes its own run of tokens, the cache growing by one per step
+    count = iter(range(2 * args.warmup + args.decode_steps + args.wall_iters))
+    next_tokens = lambda *_: inputs.step_for(next(count), batch, own)  # noqa: E731
+    with tokens_per_forward(prompts.numel()):
+        cache = static_cache_after_prefill(model, prompts, 2 * args.warmup + args.decode_steps + args.wall_iters)
 
     def decode(tokens):
-        if active:
+        if not active:
+            return None
+        with tokens_per_forward(tokens.shape[0]):
             return model(input_ids=tokens, past_key_values=cache, use_cache=True, logits_to_keep=1)
-        return None
 
     us = common.time_device(ctx, decode, args.decode_steps, args.warmup, prepare=next_tokens, flusher=flusher)
     row.update(stat_fields("decode_us", us))
     wall = time_wall(ctx, decode, args.wall_iters, args.warmup, prepare=next_tokens)
     row.update(stat_fields("decode_wall_us", wall))
     row["decode_seq_s"] = per_second(row["seqs_total"], row["decode_us_median"])
-    row["context_after"] = args.prompt_len + step[0]
+    del cache
+    if args.graph:
+        with tokens_per_forward(prompts.numel()):
+            cache = static_cache_after_prefill(model, prompts, graph_positions(args))
+        tokens = lambda i: inputs.step_for(i % inputs.steps.shape[0], batch, own)  # noqa: E731
+        row.update(measure_graph_decode(ctx, args, model if active else None, cache, tokens, flusher))
     row["status"] = "ok"
     return row
+
+
+def static_cache_after_prefill(model, prompts, positions):
+    """A transformers StaticCache with the prompts in it (one eager prefill) and room for
+    `positions` more tokens; None on a rank without the model. Decode runs on a StaticCache
+    here, eager too: on transformers' default DynamicCache each step's new key length cost
+    about 9 ms of host time in every attention call's scaled_dot_product_attention (cProfile,
+    2 x H200, 2026-11-25), for every system alike, 45 ms a step of this model against 8.4 on a
+    StaticCache: it hid everything else."""
+    if model is None:
+        return None
+    from transformers import StaticCache
+
+    cache = StaticCache(config=model.config, max_cache_len=prompts.shape[1] + positions)
+    model(input_ids=prompts, past_key_values=cache, use_cache=True, logits_to_keep=1)
+    return cache
+
+
+def graph_positions(args):
+    """Cache positions a graph decode series uses after the prompt: DecodeGraph's eager steps
+    and its capture, then the timed series (events, then wall)."""
+    from moe_a2a.integrations.decode_graph import DEFAULT_WARMUP_STEPS
+
+    return DEFAULT_WARMUP_STEPS + 1 + 2 * args.warmup + args.decode_steps + args.wall_iters
+
+
+def measure_graph_decode(ctx, args, model, cache, tokens, flusher):
+    """decode_graph_us / decode_graph_wall_us: the decode step captured in a CUDA graph
+    (moe_a2a.integrations.decode_graph.DecodeGraph) on a StaticCache that an eager prefill of
+    the same prompts filled. A failure on any rank (a model whose step cannot be captured)
+    becomes decode_graph_status on every rank, agreed before anything is timed, so no rank
+    waits for another in the timing's alignment."""
+    from moe_a2a.integrations.decode_graph import DecodeGraph
+
+    count = iter(range(graph_positions(args)))
+    next_tokens = lambda *_: tokens(next(count))  # noqa: E731
+    step, error = None, None
+    if model is not None:
+        try:
+            step = DecodeGraph(model, cache)
+            while not step.captured:  # its eager steps, then the step that captures
+                step(next_tokens())
+        except Exception as e:  # reported in the row; the run goes on
+            error = f"error: {type(e).__name__}: {e}"
+            print(f"rank {ctx.rank}: graph decode: {error}", file=sys.stderr, flush=True)
+    if common.max_over_ranks(ctx, [float(error is not None)])[0] > 0:
+        return {"decode_graph_status": error or "error on another rank"}
+
+    def decode(tokens):
+        return step(tokens) if step is not None else None
+
+    us = common.time_device(ctx, decode, args.decode_steps, args.warmup, prepare=next_tokens, flusher=flusher)
+    wall = time_wall(ctx, decode, args.wall_iters, args.warmup, prepare=next_tokens)
+    row = dict(stat_fields("decode_graph_us", us), **stat_fields("decode_graph_wall_us", wall))
+    return dict(row, decode_graph_status="ok")
 
 
 def run_system(ctx, args, system, config, inputs, reference, flusher):
@@ -528,13 +648,15 @@ def run_system(ctx, args, system, config, inputs, reference, flusher):
 
 NOTES = [
     "(a) moe_a2a DP+EP: moe_a2a.integrations.transformers.expert_parallel; each rank runs its own B "
-    "sequences, experts sharded, dispatch/combine",
+    "sequences, experts sharded, dispatch/combine; each forward in a tokens_per_forward() block of its "
+    "tokens (B x prompt, or B), unless --no-token-blocks (then every forward on the AllToAll of the largest prefill)",
     "(b) transformers EP: DistributedConfig(tp_size=world, enable_expert_parallel=True) applied with "
     "PreTrainedModel.maybe_distribute_model over the process group (base_model_ep_plan); each rank runs "
     "all world x B sequences, masked non-local slots, all-reduce of each MoE layer's output",
     "(c) one GPU: rank 0 runs all world x B sequences with every expert (transformers' grouped_mm experts)",
-    "times: eager, CUDA events per call (host queued ahead by the preroll), max over ranks, median "
-    "(p10-p90); wall = host clock from an idle GPU to the end of the call, launch overhead included",
+    "times: CUDA events per call (host queued ahead by the preroll), max over ranks, median (p10-p90); "
+    "wall = host clock from an idle GPU to the end of the call, launch overhead included; prefill and "
+    "decode eager, graph = the decode step replayed from a CUDA graph (DecodeGraph); decode on a StaticCache",
     "prefill tok/s and decode seq/s count the whole batch of world x B sequences, for every system",
 ]
 

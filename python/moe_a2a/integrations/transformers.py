@@ -31,6 +31,7 @@ Tested with transformers >= 5.17, < 6 (SUPPORTED); other versions raise at impor
 
 from __future__ import annotations
 
+import contextlib
 import re
 import weakref
 from typing import Optional
@@ -154,16 +155,20 @@ def shard_experts_(module: torch.nn.Module, world: int, rank: int) -> range:
 
 class _Shared:
     """What a model's experts modules share: one AllToAll per (experts, top-k, hidden, dtype,
-    device), created on the first forward that needs it (a collective moment: every rank runs
-    the same layers in the same order), and the settings to create it with."""
+    device, tokens per forward), created on the first forward that needs it (a collective
+    moment: every rank runs the same layers in the same order), and the settings to create it
+    with. Tokens per forward is max_num_tokens, or the bound of the tokens_per_forward() block
+    the forward runs in: an AllToAll's expert buffers, and the experts' work on them, scale with
+    it, so a decode step of a few tokens does not pay for the prefill's thousands."""
 
     def __init__(self, group, max_num_tokens: int, layout: str, timeout_s: float, num_sms: Optional[int]):
         self.group = GroupRef(group, "expert-parallel transformers model")
         self.max_num_tokens, self.layout, self.timeout_s, self.num_sms = max_num_tokens, layout, timeout_s, num_sms
+        self.tokens = max_num_tokens  # per forward, per rank: what the AllToAll in use is sized for
         self.all_to_all = {}
 
     def get(self, num_experts: int, topk: int, hidden: int, dtype: torch.dtype, device: torch.device):
-        key = (num_experts, topk, hidden, dtype, str(device))
+        key = (num_experts, topk, hidden, dtype, device, self.tokens)
         ep = self.all_to_all.get(key)
         if ep is None:
             from ..all_to_all import AllToAll
@@ -173,7 +178,7 @@ class _Shared:
                 num_experts,
                 topk,
                 hidden,
-                self.max_num_tokens,
+                self.tokens,
                 dtype,
                 layout=self.layout,
                 timeout_s=self.timeout_s,
@@ -187,6 +192,42 @@ class _Shared:
         for ep in self.all_to_all.values():
             ep.close()
         self.all_to_all.clear()
+
+
+def _shared(model) -> _Shared:
+    shared = _models.get(model)
+    if shared is None:
+        raise RuntimeError("moe_a2a: this model is not expert-parallel; call expert_parallel(model) first")
+    return shared
+
+
+@contextlib.contextmanager
+def tokens_per_forward(model: torch.nn.Module, n: int):
+    """A block in which no rank feeds any MoE layer of `model` more than n tokens per forward
+    (1 <= n <= the model's max_num_tokens): its forwards use an AllToAll sized for n (created at
+    its first use, then kept), so that the receive buffers, and the experts' elementwise work
+    over them, scale with n rather than max_num_tokens. A decode step of B sequences is B
+    tokens; DecodeGraph enters this block with the largest B of any rank. Collective: every rank
+    enters it with the same n around the same forwards (the AllToAll is chosen by n alone; ranks
+    that disagree raise, where the AllToAll is created (their configs differ) or, once both
+    exist, when their first MoE call times out)."""
+    shared = _shared(model)
+    if not 1 <= int(n) <= shared.max_num_tokens:
+        raise ValueError(
+            f"moe_a2a: tokens_per_forward takes 1 <= n <= the model's max_num_tokens ({shared.max_num_tokens}), got {n}"
+        )
+    before, shared.tokens = shared.tokens, int(n)
+    try:
+        yield
+    finally:
+        shared.tokens = before
+
+
+def tokens_per_forward_of_all(model: torch.nn.Module, n: int) -> int:
+    """The largest of every rank's n (a host collective over the model's group, for setup
+    moments such as a CUDA graph's first step, never per forward)."""
+    shared = _shared(model)
+    return max(all_gather(int(n), shared.group.get()))
 
 
 # --------------------------------------------------------------------------- the experts backend
@@ -204,6 +245,12 @@ def grouped_linear(
     w = weight if transposed else weight.transpose(-1, -2)  # [E, in, out]
     if _grouped_mm_expected(x) and w.dtype == x.dtype:
         return torch._grouped_mm(x, w, offs=offsets[1:].to(torch.int32))
+    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(
+            f"moe_a2a: the experts of an expert-parallel model inside a CUDA graph need torch._grouped_mm "
+            f"(bf16 weights and rows on compute capability >= 9.0); these are {x.dtype} rows and {w.dtype} "
+            "weights, whose matmul per expert needs the counts on the host"
+        )
     E = w.shape[0]
     meta = torch.cat([offsets[:E].long(), counts.long()]).tolist()
     ys, rows = [], []
@@ -238,10 +285,14 @@ def _exchange(experts, hidden_states, top_k_index, top_k_weights, local_experts)
         num_experts, int(top_k_index.shape[-1]), int(hidden_states.shape[-1]), hidden_states.dtype, hidden_states.device
     )
     if hidden_states.shape[0] > ep.max_num_tokens:
+        where = (
+            f"max_num_tokens={ep.max_num_tokens}; pass a larger max_num_tokens to expert_parallel() (at most 4096)"
+            if shared.tokens == shared.max_num_tokens
+            else f"the {ep.max_num_tokens} of the tokens_per_forward() block it runs in; enter it with a larger n"
+        )
         raise ValueError(
-            f"moe_a2a: {hidden_states.shape[0]} tokens reach this MoE layer in one call, more than "
-            f"max_num_tokens={ep.max_num_tokens}; pass a larger max_num_tokens to expert_parallel() "
-            "(at most 4096), or feed fewer tokens per forward (smaller prefill batches)"
+            f"moe_a2a: {hidden_states.shape[0]} tokens reach this MoE layer in one call, more than {where}, "
+            "or feed fewer tokens per forward (smaller prefill batches)"
         )
     try:
         d = ep.dispatch(hidden_states, top_k_index, top_k_weights.float())
@@ -475,6 +526,10 @@ def _take_part_idle(model) -> None:
         if step > 0:  # the first step consumes the prefill's output
             moe_layers_with_no_tokens()
         step += 1
+
+
+def is_expert_parallel(model) -> bool:
+    return model in _models
 
 
 def close(model) -> None:

@@ -225,3 +225,62 @@ def test_a_rank_with_no_sequences_follows_the_generate_loop(world, name):
     collectives, layers = (int(v) for v in found.pop().split(" layers "))
     # (dispatch, combine) x (the prefill + 3 steps) in every MoE layer
     assert layers > 0 and collectives == 2 * layers * 4, (collectives, layers)
+
+
+def test_tokens_per_forward_sizes_the_all_to_all_it_uses(one_rank_group, monkeypatch):
+    """Inside tokens_per_forward(model, n) the MoE layers use an AllToAll made for n tokens (one,
+    shared by the layers), outside it the max_num_tokens one; more tokens than n raise naming
+    the block; bad n raise; the block restores what was in force."""
+    import moe_a2a.all_to_all
+
+    made = []
+
+    def sized(group, E, K, H, T, dtype, **kwargs):
+        made.append(T)
+        a = OneRankAllToAll(E)
+        a.max_num_tokens = T
+        return a
+
+    monkeypatch.setattr(moe_a2a.all_to_all, "AllToAll", sized)
+    model = moe_tf.expert_parallel(build("mixtral"), max_num_tokens=32)
+    shared = moe_tf._models[model]
+    ids = torch.randint(1, COMMON["vocab_size"], (2, 3), generator=torch.Generator().manual_seed(2))
+    with moe_tf.tokens_per_forward(model, 6):
+        model(ids)
+        model(ids[:1])
+        with pytest.raises(ValueError, match="tokens_per_forward"):
+            model(torch.cat([ids, ids], 1))  # 12 tokens > 6
+    assert shared.tokens == 32
+    model(ids)
+    assert made == [6, 32]
+    for bad in (0, 33):
+        with pytest.raises(ValueError, match="tokens_per_forward"):
+            with moe_tf.tokens_per_forward(model, bad):
+                pass
+    assert moe_tf.tokens_per_forward_of_all(model, 5) == 5  # world 1
+    with pytest.raises(RuntimeError, match="not expert-parallel"):
+        with moe_tf.tokens_per_forward(build("mixtral"), 4):
+            pass
+
+
+def test_an_expert_parallel_models_steps_use_an_all_to_all_of_the_decode_batch(one_rank_group, monkeypatch):
+    """The steps of an expert-parallel model run in a tokens_per_forward() block of the largest
+    batch of any rank (world 1 here: its own), so their AllToAll is sized for the batch."""
+    import moe_a2a.all_to_all
+    from moe_a2a.integrations.decode_graph import DecodeGraph
+
+    made = []
+
+    def sized(group, E, K, H, T, dtype, **kwargs):
+        made.append(T)
+        return OneRankAllToAll(E)
+
+    monkeypatch.setattr(moe_a2a.all_to_all, "AllToAll", sized)
+    model = moe_tf.expert_parallel(build("mixtral").eval(), max_num_tokens=64)
+    ids = torch.randint(1, COMMON["vocab_size"], (3, 4), generator=torch.Generator().manual_seed(4))
+    cache = transformers.StaticCache(config=model.config, max_cache_len=ids.shape[1] + 2)
+    with torch.no_grad():
+        out = model(input_ids=ids, past_key_values=cache, use_cache=True)
+    step = DecodeGraph(model, cache, warmup_steps=10)
+    step(out.logits[:, -1:].argmax(-1))
+    assert made == [64, 3]

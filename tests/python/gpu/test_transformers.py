@@ -18,9 +18,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from tiny_moe_models import COMMON, NAMES, build  # noqa: E402
 
 
-def models(name, dtype):
+def models(name, dtype, **overrides):
     """(the full model with transformers' eager experts, an expert-parallel copy), on this GPU."""
-    reference = build(name).to(device="cuda", dtype=dtype)  # same seed: the same weights on every rank
+    reference = build(name, **overrides).to(device="cuda", dtype=dtype)  # same seed: the same weights on every rank
     reference.set_experts_implementation("eager")
     return reference, moe_tf.expert_parallel(copy.deepcopy(reference), max_num_tokens=64)
 
@@ -137,5 +137,43 @@ def test_too_many_tokens_for_the_model_says_what_to_do(rank, world):
         ids = torch.zeros(2, 40, dtype=torch.long, device="cuda")  # 80 tokens > max_num_tokens=64
         with pytest.raises(ValueError, match="max_num_tokens"):
             model(ids)
+    finally:
+        moe_tf.close(model)
+
+
+def test_decode_graph_gives_the_full_models_logits(rank, world):
+    """The decode step captured in a CUDA graph (DecodeGraph on a StaticCache, bf16: the experts
+    on torch._grouped_mm), dispatch and combine inside it, with a different batch per rank and
+    the same tokens fed to both: at every step, eager and replayed, the logits are the full
+    model's; the steps used an AllToAll sized for the largest batch; a step past the cache
+    raises on every rank before any collective call."""
+    from transformers import StaticCache
+
+    from moe_a2a.integrations.decode_graph import DecodeGraph
+
+    # as in the real DeepSeek-V3 (MLA), as many key/value heads as heads: the tiny config's 4 of 8
+    # fail in transformers' attention on a StaticCache, moe_a2a or not
+    heads = COMMON["num_attention_heads"]
+    reference, model = models("deepseek_v3", torch.bfloat16, num_key_value_heads=heads)
+    try:
+        ids = rank_inputs(rank, batch=1 + rank % 2)
+        new = 7  # 2 eager steps, the capture, 4 more replays
+        g = torch.Generator().manual_seed(200 + rank)
+        fed = torch.randint(1, COMMON["vocab_size"], (ids.shape[0], new), generator=g).cuda()
+        with torch.no_grad():
+            want = reference(torch.cat([ids, fed], 1)).logits[:, ids.shape[1] :].float()
+            cache = StaticCache(config=model.config, max_cache_len=ids.shape[1] + new + 1)
+            model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        step = DecodeGraph(model, cache)
+        for i in range(new):
+            got = step(fed[:, i : i + 1])[:, -1].float()
+            err = ((got - want[:, i]).norm() / want[:, i].norm()).item()
+            assert err < 2e-2, f"rank {rank} step {i} ({'replayed' if step.captured else 'eager'}): error {err:.3g}"
+        assert step.captured and step.eager_steps == 2
+        sizes = sorted(ep.max_num_tokens for ep in moe_tf._models[model].all_to_all.values())
+        assert sizes == [2, 64], sizes  # the decode steps' (the largest batch, 2) and the prefill's
+        step(fed[:, :1])  # the cache's last position
+        with pytest.raises(ValueError, match="StaticCache is full"):
+            step(fed[:, :1])
     finally:
         moe_tf.close(model)
