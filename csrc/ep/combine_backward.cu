@@ -5,8 +5,8 @@
 // 1. send_output_grads (token side): grad_out[t] goes once to every rank token t went to in
 //    the forward dispatch, into recv_x at index t (not at the row's slot: the expert side
 //    finds rows through the forward's RecvRoute, which names the source token of each slot);
-//    rows of no expert get their zero gradient meanwhile. The last block publishes the grad
-//    signal.
+//    the rows of no expert that an expert's GEMM reads get their zero gradient meanwhile. The
+//    last block publishes the grad signal.
 // 2. answer_output_grads (expert side): once every rank's grad signal is in, for each (row, k)
 //    pair of the forward's route, writes grad_expert_y and sends the dot product to comb_w of
 //    the token's rank; the last block publishes the wgrad signal.
@@ -45,18 +45,15 @@ MOE_A2A_DEVICE void send_output_grads(const EpBuffers& b, const CombineBackwardA
   }
 }
 
-// Whether flat row `row` of expert_x holds no (token, k): padded, past its expert's count;
-// packed, past the last expert's rows or in the padding after an expert's rows
-// (expert_alignment > 1). Rows fit in int: at most 256 local experts x 32768 padded rows, or
-// 524288 + 256 x 1023 packed rows.
+// Whether flat row `row` (packed: below the last expert's end) holds no (token, k): padded,
+// past its expert's count; packed, in the alignment padding after an expert's rows. Rows fit
+// in int: at most 256 local experts x 32768 padded rows, or 524288 + 256 x 1023 packed rows.
 MOE_A2A_DEVICE bool row_of_no_expert(const EpConfig& cfg, const CombineBackwardArgs& a, int row) {
   if (!cfg.packed()) {
     const int e = row / cfg.expert_capacity;
     return row - e * cfg.expert_capacity >= a.expert_num_tokens[e];
   }
-  const int experts = cfg.experts_per_rank();
-  if (row >= a.expert_offsets[experts]) return true;
-  int lo = 0, hi = experts - 1;  // the last expert whose segment starts at or before the row
+  int lo = 0, hi = cfg.experts_per_rank() - 1;  // the last expert whose segment starts at or before the row
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
     if (a.expert_offsets[mid] <= row)
@@ -67,14 +64,21 @@ MOE_A2A_DEVICE bool row_of_no_expert(const EpConfig& cfg, const CombineBackwardA
   return row - a.expert_offsets[lo] >= a.expert_num_tokens[lo];
 }
 
-// Rows of no expert: zero. Done before the wait for the peers' gradients, while they are on
-// their way. A wave per row, so the which-row arithmetic is done once per row, not once per vector.
+// Zero the rows of no expert that an expert's GEMM reads: padded, every row past an expert's
+// count (a batched matmul reads the whole buffer); packed, the alignment padding inside the
+// segments (a grouped GEMM reads its segment whole). Packed rows past the last segment are read
+// by no expert and stay undefined, as they are in expert_x: at the default (worst-case)
+// capacity they are about half the buffer, and zeroing them cost as many bytes as the gradient
+// itself. Done before the wait for the peers' gradients, while they are on their way. A wave
+// per row, so the which-row arithmetic is done once per row, not once per vector.
 MOE_A2A_DEVICE void zero_rows_of_no_expert(const EpBuffers& b, const CombineBackwardArgs& a) {
   const EpConfig& cfg = b.c.cfg;
+  if (cfg.packed() && cfg.expert_alignment == 1) return;  // segments without padding
+  const int rows = cfg.packed() ? a.expert_offsets[cfg.experts_per_rank()] : static_cast<int>(cfg.output_rows());
   const int vecs = b.vecs_per_row();
   Vec16* grad_y = static_cast<Vec16*>(a.grad_expert_y);
   const int waves = gridDim.x * kWavesPerBlock;
-  for (int row = blockIdx.x * kWavesPerBlock + wave_id(); row < static_cast<int>(cfg.output_rows()); row += waves) {
+  for (int row = blockIdx.x * kWavesPerBlock + wave_id(); row < rows; row += waves) {
     if (!row_of_no_expert(cfg, a, row)) continue;
     Vec16* dst = grad_y + static_cast<size_t>(row) * vecs;
     for (int i = lane_id(); i < vecs; i += kWaveSize) dst[i] = Vec16{0u, 0u, 0u, 0u};

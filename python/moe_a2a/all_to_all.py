@@ -571,7 +571,10 @@ class AllToAll:
         return self._dispatched(round_, out, dest_mask, topk_weights)
 
     def combine(self, expert_y: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:
-        """Differentiable with respect to expert_y and to the topk_weights given to dispatch."""
+        """Differentiable with respect to expert_y and to the topk_weights given to dispatch.
+        expert_y's gradient, in the rows of no expert: 0 where an expert's GEMM reads them
+        (padded: past each expert's count; packed: a segment's alignment padding); packed rows
+        past the last segment, which no expert reads, are undefined, as in expert_x."""
         engine = self._check_round(dispatched._round, "combine")
         r = dispatched._route
         if _needs_grad(expert_y, dispatched._topk_weights):

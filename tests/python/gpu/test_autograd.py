@@ -77,25 +77,35 @@ def test_router_gradient_without_input_gradient(world, rank):
         assert x.grad is None
 
 
-@pytest.mark.parametrize("layout", ["padded", "packed"])
-def test_rows_of_no_expert_get_zero_gradient(layout, world, rank):
-    """Rows past an expert's count are not read by combine, so their gradient is exactly 0,
-    whatever garbage the forward left in them."""
+@pytest.mark.parametrize("layout,alignment", [("padded", 1), ("packed", 1), ("packed", 4)])
+def test_rows_an_experts_gemm_reads_get_the_right_gradient(layout, alignment, world, rank):
+    """Every row an expert's GEMM reads gets its exact gradient: the router weight of its
+    (token, k) times grad_out for a row of an expert, 0 for a row of no expert inside what the
+    GEMM reads (padded: past an expert's count; packed: the alignment padding of a segment),
+    whatever garbage the memory held (the allocator's cache is filled with NaN first). Packed
+    rows past the last segment are read by no expert and are undefined, as in expert_x."""
     E, K, H, T = 4 * world, 2, 256, 8
     inputs = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=72)
     # Default capacities are the worst case, so both layouts leave rows of no expert here.
-    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float32, layout=layout) as ep:
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float32, layout=layout, expert_alignment=alignment) as ep:
         x, idx, w = (t.cuda() for t in inputs[rank])
         d = ep.dispatch(x, idx, w)
         y = d.expert_x.clone().requires_grad_()
         out = ep.combine(y, d)
-        (grad_y,) = torch.autograd.grad(out, y, torch.ones_like(out))
+        grad_out = torch.ones_like(out)
+        garbage = torch.full_like(y, float("nan"))
+        del garbage  # the gradient's allocation reuses this NaN-filled block of the allocator's cache
+        (grad_y,) = torch.autograd.grad(out, y, grad_out)
         ep.synchronize()
         flat = grad_y.reshape(-1, H)
         used = torch.zeros(flat.shape[0], dtype=torch.bool, device=flat.device)
-        for o, n in zip(d.expert_offsets.tolist(), d.expert_num_tokens.tolist()):
+        read = torch.zeros_like(used)  # the rows an expert's GEMM reads
+        offsets, counts = d.expert_offsets.tolist(), d.expert_num_tokens.tolist()
+        for e, (o, n) in enumerate(zip(offsets, counts)):
             used[o : o + n] = True
-        assert not flat[~used].any(), "rows of no expert got a nonzero gradient"
+            read[o : offsets[e + 1] if layout == "packed" else o + ep.capacity] = True
+        assert (read & ~used).any() or (layout == "packed" and alignment == 1), "the test has no row to check"
+        assert not flat[read & ~used].any(), "rows of no expert that a GEMM reads got a nonzero gradient"
         # Used rows: the router weight of that (token, k) times a row of ones.
         want = d.expert_weights.reshape(-1)[used].unsqueeze(1).expand(-1, H)
         torch.testing.assert_close(flat[used], want)
