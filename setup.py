@@ -1,6 +1,7 @@
 """Builds moe_a2a._C for whichever torch is installed: ROCm (hipcc, gfx942 by default,
 PYTORCH_ROCM_ARCH overrides) or CUDA (nvcc, sm_90 by default, TORCH_CUDA_ARCH_LIST
-overrides). MOE_A2A_PROFILE=1 compiles the in-kernel profiler in. No network at build time:
+overrides). MOE_A2A_PROFILE=1 compiles the in-kernel profiler in; MOE_A2A_TEST_HOOKS=1 the
+GPU tests' hooks (tools/gpu_run.sh builds with them; a user's install leaves them out). No network at build time:
 install with `pip install --no-build-isolation -e .` so the installed torch is used."""
 
 import glob
@@ -27,6 +28,8 @@ def flags():
     defines = []
     if os.environ.get("MOE_A2A_PROFILE", "0") == "1":
         defines.append("-DMOE_A2A_ENABLE_PROFILER=1")
+    if os.environ.get("MOE_A2A_TEST_HOOKS", "0") == "1":
+        defines.append("-DMOE_A2A_TEST_HOOKS=1")
     if IS_ROCM:
         os.environ.setdefault("PYTORCH_ROCM_ARCH", "gfx942")
         # The .cpp files include the platform headers too: tell them the backend.

@@ -79,11 +79,14 @@ step() {  # step NAME TIMEOUT_S CMD...: runs CMD, logs to OUT/NAME.log, records 
 }
 
 # An extension left built with the profiler by an earlier call on this machine (`profile` ends
-# with that build) would make every later step time and test the profiler's build: rebuilt.
-built_with_profiler() { python3 -c 'import sys, moe_a2a._C as C; sys.exit(0 if C.profiler_compiled_in() else 1)' 2>/dev/null; }
-if wants build || { [ "$WHAT" != profile ] && { [ ! -e python/moe_a2a/_C*.so ] || built_with_profiler; }; }; then
-  # --force: the previous build may have had the profiler in (same sources, other flags)
-  step build 900 env MOE_A2A_PROFILE=0 MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace --force \
+# with that build) would make every later step time and test the profiler's build, and one built
+# without the tests' hooks (a user's `pip install`) fails the tests at their start: rebuilt.
+built_otherwise() {
+  python3 -c 'import sys, moe_a2a._C as C; sys.exit(0 if C.profiler_compiled_in() or not C.TEST_HOOKS else 1)' 2>/dev/null
+}
+if wants build || { [ "$WHAT" != profile ] && { [ ! -e python/moe_a2a/_C*.so ] || built_otherwise; }; }; then
+  # --force: the previous build may have had other flags (the profiler, no test hooks), same sources
+  step build 900 env MOE_A2A_PROFILE=0 MOE_A2A_TEST_HOOKS=1 MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace --force \
     || { tail -40 "$OUT/build.log"; exit 1; }
 fi
 # The tests that failed, errored or timed out (tests/python/gpu/conftest.py's watchdog) in a pytest log,
@@ -156,7 +159,8 @@ if asked proxy; then
   (cd "$OUT" && tar czf proxy.tar.gz proxy && rm -rf proxy) || true
 fi
 if wants profile; then
-  if step build_profiler 900 env MOE_A2A_PROFILE=1 MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace --force; then
+  if step build_profiler 900 env MOE_A2A_PROFILE=1 MOE_A2A_TEST_HOOKS=1 MAX_JOBS="$(nproc)" python3 setup.py build_ext \
+    --inplace --force; then
     step profiler_tests 300 torchrun --nproc-per-node="$NPROC" -m pytest tests/python/gpu/test_profiler.py -q -rfE \
       -p no:cacheprovider "$@"
     name_failures "$OUT/profiler_tests.log"

@@ -1,5 +1,7 @@
-// pybind11 module moe_a2a._C: the symmetric heap class, engine creation, config helpers and
-// the heap self-test kernels. The torch ops themselves are registered in ops.cpp.
+// pybind11 module moe_a2a._C: the symmetric heap class, engine creation, config helpers, the
+// microbenchmarks and the floor exchange that the benchmarks use, and, built with
+// MOE_A2A_TEST_HOOKS=1 only, the GPU tests' hooks (at the end). The torch ops themselves are
+// registered in ops.cpp.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/extension.h>
@@ -11,6 +13,10 @@
 #include "moe_a2a/profiler_events.h"
 #include "profiler/clock_sync.h"
 #include "registry.h"
+
+#ifndef MOE_A2A_TEST_HOOKS
+#define MOE_A2A_TEST_HOOKS 0
+#endif
 
 namespace py = pybind11;
 using moe_a2a::EpConfig;
@@ -203,12 +209,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("default_capacity",
         [](size_t budget, const py::kwargs& kw) { return moe_a2a::default_expert_capacity(make_config(kw), budget); });
   m.def("ep_region_bytes", [](const py::kwargs& kw) { return make_config(kw).heap_layout().total; });
-  // (offset in an EP region, bytes) of comb_flagged, for a test that reads it back.
-  m.def("ep_flagged_region", [](const py::kwargs& kw) {
-    const EpConfig c = make_config(kw);
-    return py::make_tuple(c.heap_layout().comb_flagged, c.flagged_region_bytes());
-  });
-  m.attr("FLAGGED_TOKENS") = moe_a2a::kFlaggedTokens;
   m.def("create_engine",
         [](std::shared_ptr<SymmetricHeap> heap, size_t ep_offset, double timeout_s, const py::kwargs& kw) {
           EpConfig c = make_config(kw);
@@ -219,11 +219,6 @@ PYBIND11_MODULE(_C, m) {
           return moe_a2a::register_engine(std::move(engine), st);
         });
   m.def("dispatch_output_names", &moe_a2a::dispatch_output_names);
-  m.def("engine_set_rounds_for_test", [](int64_t id, uint64_t rounds) {
-    auto& e = moe_a2a::engine_by_id(id);
-    const c10::cuda::CUDAGuard guard(e.heap().device());
-    e.set_rounds_for_test(rounds);
-  });
   m.def("engine_check", [](int64_t id) { moe_a2a::engine_by_id(id).check_errors(); });
   m.def("engine_close", [](int64_t id) {
     moe_a2a::engine_by_id(id).close();
@@ -267,22 +262,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("engine_profile_reset", [](int64_t) { no_profiler(); });
 #endif
 
-  // ---- self-tests and microbenchmarks (synchronous) ----
-  m.def("put_pattern",
-        [](const SymmetricHeap& h, size_t region_offset, size_t words, size_t flag_offset, uint64_t epoch) {
-          const c10::cuda::CUDAGuard guard(h.device());
-          moe_a2a::launch_put_pattern(h.view(), region_offset, words, flag_offset, epoch,
-                                      at::cuda::getCurrentCUDAStream(h.device()).stream());
-        });
-  m.def("check_pattern", [](const SymmetricHeap& h, size_t region_offset, size_t words, size_t flag_offset,
-                            uint64_t epoch, double timeout_s) {
-    const c10::cuda::CUDAGuard guard(h.device());
-    ResultBuffer<> r(h.device());
-    moe_a2a::launch_check_pattern(h.view(), region_offset, words, flag_offset, epoch, ticks(h, timeout_s), r.ptr(),
-                                  at::cuda::getCurrentCUDAStream(h.device()).stream());
-    const auto v = r.read();
-    return py::make_tuple(v[0], v[1]);
-  });
+  // ---- microbenchmarks (synchronous; benchmarks/microbench.py) ----
   m.def("mailbox_bytes", &moe_a2a::mailbox_bytes);
   m.def("message_passing", [](const SymmetricHeap& h, size_t mailbox_offset, int data_words, int iters, uint64_t base,
                               int mode, double timeout_s) {
@@ -296,19 +276,6 @@ PYBIND11_MODULE(_C, m) {
     return py::make_tuple(v[0], v[1], seconds);
   });
   m.attr("NUM_SYNC_MODES") = moe_a2a::kNumSyncModes;
-  // fp8_device_check(format, device) -> (encode mismatches, first bad pattern or -1, amax mismatches, first bad
-  // pattern or -1): dispatch's device fp8 arithmetic against fp8.h's on every fp32 bit pattern.
-  m.def("fp8_device_check", [](const std::string& format, int device) {
-    const moe_a2a::Fp8Format f = fp8_format_of(format);
-    MOE_A2A_TORCH_CHECK(f != moe_a2a::Fp8Format::kNone, "moe_a2a: fp8_device_check needs e4m3fn or e4m3fnuz");
-    const c10::cuda::CUDAGuard guard(device);
-    ResultBuffer<moe_a2a::Fp8CheckResult> r(device);
-    r.t.index_put_({1}, -1);  // first_bad_* start at ~0 (unsigned)
-    r.t.index_put_({3}, -1);
-    moe_a2a::launch_fp8_device_check(f, r.ptr(), at::cuda::getCurrentCUDAStream(device).stream());
-    const auto v = r.read();
-    return py::make_tuple(v[0], v[1], v[2], v[3]);
-  });
 
   // ==== BEGIN floor_exchange (benchmarks: the machine's floor; csrc/heap/floor_exchange.h) ====
   // floor_exchange(heap, region_offset, bytes, blocks, flags_offset, workspace_offset, timeout_s):
@@ -331,4 +298,50 @@ PYBIND11_MODULE(_C, m) {
       py::arg("heap"), py::arg("region_offset"), py::arg("bytes"), py::arg("blocks"), py::arg("flags_offset"),
       py::arg("workspace_offset"), py::arg("timeout_s"));
   // ==== END floor_exchange ====
+
+  // ==== test hooks: only with MOE_A2A_TEST_HOOKS=1 (tools/gpu_run.sh builds so; a user's install does not) ====
+  // What the GPU tests call and users never do: skip rounds, read the flagged words back, the
+  // heap's pattern self-test, the fp8 arithmetic check. TEST_HOOKS says whether they are in.
+  m.attr("TEST_HOOKS") = static_cast<bool>(MOE_A2A_TEST_HOOKS);
+#if MOE_A2A_TEST_HOOKS
+  m.def("engine_set_rounds_for_test", [](int64_t id, uint64_t rounds) {
+    auto& e = moe_a2a::engine_by_id(id);
+    const c10::cuda::CUDAGuard guard(e.heap().device());
+    e.set_rounds_for_test(rounds);
+  });
+  // (offset in an EP region, bytes) of comb_flagged, for a test that reads it back.
+  m.def("ep_flagged_region", [](const py::kwargs& kw) {
+    const EpConfig c = make_config(kw);
+    return py::make_tuple(c.heap_layout().comb_flagged, c.flagged_region_bytes());
+  });
+  m.attr("FLAGGED_TOKENS") = moe_a2a::kFlaggedTokens;
+  m.def("put_pattern",
+        [](const SymmetricHeap& h, size_t region_offset, size_t words, size_t flag_offset, uint64_t epoch) {
+          const c10::cuda::CUDAGuard guard(h.device());
+          moe_a2a::launch_put_pattern(h.view(), region_offset, words, flag_offset, epoch,
+                                      at::cuda::getCurrentCUDAStream(h.device()).stream());
+        });
+  m.def("check_pattern", [](const SymmetricHeap& h, size_t region_offset, size_t words, size_t flag_offset,
+                            uint64_t epoch, double timeout_s) {
+    const c10::cuda::CUDAGuard guard(h.device());
+    ResultBuffer<> r(h.device());
+    moe_a2a::launch_check_pattern(h.view(), region_offset, words, flag_offset, epoch, ticks(h, timeout_s), r.ptr(),
+                                  at::cuda::getCurrentCUDAStream(h.device()).stream());
+    const auto v = r.read();
+    return py::make_tuple(v[0], v[1]);
+  });
+  // fp8_device_check(format, device) -> (encode mismatches, first bad pattern or -1, amax mismatches, first bad
+  // pattern or -1): dispatch's device fp8 arithmetic against fp8.h's on every fp32 bit pattern.
+  m.def("fp8_device_check", [](const std::string& format, int device) {
+    const moe_a2a::Fp8Format f = fp8_format_of(format);
+    MOE_A2A_TORCH_CHECK(f != moe_a2a::Fp8Format::kNone, "moe_a2a: fp8_device_check needs e4m3fn or e4m3fnuz");
+    const c10::cuda::CUDAGuard guard(device);
+    ResultBuffer<moe_a2a::Fp8CheckResult> r(device);
+    r.t.index_put_({1}, -1);  // first_bad_* start at ~0 (unsigned)
+    r.t.index_put_({3}, -1);
+    moe_a2a::launch_fp8_device_check(f, r.ptr(), at::cuda::getCurrentCUDAStream(device).stream());
+    const auto v = r.read();
+    return py::make_tuple(v[0], v[1], v[2], v[3]);
+  });
+#endif  // MOE_A2A_TEST_HOOKS
 }

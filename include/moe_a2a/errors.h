@@ -9,13 +9,11 @@ namespace moe_a2a {
 
 enum class ErrorCode : uint32_t {
   kOk = 0,
-  kTimeout = 1,  // a kernel waited too long for a peer's signal (detail: WaitSite)
-  // 2 is unused. The values are no interface (only this build reads the record), but closing the
-  // gap changes constants in the kernels' code, so it waits for a run on GPUs to show it is free.
-  kBadExpertId = 3,       // topk_idx held an id outside [0, num_experts)
-  kCapacityOverflow = 4,  // more tokens for one local expert than expert_capacity
-  kPeerError = 5,         // a peer hit an error in this call (its own exception says which)
-  kBadRoute = 6,          // a route given back to a later round is not one a dispatch wrote
+  kTimeout = 1,           // a kernel waited too long for a peer's signal (detail: WaitSite)
+  kBadExpertId = 2,       // topk_idx held an id outside [0, num_experts)
+  kCapacityOverflow = 3,  // more tokens for one local expert than expert_capacity
+  kPeerError = 4,         // a peer hit an error in this call (its own exception says which)
+  kBadRoute = 5,          // a route given back to a later round is not one a dispatch wrote
 };
 
 // Where a kernel waited, for timeout messages: which call waited for which signal. One entry

@@ -40,7 +40,7 @@ from typing import NamedTuple, Optional, Tuple, Union
 import torch
 import torch.distributed as dist
 
-from ._collective import GroupRef, barrier, require_same
+from ._collective import GroupRef, require_same
 from ._ext import ext
 from .fp8_formats import FP8_FORMATS
 from .heap import DEFAULT_CLOSE_TIMEOUT_S, SymmetricHeap
@@ -456,7 +456,7 @@ class AllToAll:
         self.device = self.heap.device
         offsets = [self.heap.alloc_bytes(region, 256) for _ in range(self.num_buffers)]
         self.heap_bytes = self.num_buffers * region
-        self._config, self._region_offsets = config, offsets  # for the test hooks
+        self._config, self._region_offsets = config, offsets  # the tests' hooks read them (tests/python/gpu/hooks.py)
         # One engine per buffer: its own heap region, workspace, epochs and round order.
         self._engines = []
         self._finalizer = weakref.finalize(self, _close_engines, self._engines, self.heap, DEFAULT_CLOSE_TIMEOUT_S)
@@ -661,24 +661,6 @@ class AllToAll:
         self._closed = True
         self._finalizer.detach()
         _close_engines(self._engines, self.heap, float(timeout_s))
-
-    def _set_rounds_for_test(self, rounds: int) -> None:
-        """Test hook, collective: continue as if `rounds` rounds had run (every block's epoch
-        and every signal of this rank's heap region), e.g. right before the epoch wraps."""
-        self._check_open()
-        torch.cuda.synchronize(self.device)
-        barrier(self.group, self.device)
-        for engine in self._engines:
-            ext().engine_set_rounds_for_test(engine, int(rounds) % (1 << 64))
-        barrier(self.group, self.device)
-
-    def _flagged_words_for_test(self) -> torch.Tensor:
-        """Test hook: this rank's flagged partial sums (comb_flagged) of every buffer, as int64
-        words. Combine clears every word it read, so they are all 0 between rounds."""
-        self._check_open()
-        offset, nbytes = ext().ep_flagged_region(**self._config)
-        views = [self.heap._heap.tensor(self.rank, base + offset, nbytes) for base in self._region_offsets]
-        return torch.cat([v.view(torch.int64) for v in views])
 
     def __enter__(self):
         return self

@@ -47,6 +47,12 @@ def _init():
         return
     if "RANK" not in os.environ:
         pytest.exit("GPU tests must run under torchrun: torchrun --nproc-per-node=<GPUs> -m pytest tests/python/gpu", 2)
+    from hooks import BUILD_WITH_HOOKS
+
+    from moe_a2a._ext import ext
+
+    if not ext().TEST_HOOKS:  # every rank stops here alike: no rank is left waiting
+        pytest.exit(f"the GPU tests need moe_a2a._C built with its test hooks: {BUILD_WITH_HOOKS}", 2)
     timeout = datetime.timedelta(seconds=300)
     if ONE_GPU:
         torch.cuda.set_device(0)

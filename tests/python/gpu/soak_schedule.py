@@ -6,7 +6,7 @@ every rank's inputs, combine and the gradients against their closed forms), and 
 check_every-th round also on the host against the reference, fp8 bytes exactly. Early on
 (round min(rounds / 2, 2000)) the round epoch of two of the AllToAlls is forced just before 2^40
 (where the 40 epoch bits of a signal wrap) and 2^64 (where the round counter wraps) through
-AllToAll._set_rounds_for_test, and every kind of round is made to land exactly on each point,
+hooks.set_rounds, and every kind of round is made to land exactly on each point,
 its data checked.
 
 The schedule is a function of (seed, round index) alone, so every rank runs the same rounds.
@@ -20,6 +20,7 @@ import random
 import time
 from typing import Callable, Optional, Sequence
 
+import hooks
 import round_checks
 import torch
 from mixed_rounds import KINDS, ROUTINGS, Bank, Shape, Spec, agree, check_round, describe, describe_shape, run_round
@@ -255,7 +256,7 @@ def run_wrap(prof: Profile, eps, checked, world: int, seed: int) -> int:
         rng = random.Random(seed * 7919 + j)
         for point in prof.wrap_points:
             for before in range(1, WRAP_SEQUENCE_ROUNDS + 1):
-                eps[j]._set_rounds_for_test(point - before)  # the next round's epoch is point - before + 1
+                hooks.set_rounds(eps[j], point - before)  # the next round's epoch is point - before + 1
                 for kind in WRAP_SEQUENCE:
                     checked(j, draw_spec(rng, prof.shapes[j], world, kind))
                 count += WRAP_SEQUENCE_ROUNDS

@@ -5,6 +5,7 @@ its own dispatch output and combine output locally: dispatch exactly (as sets pe
 combine with the challenge's tolerance and bitwise across repeated runs.
 """
 
+import hooks
 import pytest
 import torch
 import torch.distributed as dist
@@ -476,7 +477,7 @@ def test_flagged_partial_sums_across_the_threshold(layout, world, rank):
             num_tokens = [counts[r % 2] for r in range(world)]
             inputs = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=300 + i, num_tokens=num_tokens)
             run_round(ep, inputs, rank, world, E)
-            assert not ep._flagged_words_for_test().any(), f"round {i} {counts}: flagged words left behind"
+            assert not hooks.flagged_words(ep).any(), f"round {i} {counts}: flagged words left behind"
             if counts[0] == n:  # and a training round with the same token counts
                 x, idx, w = to_device(inputs)[rank]
                 x, w = x.clone().requires_grad_(), w.clone().requires_grad_()
@@ -486,7 +487,7 @@ def test_flagged_partial_sums_across_the_threshold(layout, world, rank):
                 owner = (idx.long() // (E // world)).float()  # y(t, k) = x[t] * (1 + owner of expert k)
                 want_x = (w.detach() * (1.0 + owner)).sum(-1, keepdim=True).expand_as(x)
                 torch.testing.assert_close(x.grad, want_x, rtol=1e-5, atol=1e-5)
-                assert not ep._flagged_words_for_test().any(), f"backward {counts}: flagged words left behind"
+                assert not hooks.flagged_words(ep).any(), f"backward {counts}: flagged words left behind"
 
 
 def sm_count():
@@ -544,7 +545,7 @@ def test_rounds_across_epoch_wrap(start, world, rank):
     across the wrap of the 64-bit round counter: data checked each round."""
     E, K, H, T = 8 * world, 4, 1024, 32
     with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float32, layout="packed") as ep:
-        ep._set_rounds_for_test(start)
+        hooks.set_rounds(ep, start)
         for i in range(8):  # forward rounds, then both backward rounds
             inputs = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=90 + i)
             run_round(ep, inputs, rank, world, E)

@@ -16,6 +16,7 @@ current and still gives the right results when the caller's device is already th
     torchrun --nproc-per-node=<GPUs> -m pytest tests/python/gpu/test_current_device.py -q
 """
 
+import hooks
 import pytest
 import torch
 
@@ -81,7 +82,7 @@ def test_entry_points_keep_the_current_device(profile, world, rank):
             for seed, split in ((1, False), (2, True)):
                 inputs = ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=seed)
                 run_round(ep, other, inputs, rank, world, split)
-            keeps_device(other, "_set_rounds_for_test", ep._set_rounds_for_test, ROUNDS_FOR_TEST)
+            keeps_device(other, "hooks.set_rounds", lambda n: hooks.set_rounds(ep, n), ROUNDS_FOR_TEST)
             inputs = ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=3)
             run_round(ep, other, inputs, rank, world, split=False)
             if profile:

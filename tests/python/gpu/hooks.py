@@ -1,0 +1,37 @@
+"""The GPU tests' hooks into an AllToAll, over the extension's test bindings (moe_a2a._C built
+with MOE_A2A_TEST_HOOKS=1; conftest.py stops the run when they are missing). Not part of the
+library: a user's AllToAll has no such calls."""
+
+import torch
+
+from moe_a2a._collective import barrier
+from moe_a2a._ext import ext
+
+BUILD_WITH_HOOKS = "MOE_A2A_TEST_HOOKS=1 python3 setup.py build_ext --inplace --force (tools/gpu_run.sh builds so)"
+
+
+def hooked_ext():
+    """The extension, if it was built with the tests' bindings; else an error saying how to build it."""
+    if not ext().TEST_HOOKS:
+        raise RuntimeError(f"moe_a2a._C was built without its test hooks: {BUILD_WITH_HOOKS}")
+    return ext()
+
+
+def set_rounds(ep, rounds: int) -> None:
+    """Collective: ep continues as if `rounds` rounds had run (every block's epoch and every
+    signal of this rank's heap region, in every buffer), e.g. right before the epoch wraps."""
+    ep._check_open()
+    torch.cuda.synchronize(ep.device)
+    barrier(ep.group, ep.device)
+    for engine in ep._engines:
+        hooked_ext().engine_set_rounds_for_test(engine, int(rounds) % (1 << 64))
+    barrier(ep.group, ep.device)
+
+
+def flagged_words(ep) -> torch.Tensor:
+    """This rank's flagged partial sums (comb_flagged) of every buffer of ep, as int64 words.
+    Combine clears every word it read, so they are all 0 between rounds."""
+    ep._check_open()
+    offset, nbytes = hooked_ext().ep_flagged_region(**ep._config)
+    views = [ep.heap._heap.tensor(ep.rank, base + offset, nbytes) for base in ep._region_offsets]
+    return torch.cat([v.view(torch.int64) for v in views])
