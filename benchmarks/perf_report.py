@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A run's numbers as the markdown README's performance section and the issues' closing notes
+"""A run's numbers as the markdown of docs/performance.md and the issues' closing notes
 use: every target of benchmarks/targets.py with its measured value (read from the rows where every
 rank had the shape's max tokens, counts "max"), then the graph table, then, when the run has
 other per-rank counts (bench_graph.py --counts), each unequal spec's graph d+c next to the equal

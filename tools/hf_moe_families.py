@@ -1,5 +1,5 @@
 """Every MoE model family of the installed transformers, and what moe_a2a's expert_parallel() does
-with it: a Markdown table for README.md's transformers section.
+with it: a Markdown table for docs/transformers.md.
 
     python3 tools/hf_moe_families.py            # no GPU, no download, about a minute
 

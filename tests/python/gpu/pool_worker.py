@@ -69,7 +69,7 @@ def on_current_group(ep):
 
 
 class Submission:
-    """A user's submission written as README advises for reused workers: one AllToAll per config,
+    """A user's submission written as docs/usage.md advises for reused workers: one AllToAll per config,
     reused by every call of a case; at the first call of the next case (a new group) the old ones are
     closed (close() needs no process group) and rebuilt on this case's GPU. Counts its builds and
     closes so that the worker can check the cache did what it should."""

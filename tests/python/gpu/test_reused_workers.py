@@ -6,7 +6,7 @@ them: in each case every worker joins a fresh default process group on the same 
 rank r on GPU r (NCCL, device_id=cuda:r), runs the user's code and destroys the group; a worker
 that was rank 0 on GPU 0 in one case is rank 1 on GPU 1 in the next. A submission caches one
 AllToAll per config across the calls of a case; when the case's group is gone it close()s the old
-one (close() needs no process group) and builds a new one on its GPU (README, "Current device").
+one (close() needs no process group) and builds a new one on its GPU (docs/usage.md, "Current device").
 That takes three things of the library: destroy_process_group frees the port although an
 AllToAll lives on (it holds its group weakly), a stale AllToAll closes without a group, and no call
 depends on or changes the caller's current device (a worker has the last case's GPU current: the
