@@ -204,19 +204,21 @@ def _shared(model) -> _Shared:
 @contextlib.contextmanager
 def tokens_per_forward(model: torch.nn.Module, n: int):
     """A block in which no rank feeds any MoE layer of `model` more than n tokens per forward
-    (1 <= n <= the model's max_num_tokens): its forwards use an AllToAll sized for n (created at
-    its first use, then kept), so that the receive buffers, and the experts' elementwise work
-    over them, scale with n rather than max_num_tokens. A decode step of B sequences is B
-    tokens; DecodeGraph enters this block with the largest B of any rank. Collective: every rank
-    enters it with the same n around the same forwards (the AllToAll is chosen by n alone; ranks
-    that disagree raise, where the AllToAll is created (their configs differ) or, once both
-    exist, when their first MoE call times out)."""
+    (1 <= n <= the model's max_num_tokens): its forwards use an AllToAll sized for n rounded up
+    to a power of two (created at its first use, then kept), so that the receive buffers, and
+    the experts' elementwise work over them, scale with n rather than max_num_tokens. The
+    rounding bounds what many different n cost: at most one AllToAll per power of two, whose
+    heaps together are under twice the largest one's. A decode step of B sequences is B tokens;
+    DecodeGraph enters this block with the largest B of any rank. Collective: every rank enters
+    it with the same n around the same forwards (the AllToAll is chosen by n alone; ranks that
+    disagree raise, where the AllToAll is created (their configs differ) or, once both exist,
+    when their first MoE call times out)."""
     shared = _shared(model)
     if not 1 <= int(n) <= shared.max_num_tokens:
         raise ValueError(
             f"moe_a2a: tokens_per_forward takes 1 <= n <= the model's max_num_tokens ({shared.max_num_tokens}), got {n}"
         )
-    before, shared.tokens = shared.tokens, int(n)
+    before, shared.tokens = shared.tokens, min(1 << (int(n) - 1).bit_length(), shared.max_num_tokens)
     try:
         yield
     finally:

@@ -228,9 +228,10 @@ def test_a_rank_with_no_sequences_follows_the_generate_loop(world, name):
 
 
 def test_tokens_per_forward_sizes_the_all_to_all_it_uses(one_rank_group, monkeypatch):
-    """Inside tokens_per_forward(model, n) the MoE layers use an AllToAll made for n tokens (one,
-    shared by the layers), outside it the max_num_tokens one; more tokens than n raise naming
-    the block; bad n raise; the block restores what was in force."""
+    """Inside tokens_per_forward(model, n) the MoE layers use an AllToAll made for n rounded up to
+    a power of two (one, shared by the layers; capped at max_num_tokens), outside it the
+    max_num_tokens one; more tokens than that raise naming the block; bad n raise; the block
+    restores what was in force."""
     import moe_a2a.all_to_all
 
     made = []
@@ -245,14 +246,18 @@ def test_tokens_per_forward_sizes_the_all_to_all_it_uses(one_rank_group, monkeyp
     model = moe_tf.expert_parallel(build("mixtral"), max_num_tokens=32)
     shared = moe_tf._models[model]
     ids = torch.randint(1, COMMON["vocab_size"], (2, 3), generator=torch.Generator().manual_seed(2))
-    with moe_tf.tokens_per_forward(model, 6):
+    with moe_tf.tokens_per_forward(model, 6):  # an AllToAll for 8 tokens
         model(ids)
         model(ids[:1])
         with pytest.raises(ValueError, match="tokens_per_forward"):
-            model(torch.cat([ids, ids], 1))  # 12 tokens > 6
+            model(torch.cat([ids, ids], 1))  # 12 tokens > 8
+    with moe_tf.tokens_per_forward(model, 5):  # the same AllToAll
+        model(ids)
+    with moe_tf.tokens_per_forward(model, 20):  # 32 = max_num_tokens: the default AllToAll
+        model(ids)
     assert shared.tokens == 32
     model(ids)
-    assert made == [6, 32]
+    assert made == [8, 32]
     for bad in (0, 33):
         with pytest.raises(ValueError, match="tokens_per_forward"):
             with moe_tf.tokens_per_forward(model, bad):
@@ -283,4 +288,4 @@ def test_an_expert_parallel_models_steps_use_an_all_to_all_of_the_decode_batch(o
         out = model(input_ids=ids, past_key_values=cache, use_cache=True)
     step = DecodeGraph(model, cache, warmup_steps=10)
     step(out.logits[:, -1:].argmax(-1))
-    assert made == [64, 3]
+    assert made == [64, 4]  # the batch, 3, rounded up to a power of two
