@@ -1,0 +1,121 @@
+"""The network legs of the planned multi-node dispatch and combine (docs/design/multinode.md,
+issue 39), in plain torch: what a rank packs for each other node, what the in-node exchange
+gets as its tokens, and how the nodes' partial sums come back together. Fixed shapes and no
+host synchronisation (so a CUDA graph can hold them); which rows are real travels in tensors.
+
+For a rank on node `me` of N nodes with T tokens and `cap` = node_capacity rows per node:
+    plan = plan_rows(topk_idx, num_experts, N, cap, me)       # which token goes to which node, where
+    send_x, send_ids, send_w = pack_rows(x, topk_idx, topk_weights, plan, num_experts, N)
+    # network leg: send_*[n] to the rank of node n on this rank's rail, receive recv_*[n] from it
+    x_in, ids_in, w_in = in_node_tokens(x, topk_idx, topk_weights, me, recv_x, recv_ids, recv_w, num_experts, N)
+    # in-node dispatch -> experts -> combine over x_in (node-local expert ids): out_in [T + N x cap, H]
+    partials = out_in[T:].view(N, cap, H)                   # back to where each row came from
+    # network leg: partials[n] to the rank of node n on this rank's rail, receive back[n] from it
+    out = sum_partials(out_in[:T], back, plan, me)
+
+The rows a rank packs for its own node are never sent (its own tokens are the first T in-node
+tokens), so send_*[me] and recv_*[me] stay empty; keeping them keeps the shapes one all-to-all
+over the rail. Nothing here has run on GPUs or across nodes yet.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+UNUSED = -1  # an unused (token, k) slot, as AllToAll takes it
+
+
+class RowPlan(NamedTuple):
+    """Where one rank's tokens go, for one dispatch."""
+
+    token: torch.Tensor  # [N, cap] int64: the token packed in slot s for node n; -1 for none
+    slot: torch.Tensor  # [T, N] int64: token t's slot in node n's rows; -1 if t has no expert there
+    count: torch.Tensor  # [N] int64: rows for each node, capped at cap
+    overflow: torch.Tensor  # [] bool: some node got more than cap rows (they are dropped: an error)
+
+
+def experts_per_node(num_experts: int, num_nodes: int) -> int:
+    if num_nodes < 1 or num_experts % num_nodes != 0:
+        raise ValueError(f"moe_a2a: {num_experts} experts do not split evenly over {num_nodes} nodes")
+    return num_experts // num_nodes
+
+
+def node_of_expert(topk_idx: torch.Tensor, num_experts: int, num_nodes: int) -> torch.Tensor:
+    """The node of each (token, k)'s expert; -1 for an unused slot."""
+    node = topk_idx.long() // experts_per_node(num_experts, num_nodes)
+    return torch.where(topk_idx.long() == UNUSED, torch.full_like(node, -1), node)
+
+
+def plan_rows(topk_idx: torch.Tensor, num_experts: int, num_nodes: int, node_capacity: int, me: int) -> RowPlan:
+    """A row per (token, other node it has an expert on), tokens in ascending order, at most
+    node_capacity per node; none for node `me` (this rank's own node: its tokens are the
+    in-node exchange's first tokens)."""
+    T = topk_idx.shape[0]
+    node = node_of_expert(topk_idx, num_experts, num_nodes)  # [T, K]
+    nodes = torch.arange(num_nodes, device=topk_idx.device)
+    hit = (node.unsqueeze(-1) == nodes).any(dim=1) & (nodes != me)  # [T, N]
+    slot = torch.where(hit, hit.long().cumsum(0) - 1, torch.full_like(hit, -1, dtype=torch.long))
+    kept = hit & (slot < node_capacity)
+    slot = torch.where(kept, slot, torch.full_like(slot, -1))
+    token = torch.full((num_nodes, node_capacity + 1), -1, dtype=torch.long, device=topk_idx.device)
+    rows = torch.arange(T, device=topk_idx.device).unsqueeze(1).expand(T, num_nodes)
+    where = torch.where(kept, slot, torch.full_like(slot, node_capacity))  # dropped rows: a spill column
+    token.scatter_(1, where.t(), torch.where(kept, rows, torch.full_like(rows, -1)).t())
+    count = hit.sum(0)
+    return RowPlan(token[:, :node_capacity], slot, count.clamp(max=node_capacity), (count > node_capacity).any())
+
+
+def node_local_ids(topk_idx: torch.Tensor, node: int, num_experts: int, num_nodes: int) -> torch.Tensor:
+    """topk_idx as node `node`'s in-node exchange sees it: its experts renumbered from 0, every
+    other slot unused."""
+    per_node = experts_per_node(num_experts, num_nodes)
+    local = topk_idx.long() - node * per_node
+    mine = node_of_expert(topk_idx, num_experts, num_nodes) == node
+    return torch.where(mine, local, torch.full_like(local, UNUSED))
+
+
+def pack_rows(x, topk_idx, topk_weights, plan: RowPlan, num_experts: int, num_nodes: int):
+    """(send_x [N, cap, H], send_ids [N, cap, K] node-local, send_w [N, cap, K]): node n's rows
+    in slot order; an empty slot has a zero row, every id unused and zero weights (it reads a
+    blank row appended after the T tokens, so T = 0 works too)."""
+    T = x.shape[0]
+    token = torch.where(plan.token < 0, torch.full_like(plan.token, T), plan.token)
+    blank_ids = topk_idx.new_full((1, topk_idx.shape[1]), UNUSED).long()
+    send_x = torch.cat([x, x.new_zeros(1, x.shape[1])])[token]
+    send_w = torch.cat([topk_weights, topk_weights.new_zeros(1, topk_weights.shape[1])])[token]
+    send_ids = torch.stack(
+        [
+            torch.cat([node_local_ids(topk_idx, n, num_experts, num_nodes), blank_ids])[token[n]]
+            for n in range(num_nodes)
+        ]
+    )
+    return send_x, send_ids, send_w
+
+
+def in_node_tokens(x, topk_idx, topk_weights, me: int, recv_x, recv_ids, recv_w, num_experts: int, num_nodes: int):
+    """The in-node exchange's tokens on this rank: its own T tokens (only node `me`'s experts),
+    then the rows received from every node in node order, cap each (node `me`'s empty)."""
+    H, K = x.shape[1], topk_idx.shape[1]
+    own_ids = node_local_ids(topk_idx, me, num_experts, num_nodes)
+    x_in = torch.cat([x, recv_x.reshape(-1, H).to(x.dtype)])
+    ids_in = torch.cat([own_ids, recv_ids.reshape(-1, K).long()])
+    w_in = torch.cat([topk_weights, recv_w.reshape(-1, K).to(topk_weights.dtype)])
+    return x_in, ids_in, w_in
+
+
+def sum_partials(own: torch.Tensor, back: torch.Tensor, plan: RowPlan, me: int) -> torch.Tensor:
+    """out[t] = the sum over nodes, in node order, of node n's partial sum of token t (own: the
+    in-node combine of this rank's tokens, node `me`'s; back [N, cap, H]: what node n returned
+    for the rows this rank packed for it), in fp32, cast once to own's dtype."""
+    T, H = own.shape
+    acc = torch.zeros(T, H, dtype=torch.float32, device=own.device)
+    for n in range(back.shape[0]):
+        if n == me:
+            acc = acc + own.float()
+            continue
+        slot = plan.slot[:, n]
+        part = back[n][slot.clamp(min=0)].float()
+        acc = acc + torch.where((slot >= 0).unsqueeze(-1), part, torch.zeros_like(part))
+    return acc.to(own.dtype)

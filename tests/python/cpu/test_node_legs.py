@@ -1,0 +1,116 @@
+"""The multi-node legs (moe_a2a.node_legs) as an executable spec, without a GPU: every rank of
+N nodes x G ranks in one process, the network legs as list transpositions over each rail, the
+in-node exchange and its experts as the reference's arithmetic (the fake GEMM: x * (1 + the
+global rank that owns the expert)). The result must be the one-node reference's, up to the
+extra rounding the design adds (each node's partial sum is cast once before the nodes' sums)."""
+
+import pytest
+import torch
+
+from moe_a2a import reference as ref
+from moe_a2a.node_legs import (
+    UNUSED,
+    experts_per_node,
+    in_node_tokens,
+    pack_rows,
+    plan_rows,
+    sum_partials,
+)
+from moe_a2a.nodes import NodeLayout
+
+
+def in_node_moe(x, ids, w, node, experts_in_node, ranks_per_node):
+    """dispatch -> fake GEMM -> combine inside node `node`, for one rank's in-node tokens, with
+    the reference's roundings: each (token, k) output cast to the token dtype, the weighted sum
+    in fp32, k ascending, cast once."""
+    owner = node * ranks_per_node + ids.clamp(min=0) // (experts_in_node // ranks_per_node)
+    factor = (1 + owner).float()
+    used = ids != UNUSED
+    acc = torch.zeros(x.shape, dtype=torch.float32)
+    for k in range(ids.shape[1]):
+        y = (x.float() * factor[:, k : k + 1]).to(x.dtype)
+        acc = torch.where(used[:, k : k + 1], acc + w[:, k : k + 1].float() * y.float(), acc)
+    return acc.to(x.dtype)
+
+
+def two_leg_moe(inputs, layout, num_experts, cap):
+    """Every rank's output of the two-leg dispatch -> fake GEMM -> combine, and the overflow flags."""
+    N, G, world = layout.num_nodes, layout.ranks_per_node, layout.world
+    E_node = experts_per_node(num_experts, N)
+    plans = [plan_rows(inputs[r][1], num_experts, N, cap, layout.node_of(r)) for r in range(world)]
+    sent = [pack_rows(*inputs[r], plans[r], num_experts, N) for r in range(world)]
+    outs = []
+    in_node = {}
+    for r in range(world):  # network leg 1: rank r gets, from each node n, what its rail peer there packed for r's node
+        me, g = layout.node_of(r), layout.rail_of(r)
+        peers = [layout.rank_of(n, g) for n in range(N)]
+        recv = [torch.stack([sent[p][i][me] for p in peers]) for i in range(3)]
+        x_in, ids_in, w_in = in_node_tokens(*inputs[r], me, *recv, num_experts, N)
+        in_node[r] = in_node_moe(x_in, ids_in, w_in, me, E_node, G)
+    returned = {r: in_node[r][inputs[r][0].shape[0] :].view(N, cap, -1) for r in range(world)}  # by source node
+    for r in range(world):  # network leg 2: node n's partials of the rows r packed for it come back on the rail
+        me, g = layout.node_of(r), layout.rail_of(r)
+        back = torch.stack([returned[layout.rank_of(n, g)][me] for n in range(N)])
+        outs.append(sum_partials(in_node[r][: inputs[r][0].shape[0]], back, plans[r], me))
+    return outs, [bool(p.overflow) for p in plans]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("nodes,per_node,E,K", [(2, 1, 8, 2), (2, 2, 16, 4), (4, 2, 64, 8), (3, 2, 24, 6)])
+def test_two_legs_give_the_one_node_result(nodes, per_node, E, K, dtype):
+    layout = NodeLayout(nodes, per_node)
+    H, T = 64, 12
+    inputs = ref.generate_all_inputs(layout.world, E, K, H, T, dtype, seed=5)
+    outs, overflow = two_leg_moe(inputs, layout, E, cap=T)  # cap = T: no routing overflows
+    assert not any(overflow)
+    for r in range(layout.world):
+        want = ref.moe_reference(inputs, r, E, layout.world)
+        if dtype == torch.float32:  # only the grouping of the fp32 sum by node differs
+            torch.testing.assert_close(outs[r], want, rtol=1e-6, atol=1e-6)
+        else:  # and each node's partial is rounded to bf16 once
+            err = ((outs[r].float() - want.float()).norm() / want.float().norm()).item()
+            assert err < 1e-2, f"rank {r}: relative error {err:.3g}"
+
+
+def test_one_node_is_the_in_node_exchange_exactly():
+    layout = NodeLayout(1, 2)
+    inputs = ref.generate_all_inputs(2, 8, 2, 32, 6, torch.bfloat16, seed=6)
+    outs, _ = two_leg_moe(inputs, layout, 8, cap=6)
+    for r in range(2):
+        assert torch.equal(outs[r], ref.moe_reference(inputs, r, 8, 2))
+
+
+def test_rows_per_node_and_slots_follow_the_tokens():
+    # 2 nodes of experts 0-3 and 4-7; this rank is on node 0
+    idx = torch.tensor([[0, 5], [1, 2], [6, 7], [UNUSED, 4], [3, UNUSED]])
+    plan = plan_rows(idx, 8, 2, node_capacity=4, me=0)
+    assert plan.count.tolist() == [0, 3]  # nothing for its own node
+    assert plan.token[1].tolist() == [0, 2, 3, -1]
+    assert plan.slot[:, 1].tolist() == [0, -1, 1, 2, -1]
+    assert not bool(plan.overflow)
+    x = torch.arange(5.0).unsqueeze(1).expand(5, 4)
+    send_x, send_ids, send_w = pack_rows(x, idx, torch.ones(5, 2), plan, 8, 2)
+    assert send_x[1, :, 0].tolist() == [0.0, 2.0, 3.0, 0.0]
+    assert send_ids[1].tolist() == [[UNUSED, 1], [2, 3], [UNUSED, 0], [UNUSED, UNUSED]]  # node-local ids
+    assert (send_ids[0] == UNUSED).all() and send_w[1, 3].tolist() == [0.0, 0.0]
+
+
+def test_more_rows_than_the_capacity_raise_the_overflow_flag():
+    idx = torch.tensor([[4], [5], [6]])  # three tokens for node 1, capacity 2
+    plan = plan_rows(idx, 8, 2, node_capacity=2, me=0)
+    assert bool(plan.overflow) and plan.count.tolist() == [0, 2] and plan.token[1].tolist() == [0, 1]
+    assert plan.slot[:, 1].tolist() == [0, 1, -1]  # the dropped row has no slot: nothing written past the buffer
+
+
+def test_unequal_counts_and_unused_slots():
+    """Ranks with 0, 1, 5 and 12 tokens, and every third token's first slot unused."""
+    layout = NodeLayout(2, 2)
+    E, K, H = 16, 4, 32
+    inputs = ref.generate_all_inputs(4, E, K, H, 12, torch.float32, seed=7, num_tokens=[0, 12, 5, 1])
+    for x, idx, w in inputs:
+        idx[::3, 0] = UNUSED
+    outs, overflow = two_leg_moe(inputs, layout, E, cap=12)
+    assert not any(overflow)
+    for r in range(4):
+        assert outs[r].shape == inputs[r][0].shape
+        torch.testing.assert_close(outs[r], ref.moe_reference(inputs, r, E, 4), rtol=1e-6, atol=1e-6)
