@@ -1,0 +1,167 @@
+"""Dispatch and combine over a group that spans nodes (docs/design/multinode.md, issue 39): a
+token crosses the network once per node it has experts on, to the rank of the same rail there,
+and fans out inside that node over today's AllToAll; combine reduces inside the node first and
+crosses the network once per token and node. The network legs are torch.distributed
+all_to_all_single over each rail's group (NCCL or RCCL on GPUs), at a fixed capacity per node, so
+no count goes to the host. NOT RUN ON GPUS YET: only its orchestration is tested, on the CPU, with
+a stand-in for the in-node exchange (tests/python/cpu/test_multinode.py).
+
+    ep = MultiNodeAllToAll(group, num_experts, experts_per_token, hidden_dim, max_num_tokens, dtype,
+                           ranks_per_node=None, node_capacity=None)       # collective
+    d = ep.dispatch(x, topk_idx, topk_weights)      # d.expert_x etc.: this rank's experts' rows, packed
+    out = ep.combine(expert_y, d)                   # [T, H]
+    ep.close()
+
+What the experts see is the in-node AllToAll's Dispatched (packed layout), whose tokens are this
+rank's own T tokens followed by the rows forwarded to it from every other node, node_capacity
+each (expert_meta's source tokens index that list). Each node's partial sum is cast to the token
+dtype once before the nodes' partials are summed (in fp32, node order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+import torch.distributed.nn.functional as dist_fn
+
+from . import all_to_all as _all_to_all
+from .node_legs import RowPlan, experts_per_node, in_node_tokens, pack_rows, plan_rows, sum_partials
+from .nodes import NodeLayout
+
+
+@dataclass
+class MultiNodeDispatched:
+    """The in-node exchange's Dispatched (what this rank's experts work on), and what combine
+    needs to send the nodes' partial sums home."""
+
+    inner: object
+    plan: RowPlan
+    num_tokens: int
+
+    def __getattr__(self, name):  # expert_x, expert_offsets, expert_num_tokens, ...: the in-node ones
+        if name in ("inner", "plan", "num_tokens"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def _subgroups(group, layout: NodeLayout):
+    """(this rank's node group, this rank's rail group): every rank creates every one of them,
+    in the same order, as torch.distributed requires."""
+    ranks = dist.get_process_group_ranks(group)  # group rank -> global rank
+    me = dist.get_rank(group)
+    node_groups = [dist.new_group([ranks[r] for r in layout.node_ranks(n)]) for n in range(layout.num_nodes)]
+    rail_groups = [dist.new_group([ranks[r] for r in layout.rail_ranks(g)]) for g in range(layout.ranks_per_node)]
+    return node_groups[layout.node_of(me)], rail_groups[layout.rail_of(me)], node_groups + rail_groups
+
+
+def _rail_exchange(t: torch.Tensor, group) -> torch.Tensor:
+    """t [N, ...] -> [N, ...]: slice n goes to the rail's rank on node n, slice n of the result
+    came from it. Differentiable for floating tensors."""
+    if t.is_floating_point():
+        return dist_fn.all_to_all_single(torch.empty_like(t), t.contiguous(), group=group)
+    out = torch.empty_like(t)
+    dist.all_to_all_single(out, t.contiguous(), group=group)
+    return out
+
+
+class MultiNodeAllToAll:
+    def __init__(
+        self,
+        group,
+        num_experts: int,
+        experts_per_token: int,
+        hidden_dim: int,
+        max_num_tokens: int,
+        dtype: torch.dtype = torch.bfloat16,
+        *,
+        ranks_per_node: Optional[int] = None,
+        node_capacity: Optional[int] = None,
+        **all_to_all_kwargs,
+    ):
+        """Collective over `group`, same arguments on every rank. The node layout comes from
+        the ranks' hostnames or ranks_per_node (NodeLayout.of_group); every node needs >= 2
+        ranks (the in-node AllToAll's world). node_capacity (default max_num_tokens: no routing
+        overflows it) is the rows each rank sends each other node per dispatch; the in-node
+        AllToAll takes max_num_tokens + num_nodes x node_capacity tokens a rank, at most 4096.
+        all_to_all_kwargs go to the in-node AllToAll (its layout is always packed)."""
+        group = group if group is not None else dist.group.WORLD
+        self.layout = NodeLayout.of_group(group, ranks_per_node)
+        if self.layout.ranks_per_node < 2:
+            raise ValueError(
+                "moe_a2a: MultiNodeAllToAll needs >= 2 ranks per node (the in-node AllToAll's world); "
+                f"the group's layout is {self.layout}"
+            )
+        self.num_experts, self.topk, self.hidden = int(num_experts), int(experts_per_token), int(hidden_dim)
+        self.max_num_tokens = int(max_num_tokens)
+        self.node_capacity = int(node_capacity) if node_capacity is not None else self.max_num_tokens
+        if self.node_capacity < 1:
+            raise ValueError(f"moe_a2a: node_capacity must be >= 1, got {node_capacity}")
+        experts_in_node = experts_per_node(self.num_experts, self.layout.num_nodes)
+        self.rank = dist.get_rank(group)
+        self.node = self.layout.node_of(self.rank)
+        self.node_group, self.rail_group, self._groups = _subgroups(group, self.layout)
+        in_node_tokens_max = self.max_num_tokens + self.layout.num_nodes * self.node_capacity
+        all_to_all_kwargs["layout"] = "packed"
+        self._overflow = None  # device flag: a dispatch since the last synchronize() overflowed a node
+        self.in_node = _all_to_all.AllToAll(
+            self.node_group,
+            experts_in_node,
+            self.topk,
+            self.hidden,
+            in_node_tokens_max,
+            dtype,
+            **all_to_all_kwargs,
+        )
+
+    def dispatch(self, x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor) -> MultiNodeDispatched:
+        if x.dim() != 2 or x.shape[0] > self.max_num_tokens:
+            raise ValueError(
+                f"moe_a2a: x must be [T, hidden] with T <= max_num_tokens={self.max_num_tokens}, got {list(x.shape)}"
+            )
+        N = self.layout.num_nodes
+        plan = plan_rows(topk_idx, self.num_experts, N, self.node_capacity, self.node)
+        sent = pack_rows(x, topk_idx, topk_weights, plan, self.num_experts, N)
+        recv = [_rail_exchange(t, self.rail_group) for t in sent]
+        x_in, ids_in, w_in = in_node_tokens(x, topk_idx, topk_weights, self.node, *recv, self.num_experts, N)
+        inner = self.in_node.dispatch(x_in, ids_in, w_in)
+        # A node that got more rows than node_capacity lost some: reported by synchronize(),
+        # as the in-node exchange reports an expert over capacity (no host sync here).
+        self._overflow = plan.overflow if self._overflow is None else self._overflow | plan.overflow
+        return MultiNodeDispatched(inner, plan, int(x.shape[0]))
+
+    def combine(self, expert_y: torch.Tensor, dispatched: MultiNodeDispatched) -> torch.Tensor:
+        out_in = self.in_node.combine(expert_y, dispatched.inner)
+        T, N = dispatched.num_tokens, self.layout.num_nodes
+        partials = out_in[T:].reshape(N, self.node_capacity, self.hidden)  # by the node the rows came from
+        back = _rail_exchange(partials, self.rail_group)
+        return sum_partials(out_in[:T], back, dispatched.plan, self.node)
+
+    def synchronize(self) -> None:
+        """Waits for this rank's work, then raises any error: the in-node exchange's, or a
+        dispatch since the last call that had more rows for a node than node_capacity."""
+        self.in_node.synchronize()
+        overflow, self._overflow = self._overflow, None
+        if overflow is not None and bool(overflow):
+            raise RuntimeError(
+                f"moe_a2a: a dispatch had more rows for another node than node_capacity={self.node_capacity}; "
+                "the rows past it were dropped: pass a larger node_capacity"
+            )
+
+    def close(self) -> None:
+        """Closes the in-node AllToAll and destroys the node and rail groups this object made
+        (collective, as their creation was)."""
+        if self.in_node is not None:
+            self.in_node.close()
+            self.in_node = None
+        for g in self._groups:
+            dist.destroy_process_group(g)
+        self._groups = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
