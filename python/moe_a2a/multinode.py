@@ -28,6 +28,7 @@ import torch.distributed as dist
 import torch.distributed.nn.functional as dist_fn
 
 from . import all_to_all as _all_to_all
+from .local_exchange import LocalExchange
 from .node_legs import RowPlan, experts_per_node, in_node_tokens, pack_rows, plan_rows, sum_partials
 from .nodes import NodeLayout
 
@@ -82,18 +83,14 @@ class MultiNodeAllToAll:
         **all_to_all_kwargs,
     ):
         """Collective over `group`, same arguments on every rank. The node layout comes from
-        the ranks' hostnames or ranks_per_node (NodeLayout.of_group); every node needs >= 2
-        ranks (the in-node AllToAll's world). node_capacity (default max_num_tokens: no routing
-        overflows it) is the rows each rank sends each other node per dispatch; the in-node
-        AllToAll takes max_num_tokens + num_nodes x node_capacity tokens a rank, at most 4096.
-        all_to_all_kwargs go to the in-node AllToAll (its layout is always packed)."""
+        the ranks' hostnames or ranks_per_node (NodeLayout.of_group). node_capacity (default
+        max_num_tokens: no routing overflows it) is the rows each rank sends each other node per
+        dispatch; the in-node exchange takes max_num_tokens + num_nodes x node_capacity tokens a
+        rank (the AllToAll: at most 4096). The in-node exchange is an AllToAll over the node's
+        ranks (all_to_all_kwargs go to it; its layout is always packed), or, on nodes of one rank,
+        a LocalExchange."""
         group = group if group is not None else dist.group.WORLD
         self.layout = NodeLayout.of_group(group, ranks_per_node)
-        if self.layout.ranks_per_node < 2:
-            raise ValueError(
-                "moe_a2a: MultiNodeAllToAll needs >= 2 ranks per node (the in-node AllToAll's world); "
-                f"the group's layout is {self.layout}"
-            )
         self.num_experts, self.topk, self.hidden = int(num_experts), int(experts_per_token), int(hidden_dim)
         self.max_num_tokens = int(max_num_tokens)
         self.node_capacity = int(node_capacity) if node_capacity is not None else self.max_num_tokens
@@ -106,15 +103,18 @@ class MultiNodeAllToAll:
         in_node_tokens_max = self.max_num_tokens + self.layout.num_nodes * self.node_capacity
         all_to_all_kwargs["layout"] = "packed"
         self._overflow = None  # device flag: a dispatch since the last synchronize() overflowed a node
-        self.in_node = _all_to_all.AllToAll(
-            self.node_group,
-            experts_in_node,
-            self.topk,
-            self.hidden,
-            in_node_tokens_max,
-            dtype,
-            **all_to_all_kwargs,
-        )
+        if self.layout.ranks_per_node == 1:
+            self.in_node = LocalExchange(experts_in_node, self.topk, self.hidden, in_node_tokens_max, dtype)
+        else:
+            self.in_node = _all_to_all.AllToAll(
+                self.node_group,
+                experts_in_node,
+                self.topk,
+                self.hidden,
+                in_node_tokens_max,
+                dtype,
+                **all_to_all_kwargs,
+            )
 
     def dispatch(self, x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor) -> MultiNodeDispatched:
         if x.dim() != 2 or x.shape[0] > self.max_num_tokens:

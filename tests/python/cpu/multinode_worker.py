@@ -1,8 +1,9 @@
 """One rank of test_multinode.py: MultiNodeAllToAll over gloo on the CPU, the in-node AllToAll
 replaced by GatherExchange (the same delivery, by collectives on the CPU), so that the network
 legs, the groups and the bookkeeping run for real across processes.
-    python multinode_worker.py RANK WORLD RANKS_PER_NODE STORE CASE      CASE: result | overflow
-Prints "ok <relative error>" or the error."""
+    python multinode_worker.py RANK WORLD RANKS_PER_NODE STORE CASE    CASE: result | overflow | backward
+"backward" (nodes of one rank: the real LocalExchange, no stand-in) also checks the gradients of x
+and of the router weights against their closed forms. Prints "ok <relative errors>" or the error."""
 
 import sys
 import types
@@ -70,10 +71,32 @@ class GatherExchange:
         pass
 
 
+def rel(a, b):
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item() if b.numel() else 0.0
+
+
+def check_backward(ep, inputs, rank, world):
+    """loss = <out, g>; with the fake GEMM y(t, k) = x[t] * (1 + owner rank of k's expert):
+    grad x[t] = g[t] * sum_k w[t, k] (1 + o_k), grad w[t, k] = (1 + o_k) <x[t], g[t]> (0 if unused)."""
+    x0, idx, w0 = inputs[rank]
+    x, w = x0.clone().requires_grad_(), w0.clone().requires_grad_()
+    d = ep.dispatch(x, idx, w)
+    out = ep.combine(d.expert_x * (1 + rank), d)
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(rank))
+    (out * g).sum().backward()
+    used = idx.long() != -1
+    factor = torch.where(used, 1 + ref.owner_rank(idx.long().clamp(min=0), E, world), 0).float()
+    want_gx = g * (w0 * factor).sum(1, keepdim=True)
+    want_gw = factor * (x0 * g).sum(1, keepdim=True)
+    want = ref.moe_reference(inputs, rank, E, world)
+    return f"ok {rel(out.detach(), want):.3g} {rel(x.grad, want_gx):.3g} {rel(w.grad, want_gw):.3g}"
+
+
 def main():
     rank, world, per_node, store, case = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
-    moe_a2a.all_to_all.AllToAll = GatherExchange
+    if per_node > 1:
+        moe_a2a.all_to_all.AllToAll = GatherExchange
     counts = [(0, 12, 5, 1, 12, 3, 7, 9)[r] for r in range(world)]  # 0 tokens included
     inputs = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=9, num_tokens=counts)
     x, idx, w = inputs[rank]
@@ -81,13 +104,15 @@ def main():
     capacity = 2 if case == "overflow" else T
     ep = MultiNodeAllToAll(None, E, K, H, T, torch.float32, ranks_per_node=per_node, node_capacity=capacity)
     try:
+        if case == "backward":
+            print(check_backward(ep, inputs, rank, world), flush=True)
+            return
         d = ep.dispatch(x, idx, w)
         y = (d.expert_x.float() * (1 + rank)).to(x.dtype)  # the fake GEMM: x * (1 + the global rank here)
         out = ep.combine(y, d)
         ep.synchronize()
         want = ref.moe_reference(inputs, rank, E, world)
-        err = ((out - want).norm() / want.norm().clamp_min(1e-30)).item() if out.numel() else 0.0
-        print(f"ok {err:.3g} {list(out.shape)}", flush=True)
+        print(f"ok {rel(out, want):.3g} {list(out.shape)}", flush=True)
     except RuntimeError as e:
         print(f"error {e}", flush=True)
     finally:

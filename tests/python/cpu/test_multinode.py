@@ -1,9 +1,10 @@
-"""MultiNodeAllToAll's orchestration without a GPU: processes over gloo as 2 or 4 emulated nodes
-of 2 ranks (ranks_per_node), the network legs real all_to_all_singles over each rail's group,
-the in-node AllToAll a stand-in with the same delivery (multinode_worker.GatherExchange). Every
-rank's combine must give the one-node reference's result, with unequal counts (0 included) and
-unused slots; too small a node_capacity must raise at synchronize() on the ranks that sent too
-much. The real in-node AllToAll, NCCL and GPUs are not in this test."""
+"""MultiNodeAllToAll without a GPU: processes over gloo as emulated nodes (ranks_per_node), the
+network legs real all_to_all_singles over each rail's group. Nodes of 2 ranks use a stand-in for
+the in-node AllToAll with the same delivery (multinode_worker.GatherExchange); nodes of one rank
+run the real LocalExchange, so there the whole path runs, backward included. Every rank's combine
+must give the one-node reference's result, with unequal counts (0 included) and unused slots,
+and the gradients their closed forms; too small a node_capacity must raise at synchronize() on
+the ranks that sent too much. The real in-node AllToAll, NCCL and GPUs are not in this test."""
 
 import os
 import subprocess
@@ -44,3 +45,11 @@ def test_two_legs_across_processes_give_the_one_node_result(world, tmp_path):
 def test_too_small_a_node_capacity_is_reported(tmp_path):
     lines = run_ranks(4, 2, "overflow", tmp_path)
     assert any("node_capacity=2" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_nodes_of_one_rank_forward_and_backward(world, tmp_path):
+    lines = run_ranks(world, 1, "backward", tmp_path)
+    for r, line in enumerate(lines):
+        assert line.startswith("ok "), f"rank {r}: {line}"
+        assert all(float(e) < 1e-5 for e in line.split()[1:4]), f"rank {r}: {line}"

@@ -114,3 +114,25 @@ def test_unequal_counts_and_unused_slots():
     for r in range(4):
         assert outs[r].shape == inputs[r][0].shape
         torch.testing.assert_close(outs[r], ref.moe_reference(inputs, r, E, 4), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_local_exchange_is_the_one_rank_all_to_all(dtype):
+    """LocalExchange (the in-node exchange of a node of one rank) at world 1: bitwise the
+    reference's dispatch -> fake GEMM -> combine, packed rows grouped by expert, unused slots
+    and 0 tokens included."""
+    from moe_a2a.local_exchange import LocalExchange
+
+    for T in (0, 9):
+        inputs = ref.generate_all_inputs(1, 8, 3, 16, 9, dtype, seed=8, num_tokens=T)
+        x, idx, w = inputs[0]
+        idx[::2, 1] = UNUSED
+        ex = LocalExchange(8, 3, 16, 9, dtype)
+        d = ex.dispatch(x, idx, w)
+        counts = torch.bincount(idx[idx != UNUSED].long(), minlength=8)
+        assert d.expert_num_tokens.tolist() == counts.tolist()
+        for e in range(8):  # each expert's rows are its (token, k) pairs, in token order
+            rows = d.expert_x[d.expert_offsets[e] : d.expert_offsets[e + 1]]
+            assert torch.equal(rows, x[(idx == e).nonzero()[:, 0]])
+        out = ex.combine(d.expert_x, d)  # the fake GEMM at rank 0: y = x * 1
+        assert torch.equal(out, ref.moe_reference(inputs, 0, 8, 1))
