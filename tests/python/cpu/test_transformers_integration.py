@@ -1,12 +1,11 @@
 """moe_a2a.integrations.transformers without a GPU: registration, the sharding arithmetic, the
 checks, and the experts backend's math end to end on tiny Mixtral / Qwen3-MoE / DeepSeek-V3
-models, with a one-rank stand-in for AllToAll (the real exchange is tests/python/gpu's job)."""
+models, with LocalExchange for AllToAll at world 1 (the real exchange is tests/python/gpu's job)."""
 
 import copy
 import os
 import re
 import sys
-import types
 
 import pytest
 import torch
@@ -15,40 +14,10 @@ import torch.distributed as dist
 transformers = pytest.importorskip("transformers")
 
 import moe_a2a.integrations.transformers as moe_tf  # noqa: E402
+from moe_a2a.local_exchange import LocalExchange  # noqa: E402  (AllToAll at world 1, in plain torch)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from tiny_moe_models import COMMON, NAMES, build, meta_model  # noqa: E402
-
-
-class OneRankAllToAll:
-    """What AllToAll does at world 1, in plain torch: packed rows grouped by expert, combine =
-    the router-weighted sum of each token's rows."""
-
-    layout = "packed"
-    max_num_tokens = 4096
-
-    def __init__(self, num_experts):
-        self.num_experts = num_experts
-
-    def dispatch(self, x, topk_idx, topk_weights):
-        T, K = topk_idx.shape
-        flat = topk_idx.reshape(-1).long()
-        order = torch.sort(flat, stable=True).indices
-        counts = torch.bincount(flat, minlength=self.num_experts)
-        offsets = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
-        return types.SimpleNamespace(
-            expert_x=x[order // K],
-            expert_offsets=offsets.int(),
-            expert_num_tokens=counts.int(),
-            order=order,
-            K=K,
-            T=T,
-            weights=topk_weights.reshape(-1)[order],
-        )
-
-    def combine(self, y, d):
-        out = y.new_zeros(d.T, y.shape[-1])
-        return out.index_add(0, d.order // d.K, y * d.weights[:, None].to(y.dtype))
 
 
 @pytest.fixture
@@ -175,7 +144,12 @@ def test_backend_matches_the_eager_experts(name, overrides, one_rank_group, monk
     reference.set_experts_implementation("eager")
     model = moe_tf.expert_parallel(copy.deepcopy(reference))
     made = []
-    monkeypatch.setattr(moe_tf._Shared, "get", lambda self, E, *rest: made.append(E) or OneRankAllToAll(E))
+
+    def get(self, E, K, H, dtype, device):
+        made.append(E)
+        return LocalExchange(E, K, H, 4096, dtype)
+
+    monkeypatch.setattr(moe_tf._Shared, "get", get)
     ids = torch.randint(0, COMMON["vocab_size"], (3, 9), generator=torch.Generator().manual_seed(1))
     want = reference(ids).logits
     got = model(ids).logits
@@ -238,9 +212,7 @@ def test_tokens_per_forward_sizes_the_all_to_all_it_uses(one_rank_group, monkeyp
 
     def sized(group, E, K, H, T, dtype, **kwargs):
         made.append(T)
-        a = OneRankAllToAll(E)
-        a.max_num_tokens = T
-        return a
+        return LocalExchange(E, K, H, T, dtype)
 
     monkeypatch.setattr(moe_a2a.all_to_all, "AllToAll", sized)
     model = moe_tf.expert_parallel(build("mixtral"), max_num_tokens=32)
@@ -278,7 +250,7 @@ def test_an_expert_parallel_models_steps_use_an_all_to_all_of_the_decode_batch(o
 
     def sized(group, E, K, H, T, dtype, **kwargs):
         made.append(T)
-        return OneRankAllToAll(E)
+        return LocalExchange(E, K, H, T, dtype)
 
     monkeypatch.setattr(moe_a2a.all_to_all, "AllToAll", sized)
     model = moe_tf.expert_parallel(build("mixtral").eval(), max_num_tokens=64)
