@@ -78,20 +78,20 @@ def node_local_ids(topk_idx: torch.Tensor, node: int, num_experts: int, num_node
 
 def pack_rows(x, topk_idx, topk_weights, plan: RowPlan, num_experts: int, num_nodes: int):
     """(send_x [N, cap, H], send_ids [N, cap, K] node-local, send_w [N, cap, K]): node n's rows
-    in slot order; an empty slot has a zero row, every id unused and zero weights (it reads a
-    blank row appended after the T tokens, so T = 0 works too)."""
-    T = x.shape[0]
-    token = torch.where(plan.token < 0, torch.full_like(plan.token, T), plan.token)
-    blank_ids = topk_idx.new_full((1, topk_idx.shape[1]), UNUSED).long()
-    send_x = torch.cat([x, x.new_zeros(1, x.shape[1])])[token]
-    send_w = torch.cat([topk_weights, topk_weights.new_zeros(1, topk_weights.shape[1])])[token]
-    send_ids = torch.stack(
-        [
-            torch.cat([node_local_ids(topk_idx, n, num_experts, num_nodes), blank_ids])[token[n]]
-            for n in range(num_nodes)
-        ]
-    )
-    return send_x, send_ids, send_w
+    in slot order; an empty slot has a zero row, every id unused and zero weights. Gathered
+    straight from x (an empty slot reads token 0, then is blanked): no copy of x."""
+    H, K = x.shape[1], topk_idx.shape[1]
+    if x.shape[0] == 0:  # no token: gather from one blank row, still in x's autograd graph, so that every
+        # rank's backward makes the same network calls
+        x = torch.cat([x, x.new_zeros(1, H)])
+        topk_weights = torch.cat([topk_weights, topk_weights.new_zeros(1, K)])
+        topk_idx = torch.cat([topk_idx, topk_idx.new_full((1, K), UNUSED)])
+    empty = (plan.token < 0).unsqueeze(-1)
+    token = plan.token.clamp(min=0)
+    send_x = x[token].masked_fill(empty, 0)
+    send_w = topk_weights[token].masked_fill(empty, 0)
+    ids = torch.stack([node_local_ids(topk_idx, n, num_experts, num_nodes)[token[n]] for n in range(num_nodes)])
+    return send_x, ids.masked_fill(empty, UNUSED), send_w
 
 
 def in_node_tokens(x, topk_idx, topk_weights, me: int, recv_x, recv_ids, recv_w, num_experts: int, num_nodes: int):
