@@ -249,6 +249,10 @@ MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, Combi
 template <TokenType kType>
 __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineArgs a, Role role) {
   __shared__ CombineShared sh;
+  // Launched early (launch_kernel): nothing before this reads memory. The next kernel, a dispatch
+  // whose blocks fit two an SM, is placed only once this one is done: placed early on the SMs
+  // that free first, it would double up there (protocol.md, "Kernel boundaries").
+  await_prior_kernels(/*let_next_launch=*/false);
   MOE_A2A_PROFILE_TRACK(prof, c.profiler, kCombine);
   const EpBuffers b{c};
   const EpConfig& cfg = c.cfg;
@@ -317,8 +321,8 @@ void launch_combine(const EpContext& ctx, const CombineArgs& args, Role role, hi
                   args.route.num_tokens, " outside [0, ", ctx.cfg.max_tokens, "]");
   }
   MOE_A2A_DISPATCH_TOKEN_TYPE(ctx.token_type, kType,
-                              (combine_kernel<kType><<<ctx.cfg.num_blocks, kEpBlock, 0, stream>>>(ctx, args, role)));
-  MOE_A2A_GPU_CHECK(hipGetLastError());
+                              (launch_kernel(combine_kernel<kType>, dim3(ctx.cfg.num_blocks), dim3(kEpBlock), stream,
+                                             ctx.early_launch, ctx, args, role)));
 }
 
 }  // namespace moe_a2a

@@ -555,6 +555,9 @@ MOE_A2A_DEVICE bool receive_part(const EpBuffers& b, const DispatchArgs& a, Disp
 template <SendCodec kCodec, Fp8Format kFmt>
 __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, DispatchArgs a, Role role) {
   __shared__ DispatchShared sh;
+  // Launched early (launch_kernel): nothing before this reads memory. The next kernel, combine
+  // (one block an SM: its registers), may be placed at once (protocol.md, "Kernel boundaries").
+  await_prior_kernels(/*let_next_launch=*/true);
   MOE_A2A_PROFILE_TRACK(prof, c.profiler, kDispatch);
   const EpBuffers b{c};
   const EpConfig& cfg = c.cfg;
@@ -612,12 +615,13 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
 template <SendCodec kCodec>
 void launch_dispatch_kernel(const EpContext& ctx, const DispatchArgs& args, Role role, hipStream_t stream) {
   const dim3 grid(ctx.cfg.num_blocks), block(kEpBlock);
+  const bool early = ctx.early_launch;
   if constexpr (kCodec == SendCodec::kCopy) {
-    dispatch_kernel<kCodec, Fp8Format::kNone><<<grid, block, 0, stream>>>(ctx, args, role);
+    launch_kernel(dispatch_kernel<kCodec, Fp8Format::kNone>, grid, block, stream, early, ctx, args, role);
   } else if (ctx.cfg.fp8 == Fp8Format::kE4M3Fnuz) {
-    dispatch_kernel<kCodec, Fp8Format::kE4M3Fnuz><<<grid, block, 0, stream>>>(ctx, args, role);
+    launch_kernel(dispatch_kernel<kCodec, Fp8Format::kE4M3Fnuz>, grid, block, stream, early, ctx, args, role);
   } else {
-    dispatch_kernel<kCodec, Fp8Format::kE4M3Fn><<<grid, block, 0, stream>>>(ctx, args, role);
+    launch_kernel(dispatch_kernel<kCodec, Fp8Format::kE4M3Fn>, grid, block, stream, early, ctx, args, role);
   }
 }
 
@@ -644,7 +648,6 @@ void launch_dispatch(const EpContext& ctx, const DispatchArgs& args, Role role, 
       launch_dispatch_kernel<SendCodec::kQuantizeFp32>(ctx, args, role, stream);
       break;
   }
-  MOE_A2A_GPU_CHECK(hipGetLastError());
 }
 
 }  // namespace moe_a2a

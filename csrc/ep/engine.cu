@@ -79,6 +79,7 @@ EpEngine::EpEngine(const EpConfig& cfg, TokenType token_type, std::shared_ptr<Sy
   MOE_A2A_CHECK(cfg.num_blocks <= sms, "num_sms = ", cfg.num_blocks, " is more than the ", sms,
                 " compute units of device ", device);
   ctx_.timeout_ticks = static_cast<uint64_t>(timeout_s * wall_clock_rate_hz(device));
+  ctx_.early_launch = early_launch_supported(device);
 
   MOE_A2A_GPU_CHECK(hipMalloc(reinterpret_cast<void**>(&ctx_.workspace), ctx_.ws_layout.total));
   MOE_A2A_GPU_CHECK(hipMemset(ctx_.workspace, 0, ctx_.ws_layout.total));

@@ -8,6 +8,7 @@
 #include "moe_a2a/ep/kernels.h"
 #include "moe_a2a/platform/device.h"
 #include "moe_a2a/platform/float_ops.h"
+#include "moe_a2a/platform/launch.h"
 #include "moe_a2a/platform/sync.h"
 
 namespace moe_a2a {

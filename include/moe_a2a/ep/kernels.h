@@ -44,6 +44,9 @@ struct EpContext {
   // sites (owner_rank_of, pair_of in csrc/ep/ep_device.cuh), each a software routine otherwise.
   Divisor local_experts;
   Divisor topk;
+  // Launch dispatch and combine early, while the kernel before them on the stream finishes
+  // (platform/launch.h; docs/design/protocol.md, "Kernel boundaries").
+  bool early_launch;
   // Last, so the other fields keep their offsets whether or not a build profiles; all zero
   // unless profiling (see include/moe_a2a/profiler.h).
   ProfilerView profiler;

@@ -1,0 +1,78 @@
+// Kernel launches that may overlap the kernel before them on the stream (NVIDIA's programmatic
+// dependent launch, compute capability 9.0+), and the device call such a kernel starts with.
+//
+// Between two dependent kernels a stream (or a CUDA graph) leaves about 1.1 us on an H200: the
+// first grid drains and flushes, then the second is launched and its blocks are placed. Launched
+// early, the next kernel's blocks are placed on the SMs that the running kernel's finished blocks
+// free, and wait there (await_prior_kernels) until that kernel is done and its memory visible:
+// what a kernel reads after the wait is what it would read after a plain launch. AMD has no such
+// launch: there it is a plain launch and the device call is nothing. Which kernels use it, and
+// what it measured: docs/design/protocol.md, "Kernel boundaries".
+#pragma once
+
+#include "moe_a2a/platform/backend.h"
+#include "moe_a2a/platform/runtime.h"
+
+#include <cstdlib>
+#include <utility>
+
+namespace moe_a2a {
+
+#if defined(MOE_A2A_GPU_COMPILER)
+// First thing of a kernel that may be launched early (launch_kernel(..., early = true)): waits
+// until every kernel before it on the stream has finished and its writes are visible. Then, with
+// `let_next_launch`, lets an early-launched next kernel be placed at once, while this one runs
+// (otherwise it is placed when this one's last block has exited). A no-op for a plain launch,
+// and on AMD.
+MOE_A2A_DEVICE MOE_A2A_INLINE void await_prior_kernels(bool let_next_launch) {
+#if defined(MOE_A2A_CUDA_ARCH) && MOE_A2A_CUDA_ARCH >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (let_next_launch) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#else
+  (void)let_next_launch;
+#endif
+}
+#endif  // device code
+
+#if defined(MOE_A2A_HAS_GPU)
+// Whether kernels on `device` may be launched early: NVIDIA compute capability 9.0+, unless
+// MOE_A2A_EARLY_LAUNCH=0 (a diagnostic switch: one build timed both ways).
+inline bool early_launch_supported(int device) {
+  const char* env = std::getenv("MOE_A2A_EARLY_LAUNCH");
+  if (env != nullptr && env[0] == '0') return false;
+#if defined(MOE_A2A_CUDA)
+  int major = 0;
+  MOE_A2A_GPU_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major >= 9;
+#else
+  (void)device;
+  return false;
+#endif
+}
+
+// kernel<<<grid, block, 0, stream>>>(args...), launched early where `early` (see above; the
+// kernel must start with await_prior_kernels()). Throws on a launch error.
+template <typename... Params, typename... Args>
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, hipStream_t stream, bool early,
+                   Args&&... args) {
+#if defined(MOE_A2A_CUDA)
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  config.attrs = early ? &attribute : nullptr;
+  config.numAttrs = early ? 1 : 0;
+  MOE_A2A_GPU_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+#else
+  (void)early;
+  hipLaunchKernelGGL(kernel, grid, block, 0, stream, std::forward<Args>(args)...);
+  MOE_A2A_GPU_CHECK(hipGetLastError());
+#endif
+}
+#endif
+
+}  // namespace moe_a2a
