@@ -3,8 +3,8 @@ token crosses the network once per node it has experts on, to the rank of the sa
 and fans out inside that node over today's AllToAll; combine reduces inside the node first and
 crosses the network once per token and node. The network legs are torch.distributed
 all_to_all_single over each rail's group (NCCL or RCCL on GPUs), at a fixed capacity per node, so
-no count goes to the host. NOT RUN ON GPUS YET: only its orchestration is tested, on the CPU, with
-a stand-in for the in-node exchange (tests/python/cpu/test_multinode.py).
+no count goes to the host. Run on the CPU (tests/python/cpu/test_multinode.py) and on two GPUs as
+emulated nodes (tests/python/gpu/test_multinode.py); never across machines, never timed.
 
     ep = MultiNodeAllToAll(group, num_experts, experts_per_token, hidden_dim, max_num_tokens, dtype,
                            ranks_per_node=None, node_capacity=None)       # collective

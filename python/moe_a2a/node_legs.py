@@ -15,7 +15,7 @@ For a rank on node `me` of N nodes with T tokens and `cap` = node_capacity rows 
 
 The rows a rank packs for its own node are never sent (its own tokens are the first T in-node
 tokens), so send_*[me] and recv_*[me] stay empty; keeping them keeps the shapes one all-to-all
-over the rail. Nothing here has run on GPUs or across nodes yet.
+over the rail. Run on GPUs as emulated nodes (tests/python/gpu/test_multinode.py), never across machines.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ the in-node AllToAll with the same delivery (multinode_worker.GatherExchange); n
 run the real LocalExchange, so there the whole path runs, backward included. Every rank's combine
 must give the one-node reference's result, with unequal counts (0 included) and unused slots,
 and the gradients their closed forms; too small a node_capacity must raise at synchronize() on
-the ranks that sent too much. The real in-node AllToAll, NCCL and GPUs are not in this test."""
+the ranks that sent too much. The real in-node AllToAll, NCCL and GPUs: tests/python/gpu/test_multinode.py."""
 
 import os
 import subprocess
@@ -12,13 +12,16 @@ import sys
 
 import pytest
 
-WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multinode_worker.py")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from multinode_worker import result_line  # noqa: E402
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "multinode_worker.py")
 PYTHON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "python")
 
 
 def run_ranks(world, per_node, case, tmp_path):
     env = dict(os.environ, PYTHONPATH=PYTHON + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    store = str(tmp_path / "store")
+    store = "file://" + str(tmp_path / "store")
     procs = [
         subprocess.Popen(
             [sys.executable, WORKER, str(r), str(world), str(per_node), store, case],
@@ -31,7 +34,7 @@ def run_ranks(world, per_node, case, tmp_path):
     ]
     outs = [p.communicate(timeout=180)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
-    return [o.strip().splitlines()[-1] for o in outs]
+    return [result_line(o) for o in outs]
 
 
 @pytest.mark.parametrize("world", [4, 8])

@@ -1,0 +1,90 @@
+"""MultiNodeAllToAll on GPUs (issue 39): 2 x world worker processes emulate two nodes of `world`
+ranks each, the in-node exchange the real AllToAll over NVLink, the network legs NCCL
+all_to_all_singles over each rail; and `world` workers emulate `world` nodes of one rank each
+(LocalExchange in the node, NCCL between). The worker (tests/python/multinode_worker.py, also
+the CPU test's) checks every rank's combine against the one-node reference with unequal counts
+(0 included) and unused slots, the gradients of x and of the router weights against their closed
+forms, a CUDA graph of the whole round replayed on new inputs, and the overflow report.
+
+With two nodes, worker w (node n = w // world, local rank l = w % world) runs on GPU (l + n) %
+world: each node's ranks are on different GPUs, and so are each rail's, as NCCL needs; every GPU
+holds one worker of each node, so its two AllToAll kernels share the GPU by time slices (correct,
+not fast). Each test rank starts the workers of its own GPU."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from worker_procs import free_port, worker_env
+
+from moe_a2a._collective import all_gather
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from multinode_worker import result_line  # noqa: E402
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "multinode_worker.py")
+TIMEOUT_S = 120
+
+
+def run_workers(rank, world, per_node, case):
+    """Starts the workers of this test rank's GPU, of 2 x world workers in nodes of world ranks
+    (per_node=world) or of world nodes of one rank (per_node=1); returns their last lines."""
+    workers = 2 * world if per_node == world else world
+    port = all_gather(free_port() if rank == 0 else None, None)[0]
+    gpu = torch.cuda.current_device()
+    mine = [w for w in range(workers) if (w % per_node + w // per_node) % world == rank]
+    procs = {
+        w: subprocess.Popen(
+            [sys.executable, WORKER, str(w), str(workers), str(per_node), f"tcp://127.0.0.1:{port}", case, str(gpu)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=worker_env(),
+        )
+        for w in mine
+    }
+    lines = {}
+    for w, p in procs.items():
+        try:
+            out = p.communicate(timeout=TIMEOUT_S)[0]
+        except subprocess.TimeoutExpired:
+            for q in procs.values():
+                q.kill()
+            pytest.fail(f"worker {w} of {workers} ({case}) did not finish in {TIMEOUT_S} s")
+        assert p.returncode == 0, f"worker {w} of {workers} ({case}) exited {p.returncode}:\n{out[-4000:]}"
+        lines[w] = result_line(out)
+    return lines
+
+
+def per_node_of(layout, world):
+    return world if layout == "two_nodes" else 1
+
+
+@pytest.fixture(autouse=True)
+def _needs_a_gpu_per_rank(one_gpu):
+    if one_gpu:
+        pytest.skip("NCCL refuses two ranks of a rail on one GPU: needs a GPU per test rank")
+
+
+@pytest.mark.parametrize("layout", ["two_nodes", "nodes_of_one_rank"])
+def test_forward_and_backward_give_the_reference(rank, world, layout):
+    for w, line in run_workers(rank, world, per_node_of(layout, world), "backward").items():
+        assert line.startswith("ok "), f"worker {w}: {line}"
+        out, grad_x, grad_w = (float(e) for e in line.split()[1:4])
+        assert out < 1e-5 and grad_x < 1e-5 and grad_w < 1e-5, f"worker {w}: {line}"
+
+
+@pytest.mark.parametrize("layout", ["two_nodes", "nodes_of_one_rank"])
+def test_one_cuda_graph_holds_the_round(rank, world, layout):
+    for w, line in run_workers(rank, world, per_node_of(layout, world), "graph").items():
+        assert line.startswith("ok "), f"worker {w}: {line}"
+        assert all(float(e) < 1e-5 for e in line.split()[1:]), f"worker {w}: {line}"
+
+
+def test_too_small_a_node_capacity_is_reported(rank, world):
+    lines = run_workers(rank, world, world, "overflow")
+    mine = [line for line in lines.values() if "node_capacity=2" in line]
+    everyone = all_gather(len(mine), None)
+    assert sum(everyone) > 0, f"no worker reported the overflow: {lines}"

@@ -1,0 +1,188 @@
+"""One rank of MultiNodeAllToAll's tests: tests/python/cpu/test_multinode.py (the CPU, gloo) and
+tests/python/gpu/test_multinode.py (GPUs, NCCL).
+    python multinode_worker.py RANK WORLD RANKS_PER_NODE INIT_METHOD CASE [GPU]
+CASE: result | overflow | backward | graph. Without GPU: the CPU over gloo, and a node of several
+ranks gets GatherExchange for its in-node exchange (the same delivery, by collectives on the
+CPU), so that the network legs, the groups and the bookkeeping run for real across processes;
+nodes of one rank run the real LocalExchange. With GPU (a CUDA device index): NCCL, and the real
+in-node AllToAll. "backward" also checks the gradients of x and of the router weights against
+their closed forms (not with GatherExchange, which has none); "graph" (GPU only) captures
+dispatch, the fake GEMM and combine in one CUDA graph and replays it on new inputs.
+Prints "ok <relative errors>" or "error <message>" (result_line finds it among other output)."""
+
+import sys
+import types
+
+import torch
+import torch.distributed as dist
+
+import moe_a2a.all_to_all
+from moe_a2a import reference as ref
+from moe_a2a.multinode import MultiNodeAllToAll
+
+E, K, H, T = 16, 4, 32, 12
+
+
+class GatherExchange:
+    """What AllToAll (packed) delivers, by all_gather and all_reduce over the node's group."""
+
+    def __init__(self, group, num_experts, topk, hidden, max_num_tokens, dtype, **kwargs):
+        assert kwargs.get("layout") == "packed"
+        self.group, self.max_tokens, self.dtype = group, max_num_tokens, dtype
+        self.world, self.rank = dist.get_world_size(group), dist.get_rank(group)
+        self.per_rank = num_experts // self.world
+
+    def _gather(self, t, fill):
+        padded = torch.full((self.max_tokens, *t.shape[1:]), fill, dtype=t.dtype)
+        padded[: t.shape[0]] = t
+        out = [torch.empty_like(padded) for _ in range(self.world)]
+        dist.all_gather(out, padded, group=self.group)
+        return out
+
+    def dispatch(self, x, idx, w):
+        xs, ids, ws = self._gather(x, 0), self._gather(idx.long(), -1), self._gather(w, 0)
+        rows, meta, weights, counts = [], [], [], []
+        for e in range(self.rank * self.per_rank, (self.rank + 1) * self.per_rank):
+            n = 0
+            for src in range(self.world):
+                for t, k in (ids[src] == e).nonzero().tolist():
+                    rows.append(xs[src][t])
+                    meta.append((src, t, k))
+                    weights.append(ws[src][t, k])
+                    n += 1
+            counts.append(n)
+        expert_x = torch.stack(rows) if rows else x.new_zeros(0, x.shape[1])
+        offsets = torch.tensor([0] + counts).cumsum(0).int()
+        return types.SimpleNamespace(
+            expert_x=expert_x,
+            expert_offsets=offsets,
+            expert_num_tokens=torch.tensor(counts, dtype=torch.int32),
+            expert_meta=torch.tensor(meta, dtype=torch.int32).reshape(-1, 3),
+            expert_weights=torch.stack(weights) if weights else torch.zeros(0),
+            num_tokens=x.shape[0],
+        )
+
+    def combine(self, y, d):
+        acc = torch.zeros(self.world, self.max_tokens, y.shape[1])
+        for row, ((src, t, k), wt) in enumerate(zip(d.expert_meta.tolist(), d.expert_weights)):
+            acc[src, t] += wt * y[row].float()
+        dist.all_reduce(acc, group=self.group)
+        return acc[self.rank, : d.num_tokens].to(self.dtype)
+
+    def synchronize(self):
+        pass
+
+    def close(self):
+        pass
+
+
+def result_line(output: str) -> str:
+    """The worker's result in its output (NCCL may print warnings after it), or its last line."""
+    lines = output.strip().splitlines() or [""]
+    return next((line for line in reversed(lines) if line.startswith(("ok ", "error "))), lines[-1])
+
+
+def rel(a, b):
+    a, b = a.float().cpu(), b.float().cpu()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item() if b.numel() else 0.0
+
+
+def make_inputs(world, seed):
+    """Every rank's (x, topk_idx, topk_weights), on the CPU: unequal counts (0 included), and
+    every third token's first slot unused."""
+    counts = [(0, 12, 5, 1, 12, 3, 7, 9)[r] for r in range(world)]
+    inputs = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=seed, num_tokens=counts)
+    for _, idx, _ in inputs:
+        idx[::3, 0] = -1
+    return inputs
+
+
+def fake_gemm(d, rank):
+    """y = x * (1 + the global rank the expert is on): what ref.moe_reference assumes."""
+    return d.expert_x * (1 + rank)
+
+
+def check_forward(ep, inputs, rank, world, device):
+    x, idx, w = (t.to(device) for t in inputs[rank])
+    d = ep.dispatch(x, idx, w)
+    out = ep.combine(fake_gemm(d, rank), d)
+    ep.synchronize()
+    return f"ok {rel(out, ref.moe_reference(inputs, rank, E, world)):.3g} {list(out.shape)}"
+
+
+def check_backward(ep, inputs, rank, world, device):
+    """loss = <out, g>; with the fake GEMM y(t, k) = x[t] * (1 + owner rank of k's expert):
+    grad x[t] = g[t] * sum_k w[t, k] (1 + o_k), grad w[t, k] = (1 + o_k) <x[t], g[t]> (0 if unused)."""
+    x0, idx, w0 = inputs[rank]
+    x = x0.to(device).requires_grad_()
+    w = w0.to(device).requires_grad_()
+    d = ep.dispatch(x, idx.to(device), w)
+    out = ep.combine(fake_gemm(d, rank), d)
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(rank)).to(device)
+    (out * g).sum().backward()
+    used = idx.long() != -1
+    factor = torch.where(used, 1 + ref.owner_rank(idx.long().clamp(min=0), E, world), 0).float()
+    want_gx = g.cpu() * (w0 * factor).sum(1, keepdim=True)
+    want_gw = factor * (x0 * g.cpu()).sum(1, keepdim=True)
+    want = ref.moe_reference(inputs, rank, E, world)
+    return f"ok {rel(out.detach(), want):.3g} {rel(x.grad, want_gx):.3g} {rel(w.grad, want_gw):.3g}"
+
+
+def check_graph(ep, rank, world, device):
+    """One CUDA graph of dispatch, the fake GEMM and combine (the network legs' NCCL calls
+    included), captured on one set of inputs and replayed on two others of the same counts."""
+    sets = [make_inputs(world, seed) for seed in (9, 10, 11)]
+    static = [t.to(device) for t in sets[0][rank]]
+    check_forward(ep, sets[0], rank, world, device)  # eager first: NCCL's communicators exist before capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        d = ep.dispatch(*static)
+        out = ep.combine(fake_gemm(d, rank), d)
+    errors = []
+    for inputs in (sets[1], sets[2], sets[1]):
+        for dst, src in zip(static, inputs[rank]):
+            dst.copy_(src)
+        graph.replay()
+        ep.synchronize()
+        errors.append(rel(out, ref.moe_reference(inputs, rank, E, world)))
+    return "ok " + " ".join(f"{e:.3g}" for e in errors)
+
+
+def main():
+    rank, world, per_node, init, case = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    gpu = int(sys.argv[6]) if len(sys.argv) > 6 else None
+    if gpu is None:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+        if per_node > 1:
+            moe_a2a.all_to_all.AllToAll = GatherExchange
+    else:
+        # No device_id: NCCL makes a communicator for a group at its first collective, and only
+        # the node and rail groups have any (two ranks of this test may share a GPU in the world).
+        device = torch.device("cuda", gpu)
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", init_method=init, rank=rank, world_size=world)
+    # Every rank leaves together, so the store's host (rank 0) does not go first: gloo, which
+    # needs no GPU per rank.
+    leaving = dist.new_group(backend="gloo")
+    inputs = make_inputs(world, seed=9)
+    capacity = 2 if case == "overflow" else T
+    ep = MultiNodeAllToAll(None, E, K, H, T, torch.float32, ranks_per_node=per_node, node_capacity=capacity)
+    try:
+        if case == "backward":
+            print(check_backward(ep, inputs, rank, world, device), flush=True)
+        elif case == "graph":
+            print(check_graph(ep, rank, world, device), flush=True)
+        else:
+            print(check_forward(ep, inputs, rank, world, device), flush=True)
+    except RuntimeError as e:
+        print(f"error {e}", flush=True)
+    finally:
+        ep.close()
+        dist.barrier(group=leaving)
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
