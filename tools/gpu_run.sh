@@ -184,6 +184,8 @@ if wants profile; then
           sed -n '1,200p' "$OUT/trace_summary-$label.log" >>"$OUT/summary.txt"
           step "trace_timeline-$label" 120 python3 -m moe_a2a.trace timeline "$t" --waves
           cat "$OUT/trace_timeline-$label.log" >>"$OUT/summary.txt"
+          step "trace_chain-$label" 120 python3 -m moe_a2a.trace chain "$t"
+          cat "$OUT/trace_chain-$label.log" >>"$OUT/summary.txt"
         done
       else
         echo "-- trace: no trace file written (see bench_trace.log)" | tee -a "$OUT/summary.txt"

@@ -420,6 +420,63 @@ def timeline(trace, block=0, by_wave=False) -> str:
     return "\n".join(out)
 
 
+def chain(trace) -> str:
+    """The whole kernel's critical path, over all its blocks: for every rank and kernel, when each
+    stage first starts and last ends over the kernel's blocks, in us from the kernel's first block
+    start, median over the kernel's runs; then the kernel boundaries: the time from a kernel's last
+    block end to the next kernel's first block start on the same rank, median per pair of kernels.
+    Where timeline() follows one block, this shows the hand-offs between blocks (a sending block's
+    publish, the receiving blocks' waits) and what the stream leaves between kernels."""
+    info = trace.get("moe_a2a", {})
+    waves = info.get("waves_per_block", 1)
+    order = {k: i for i, k in enumerate(KERNELS)}
+    out = ["Stages over all blocks, us from the kernel's first block start (median over runs)"]
+    for pid, name in sorted(rank_names(trace).items()):
+        mine = [e for e in complete_events(trace) if e["pid"] == pid]
+        # Run i of a kernel is the i-th span of that kernel on each block (every block runs every launch).
+        per_block = {}
+        for e in mine:
+            if "." not in e["name"] and (e["tid"] - 1) % waves == 0:
+                per_block.setdefault((e["name"], (e["tid"] - 1) // waves), []).append(_ns(e))
+        runs = {}  # (kernel, i) -> [first start, last end]
+        for (kernel, _), spans in per_block.items():
+            for i, (s, t) in enumerate(sorted(spans)):
+                lo, hi = runs.get((kernel, i), (s, t))
+                runs[(kernel, i)] = (min(lo, s), max(hi, t))
+        stages = {}  # (kernel, i, stage) -> [first start, last end]
+        for e in mine:
+            if "." not in e["name"]:
+                continue
+            kernel, (s, t) = kernel_of(e["name"]), _ns(e)
+            spans = sorted(per_block.get((kernel, (e["tid"] - 1) // waves), []))
+            i = next((j for j, (a, b) in enumerate(spans) if a <= s <= b), None)
+            if i is None:
+                continue
+            lo, hi = stages.get((kernel, i, e["name"]), (s, t))
+            stages[(kernel, i, e["name"])] = (min(lo, s), max(hi, t))
+        for kernel in sorted({k for k, _ in runs}, key=lambda k: order.get(k, 99)):
+            starts = {i: runs[(k, i)][0] for k, i in runs if k == kernel}
+            durs = [runs[(kernel, i)][1] - starts[i] for i in starts]
+            out.append(f"{name} {kernel}: {len(durs)} run(s), median {statistics.median(durs) / 1e3:.2f} us")
+            rows = {}
+            for (k, i, stage), (s, t) in stages.items():
+                if k == kernel:
+                    rows.setdefault(stage, []).append((s - starts[i], t - starts[i]))
+            cells = sorted(
+                (statistics.median(s for s, _ in v), statistics.median(t for _, t in v), stage, len(v))
+                for stage, v in rows.items()
+            )
+            for s, t, stage, n in cells:
+                out.append(f"  {stage:28s} {s / 1e3:8.2f} -> {t / 1e3:8.2f}  ({n} run(s))")
+        sequence = sorted((s, t, k) for (k, _), (s, t) in runs.items())
+        gaps = {}
+        for (_, end, a), (start, _, b) in zip(sequence, sequence[1:]):
+            gaps.setdefault(f"{a} -> {b}", []).append(start - end)
+        for pair, v in sorted(gaps.items()):
+            out.append(f"  boundary {pair:24s} median {statistics.median(v) / 1e3:6.2f} us ({len(v)} of them)")
+    return "\n".join(out)
+
+
 def plot_png(trace, path) -> None:
     """A timeline per rank (y: track, x: time), for readers without Perfetto."""
     import matplotlib
@@ -475,8 +532,13 @@ def main(argv=None) -> int:
     t.add_argument("trace")
     t.add_argument("--block", type=int, default=0, help="block index (default 0: the one with work at any batch)")
     t.add_argument("--waves", action="store_true", help="also each wave's stages (median over runs)")
+    ch = sub.add_parser("chain", help="each stage over all blocks of its kernel, and the gaps between kernels")
+    ch.add_argument("trace")
     args = p.parse_args(argv)
     trace = load(args.trace)
+    if args.cmd == "chain":
+        print(chain(trace))
+        return 0
     if args.cmd == "timeline":
         print(timeline(trace, args.block, by_wave=args.waves))
         return 0

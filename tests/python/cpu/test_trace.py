@@ -192,6 +192,24 @@ def test_summary_and_png(tmp_path, capsys):
     assert trace.main(["check", str(gz)]) == 0
 
 
+def test_chain_over_all_blocks(capsys, tmp_path):
+    t = build(world=2)
+    text = trace.chain(t)
+    rank0 = text.split("rank 1 dispatch")[0]
+    # blocks start 1 us apart and run 50 us (make_dumps): the kernel spans 0..52 us
+    assert "rank 0 dispatch: 1 run(s), median 52.00 us" in rank0
+    # the waits: first from block 0 at 0.1 us, last end block 2's: 2 + 20 + 3 x 2 = 28 us
+    assert re.search(r"dispatch\.wait_rows +0\.10 -> +28\.00", rank0)
+    # the copies: 30 us after each block's start, the last ends 2 + 36 = 38 us
+    assert re.search(r"dispatch\.copy +30\.00 -> +38\.00", rank0)
+    # combine starts 100 us after dispatch: 48 us after dispatch's last block
+    assert re.search(r"boundary dispatch -> combine +median +48\.00 us \(1 of them\)", rank0)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(t))
+    assert trace.main(["chain", str(path)]) == 0
+    assert "rank 1 combine: 1 run(s)" in capsys.readouterr().out
+
+
 def test_timeline_of_one_block(capsys, tmp_path):
     t = build(world=2)
     text = trace.timeline(t, block=2)
