@@ -53,8 +53,7 @@ inline bool early_launch_supported(int device) {
 // kernel<<<grid, block, 0, stream>>>(args...), launched early where `early` (see above; the
 // kernel must start with await_prior_kernels()). Throws on a launch error.
 template <typename... Params, typename... Args>
-void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, hipStream_t stream, bool early,
-                   Args&&... args) {
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, hipStream_t stream, bool early, Args&&... args) {
 #if defined(MOE_A2A_CUDA)
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
