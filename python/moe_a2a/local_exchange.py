@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import torch
 
-UNUSED = -1
+from .node_legs import UNUSED
 
 
 class LocalExchange:
