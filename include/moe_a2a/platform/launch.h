@@ -35,12 +35,13 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void await_prior_kernels(bool let_next_launch) {
 #endif  // device code
 
 #if defined(MOE_A2A_HAS_GPU)
-// Whether kernels on `device` may be launched early: NVIDIA compute capability 9.0+, unless
-// MOE_A2A_EARLY_LAUNCH=0 (a diagnostic switch: one build timed both ways).
+// Whether kernels on `device` may be launched early: NVIDIA compute capability 9.0+, built with
+// CUDA 12.3+ (the first whose graph capture keeps such a launch), unless MOE_A2A_EARLY_LAUNCH=0 (a
+// diagnostic switch: one build timed both ways).
 inline bool early_launch_supported(int device) {
   const char* env = std::getenv("MOE_A2A_EARLY_LAUNCH");
   if (env != nullptr && env[0] == '0') return false;
-#if defined(MOE_A2A_CUDA)
+#if defined(MOE_A2A_CUDA) && CUDART_VERSION >= 12030
   int major = 0;
   MOE_A2A_GPU_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   return major >= 9;
