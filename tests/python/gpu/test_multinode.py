@@ -30,7 +30,7 @@ TIMEOUT_S = 120
 
 def run_workers(rank, world, per_node, case):
     """Starts the workers of this test rank's GPU, of 2 x world workers in nodes of world ranks
-    (per_node=world) or of world nodes of one rank (per_node=1); returns their last lines."""
+    (per_node=world) or of world nodes of one rank (per_node=1); returns each one's result line."""
     workers = 2 * world if per_node == world else world
     port = all_gather(free_port() if rank == 0 else None, None)[0]
     gpu = torch.cuda.current_device()
