@@ -89,6 +89,7 @@ inline constexpr int kBlockThreads = 256;
 // Token groups per block and round, by default: more groups pipeline sending and receiving
 // better inside a block, fewer cost fewer signals.
 inline constexpr int kDefaultGroupsPerBlock = 1;
+inline constexpr int kMaxGroupsPerBlock = 64;
 inline constexpr int kMaxBlocks = 1024;
 inline constexpr int kMaxExpertAlignment = 1024;
 // EpConfig::dispatch_senders / combine_senders: pick the sending blocks per launch.
@@ -447,22 +448,29 @@ inline int32_t default_expert_capacity(const EpConfig& c, size_t budget_bytes) {
   return static_cast<int32_t>(cap < 1 ? 1 : cap);
 }
 
-// Empty string if the config is supported, else what is wrong (for the host to raise).
+// Empty string if the config is supported, else what is wrong (for the host to raise). The limits
+// in the messages come from the constants the checks use.
 inline std::string validate(const EpConfig& c) {
   auto bad = [](const std::string& what) { return what; };
-  if (c.world < 2 || c.world > kMaxWorld) return bad("world size must be in [2, 8], got " + std::to_string(c.world));
+  // " must be in [lo, hi], got v"
+  const auto in = [](const std::string& lo, int hi, int v) {
+    return " must be in [" + lo + ", " + std::to_string(hi) + "], got " + std::to_string(v);
+  };
+  if (c.world < 2 || c.world > kMaxWorld) return bad("world size" + in("2", kMaxWorld, c.world));
   if (c.rank < 0 || c.rank >= c.world) return bad("rank " + std::to_string(c.rank) + " outside the world");
   if (c.num_experts < c.world || c.num_experts > kMaxExperts)
-    return bad("num_experts must be in [world, 512], got " + std::to_string(c.num_experts));
+    return bad("num_experts" + in("world", kMaxExperts, c.num_experts));
   if (c.num_experts % c.world != 0)
     return bad("num_experts (" + std::to_string(c.num_experts) + ") must be divisible by the world size (" +
                std::to_string(c.world) + ")");
   if (c.topk < 1 || c.topk > kMaxTopk || c.topk > c.num_experts)
-    return bad("experts_per_token must be in [1, min(16, num_experts)], got " + std::to_string(c.topk));
+    return bad("experts_per_token must be in [1, min(" + std::to_string(kMaxTopk) + ", num_experts)], got " +
+               std::to_string(c.topk));
   if (c.hidden < 8 || c.hidden > kMaxHidden || c.hidden % 8 != 0)
-    return bad("hidden_dim must be a multiple of 8 in [8, 16384], got " + std::to_string(c.hidden));
+    return bad("hidden_dim must be a multiple of 8 in [8, " + std::to_string(kMaxHidden) + "], got " +
+               std::to_string(c.hidden));
   if (c.max_tokens < 1 || c.max_tokens > kMaxTokensPerRank)
-    return bad("max_num_tokens must be in [1, 4096], got " + std::to_string(c.max_tokens));
+    return bad("max_num_tokens" + in("1", kMaxTokensPerRank, c.max_tokens));
   if (c.layout != Layout::kPadded && c.layout != Layout::kPacked) return bad("layout must be padded or packed");
   // before the capacity: the worst case depends on it
   if (c.expert_alignment < 1 || c.expert_alignment > kMaxExpertAlignment)
@@ -494,8 +502,8 @@ inline std::string validate(const EpConfig& c) {
           "[1, num_sms), num_sms = " +
           std::to_string(c.num_blocks) + ", got " + std::to_string(senders));
   }
-  if (c.groups_per_block < 1 || c.groups_per_block > 64)
-    return bad("groups_per_block must be in [1, 64], got " + std::to_string(c.groups_per_block));
+  if (c.groups_per_block < 1 || c.groups_per_block > kMaxGroupsPerBlock)
+    return bad("groups_per_block" + in("1", kMaxGroupsPerBlock, c.groups_per_block));
   if (c.max_group_tokens() > kBlockThreads)
     return bad(
         "num_sms = " + std::to_string(c.num_blocks) +
