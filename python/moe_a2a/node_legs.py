@@ -90,7 +90,11 @@ def pack_rows(x, topk_idx, topk_weights, plan: RowPlan, num_experts: int, num_no
     token = plan.token.clamp(min=0)
     send_x = x[token].masked_fill(empty, 0)
     send_w = topk_weights[token].masked_fill(empty, 0)
-    ids = torch.stack([node_local_ids(topk_idx, n, num_experts, num_nodes)[token[n]] for n in range(num_nodes)])
+    # Only the packed rows' ids, each renumbered for the node it goes to (node_local_ids, per node n).
+    ids = topk_idx.long()[token]  # [N, cap, K]
+    nodes = torch.arange(num_nodes, device=ids.device).view(-1, 1, 1)
+    local = ids - nodes * experts_per_node(num_experts, num_nodes)
+    ids = torch.where(node_of_expert(ids, num_experts, num_nodes) == nodes, local, torch.full_like(local, UNUSED))
     return send_x, ids.masked_fill(empty, UNUSED), send_w
 
 

@@ -1,7 +1,7 @@
 """Which ranks of a process group share a node: the layout the multi-node AllToAll is planned
 on (docs/design/multinode.md, issue 39). A node's ranks reach each other through IPC (today's
 kernels); ranks of other nodes through NCCL/RCCL, each on its rail: the rank with the same local
-index on every node. Nothing here moves data; the multi-node exchange is not built yet.
+index on every node. Nothing here moves data: moe_a2a.multinode does, on this layout.
 
     layout = NodeLayout.of_group(group)                      # collective: hostnames gathered once
     layout = NodeLayout.of_group(group, ranks_per_node=2)    # or say it (emulated nodes on one host)

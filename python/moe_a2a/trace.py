@@ -431,16 +431,19 @@ def chain(trace) -> str:
     waves = info.get("waves_per_block", 1)
     order = {k: i for i, k in enumerate(KERNELS)}
     out = ["Stages over all blocks, us from the kernel's first block start (median over runs)"]
+    xs = complete_events(trace)
     for pid, name in sorted(rank_names(trace).items()):
-        mine = [e for e in complete_events(trace) if e["pid"] == pid]
+        mine = [e for e in xs if e["pid"] == pid]
         # Run i of a kernel is the i-th span of that kernel on each block (every block runs every launch).
         per_block = {}
         for e in mine:
             if "." not in e["name"] and (e["tid"] - 1) % waves == 0:
                 per_block.setdefault((e["name"], (e["tid"] - 1) // waves), []).append(_ns(e))
+        for spans in per_block.values():
+            spans.sort()
         runs = {}  # (kernel, i) -> [first start, last end]
         for (kernel, _), spans in per_block.items():
-            for i, (s, t) in enumerate(sorted(spans)):
+            for i, (s, t) in enumerate(spans):
                 lo, hi = runs.get((kernel, i), (s, t))
                 runs[(kernel, i)] = (min(lo, s), max(hi, t))
         stages = {}  # (kernel, i, stage) -> [first start, last end]
@@ -448,7 +451,7 @@ def chain(trace) -> str:
             if "." not in e["name"]:
                 continue
             kernel, (s, t) = kernel_of(e["name"]), _ns(e)
-            spans = sorted(per_block.get((kernel, (e["tid"] - 1) // waves), []))
+            spans = per_block.get((kernel, (e["tid"] - 1) // waves), [])
             i = next((j for j, (a, b) in enumerate(spans) if a <= s <= b), None)
             if i is None:
                 continue
