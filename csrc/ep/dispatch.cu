@@ -141,16 +141,136 @@ MOE_A2A_DEVICE void send_counts(const EpBuffers& b, const DispatchArgs& a, Dispa
   }
 }
 
+// One token group being sent: its tokens and where its (token, k) pairs start in topk_idx.
+struct SendingGroup {
+  int g;
+  TokenRange tokens;
+  int n;              // tokens (<= kEpBlock: validate() checks max_group_tokens)
+  size_t first_pair;  // index of its first (token, k) in topk_idx and topk_weights
+};
+
+// Step 1 of send_group. Routing: which ranks each token goes to, one thread per (token, k): every
+// id of the group is in flight at once, and the code is a few instructions instead of one copy per
+// k of a loop unrolled over kMaxTopk (16), each with an inlined error report. A bad id is reported
+// and its (token, k) pair dropped, never sent anywhere. `first_id`: this thread's first pair's id.
+MOE_A2A_DEVICE MOE_A2A_INLINE void route_group(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh,
+                                               const SendingGroup& grp, int64_t first_id) {
+  const EpConfig& cfg = b.c.cfg;
+  for (int i = threadIdx.x; i < grp.n; i += blockDim.x) sh.mask[i] = 0u;
+  __syncthreads();
+  for (int j = threadIdx.x; j < grp.n * cfg.topk; j += blockDim.x) {
+    const int64_t e = j == static_cast<int>(threadIdx.x) ? first_id : read_expert(a, grp.first_pair + j);
+    const PairIndex p = pair_of(b.c, j);
+    if (e == kMaskedSlot) {  // an unused slot: no row, its weight ignored (and given no gradient)
+      atomic_or_relaxed_block(sh.mask + p.token, 1u << (kUnusedSlotBit + p.k));
+      continue;
+    }
+    if (!valid_expert(cfg, e)) {
+      const int32_t shown = e < INT32_MIN ? INT32_MIN : (e > INT32_MAX ? INT32_MAX : static_cast<int32_t>(e));
+      report_error(b.c, ErrorCode::kBadExpertId, -1, shown, grp.tokens.begin + p.token, cfg.num_experts, 0);
+      continue;
+    }
+    atomic_or_relaxed_block(sh.mask + p.token, 1u << owner_rank_of(b.c, static_cast<int32_t>(e)));
+  }
+  __syncthreads();
+  // combine sums exactly these ranks' partials (the unused slots' bits are for its backward)
+  for (int i = threadIdx.x; i < grp.n; i += blockDim.x)
+    a.route.dest_mask[grp.tokens.begin + i] = static_cast<int32_t>(sh.mask[i]);
+}
+
+// Step 2 of send_group. Slots: the group's rows for each destination take its first slots, in
+// token order (wave 0; the caller synchronises the block).
+MOE_A2A_DEVICE MOE_A2A_INLINE void number_slots(const EpConfig& cfg, DispatchShared& sh, const SendingGroup& grp) {
+  if (wave_id() != 0) return;
+  int running[kMaxWorld] = {};
+  for (int base = 0; base < grp.n; base += kWaveSize) {
+    const int i = base + lane_id();
+    const uint32_t mask = i < grp.n ? sh.mask[i] : 0u;
+#pragma unroll
+    for (int r = 0; r < kMaxWorld; ++r) {
+      if (r >= cfg.world) break;
+      const bool to_r = (mask >> r) & 1u;
+      const LaneMask bits = wave_ballot(to_r);
+      if (to_r) sh.slot[i][r] = grp.tokens.begin + running[r] + popcount(bits & lanes_below());
+      running[r] += popcount(bits);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kMaxWorld; ++r) {
+    if (r < cfg.world && lane_id() == r) sh.rows[r] = running[r];
+  }
+}
+
+// Step 3 of send_group. Metadata: one thread per (token, k), as in step 1: for each destination of
+// the token, where the pair goes there (its local expert and its rank on the expert's rank,
+// kNoLocalExpert on the others) and the weight; the source token once per row. The rank is one
+// shared-memory atomic on the pairs counted so far (step 0 finished before the routing's barriers).
+MOE_A2A_DEVICE MOE_A2A_INLINE void write_metadata(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh,
+                                                  const SendingGroup& grp, int64_t first_id, float first_weight) {
+  const EpConfig& cfg = b.c.cfg;
+  const int me = cfg.rank;
+  for (int j = threadIdx.x; j < grp.n * cfg.topk; j += blockDim.x) {
+    const auto [i, k] = pair_of(b.c, j);
+    const int t = grp.tokens.begin + i;
+    const bool first = j == static_cast<int>(threadIdx.x);
+    const int64_t e = first ? first_id : read_expert(a, grp.first_pair + j);
+    const float w = first ? first_weight : a.topk_weights[grp.first_pair + j];
+    const uint32_t mask = sh.mask[i];
+    const int owner = valid_expert(cfg, e) ? owner_rank_of(b.c, static_cast<int32_t>(e)) : -1;
+    const int32_t place = owner < 0 ? kNoLocalExpert
+                                    : place_word(static_cast<int32_t>(e) - owner * experts_per_rank(b.c),
+                                                 static_cast<int32_t>(atomic_add_relaxed_block(sh.numbered + e, 1u)));
+    for (int r = 0; r < cfg.world; ++r) {
+      if (!((mask >> r) & 1u)) continue;
+      const int s = sh.slot[i][r];
+      b.recv_expert(r, me, s)[k] = r == owner ? place : kNoLocalExpert;
+      b.recv_weight(r, me, s)[k] = w;
+      if (k == 0) *b.recv_token(r, me, s) = t;
+    }
+  }
+}
+
+// Step 4 of send_group, one (token, chunk) task: the chunk `v`, loaded (and quantized) once, to
+// every destination rank of the token.
+template <SendCodec kCodec, Fp8Format kFmt>
+MOE_A2A_DEVICE MOE_A2A_INLINE void send_chunk(const EpBuffers& b, const DispatchArgs& a, const DispatchShared& sh,
+                                              const SendingGroup& grp, int i, int chunk, int vecs, uint32_t mask,
+                                              const Vec16 (&v)[kUnroll]) {
+  const EpConfig& cfg = b.c.cfg;
+  const int me = cfg.rank;
+  if constexpr (kCodec != SendCodec::kCopy) {
+    constexpr TokenType kType = kQuantizedFrom<kCodec>;
+    Fp8Chunk q;
+    quantize_chunk<kType, kFmt>(v, chunk, vecs, cfg.fp8_pow2_scales != 0, q);
+    for (int r = 0; r < cfg.world; ++r) {
+      if ((mask >> r) & 1u) {
+        store_fp8_chunk<kType>(reinterpret_cast<uint8_t*>(b.recv_x(r, me, sh.slot[i][r])), cfg.hidden, chunk, vecs, q);
+      }
+    }
+  } else {
+    for (int r = 0; r < cfg.world; ++r) {
+      if ((mask >> r) & 1u) store_chunk(b.recv_x(r, me, sh.slot[i][r]), chunk, vecs, v);
+    }
+    if (cfg.fp8_rows() && chunk == 0) {  // quantized by the caller: its scales follow the bytes
+      const float* scales = a.x_scale + static_cast<size_t>(grp.tokens.begin + i) * cfg.scale_blocks();
+      for (int j = lane_id(); j < cfg.scale_blocks(); j += kWaveSize) {
+        const float s = scales[j];
+        for (int r = 0; r < cfg.world; ++r) {
+          if ((mask >> r) & 1u) wire_scales(b.recv_x(r, me, sh.slot[i][r]), cfg.hidden)[j] = s;
+        }
+      }
+    }
+  }
+}
+
 // Token group `g` to every rank. `numbered_to`: the tokens [0, numbered_to) whose pairs
 // sh.numbered holds (this block's previous group's end; 0 and zeros before its first).
 template <SendCodec kCodec, Fp8Format kFmt>
 MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, int g, int& numbered_to,
                                uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
   const EpConfig& cfg = b.c.cfg;
-  const int me = cfg.rank;
-  const int world = cfg.world;
-  const TokenRange group = cfg.token_group(a.route.num_tokens, g);
-  const int n = group.end - group.begin;  // <= kEpBlock (validate() checks max_group_tokens)
+  const TokenRange tokens = cfg.token_group(a.route.num_tokens, g);
+  const SendingGroup grp{g, tokens, tokens.end - tokens.begin, static_cast<size_t>(tokens.begin) * cfg.topk};
   MOE_A2A_PROFILE(const uint64_t route_start = prof.now());
   // Rows move as tasks (token, chunk) over the block's waves. Which chunk a wave takes first
   // does not depend on the routing, so it is loaded now and is in registers when step 4 needs it.
@@ -162,106 +282,37 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   const int first_task = kWavesPerBlock - 1 - wave_id();
   const auto x_row = [&](int i) {
     return reinterpret_cast<const Vec16*>(static_cast<const uint8_t*>(a.x) +
-                                          static_cast<size_t>(group.begin + i) * in.row_bytes);
+                                          static_cast<size_t>(tokens.begin + i) * in.row_bytes);
   };
   Vec16 first_chunk[kUnroll];
-  if (first_task < n * chunks) load_chunk(x_row(first_task / chunks), first_task % chunks, in.vecs, first_chunk);
+  if (first_task < grp.n * chunks) load_chunk(x_row(first_task / chunks), first_task % chunks, in.vecs, first_chunk);
 
   // A thread's first (token, k) of the group (steps 1 and 3): its id and weight are loaded now, so
   // that they and the ids of step 0 are in flight together, and stay in registers until step 3.
-  const size_t group_ids = static_cast<size_t>(group.begin) * cfg.topk;
-  const bool has_pair = static_cast<int>(threadIdx.x) < n * cfg.topk;
-  const int64_t first_id = has_pair ? read_expert(a, group_ids + threadIdx.x) : 0;
-  const float first_weight = has_pair ? a.topk_weights[group_ids + threadIdx.x] : 0.0f;
+  const bool has_pair = static_cast<int>(threadIdx.x) < grp.n * cfg.topk;
+  const int64_t first_id = has_pair ? read_expert(a, grp.first_pair + threadIdx.x) : 0;
+  const float first_weight = has_pair ? a.topk_weights[grp.first_pair + threadIdx.x] : 0.0f;
 
   // 0. The group's pairs are numbered after those of the tokens before it, which other blocks
   //    send: count them (each block reads every id before its last group once in all; none at
   //    one token a group and block). Bad ids are reported by the routing of their own group.
-  count_pairs(cfg, a, sh.numbered, numbered_to * cfg.topk, group.begin * cfg.topk);
-  numbered_to = group.end;
+  count_pairs(cfg, a, sh.numbered, numbered_to * cfg.topk, tokens.begin * cfg.topk);
+  numbered_to = tokens.end;
 
-  // 1. Routing: which ranks each token goes to, one thread per (token, k): every id of the group
-  //    is in flight at once, and the code is a few instructions instead of one copy per k of a
-  //    loop unrolled over kMaxTopk (16), each with an inlined error report. A bad id is reported
-  //    and its (token, k) pair dropped, never sent anywhere.
-  for (int i = threadIdx.x; i < n; i += blockDim.x) sh.mask[i] = 0u;
-  __syncthreads();
-  for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
-    const int64_t e = j == static_cast<int>(threadIdx.x) ? first_id : read_expert(a, group_ids + j);
-    const PairIndex p = pair_of(b.c, j);
-    if (e == kMaskedSlot) {  // an unused slot: no row, its weight ignored (and given no gradient)
-      atomic_or_relaxed_block(sh.mask + p.token, 1u << (kUnusedSlotBit + p.k));
-      continue;
-    }
-    if (!valid_expert(cfg, e)) {
-      const int32_t shown = e < INT32_MIN ? INT32_MIN : (e > INT32_MAX ? INT32_MAX : static_cast<int32_t>(e));
-      report_error(b.c, ErrorCode::kBadExpertId, -1, shown, group.begin + p.token, cfg.num_experts, 0);
-      continue;
-    }
-    atomic_or_relaxed_block(sh.mask + p.token, 1u << owner_rank_of(b.c, static_cast<int32_t>(e)));
-  }
-  __syncthreads();
-  // combine sums exactly these ranks' partials (the unused slots' bits are for its backward)
-  for (int i = threadIdx.x; i < n; i += blockDim.x)
-    a.route.dest_mask[group.begin + i] = static_cast<int32_t>(sh.mask[i]);
-
-  // 2. Slots: the group's rows for each destination take its first slots, in token order.
-  if (wave_id() == 0) {
-    int running[kMaxWorld] = {};
-    for (int base = 0; base < n; base += kWaveSize) {
-      const int i = base + lane_id();
-      const uint32_t mask = i < n ? sh.mask[i] : 0u;
-#pragma unroll
-      for (int r = 0; r < kMaxWorld; ++r) {
-        if (r >= world) break;
-        const bool to_r = (mask >> r) & 1u;
-        const LaneMask bits = wave_ballot(to_r);
-        if (to_r) sh.slot[i][r] = group.begin + running[r] + popcount(bits & lanes_below());
-        running[r] += popcount(bits);
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < kMaxWorld; ++r) {
-      if (r < world && lane_id() == r) sh.rows[r] = running[r];
-    }
-  }
+  route_group(b, a, sh, grp, first_id);  // 1.
+  number_slots(cfg, sh, grp);            // 2.
   __syncthreads();
   MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchRoute, route_start, g));
   MOE_A2A_PROFILE(const uint64_t meta_start = prof.now());
-
-  // 3. Metadata: one thread per (token, k), as in step 1: for each destination of the token,
-  //    where the pair goes there (its local expert and its rank on the expert's rank,
-  //    kNoLocalExpert on the others) and the weight; the source token once per row. The rank is
-  //    one shared-memory atomic on the pairs counted so far (step 0 finished before the routing's
-  //    barriers).
-  for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
-    const auto [i, k] = pair_of(b.c, j);
-    const int t = group.begin + i;
-    const bool first = j == static_cast<int>(threadIdx.x);
-    const int64_t e = first ? first_id : read_expert(a, group_ids + j);
-    const float w = first ? first_weight : a.topk_weights[group_ids + j];
-    const uint32_t mask = sh.mask[i];
-    const int owner = valid_expert(cfg, e) ? owner_rank_of(b.c, static_cast<int32_t>(e)) : -1;
-    const int32_t place = owner < 0 ? kNoLocalExpert
-                                    : place_word(static_cast<int32_t>(e) - owner * experts_per_rank(b.c),
-                                                 static_cast<int32_t>(atomic_add_relaxed_block(sh.numbered + e, 1u)));
-    for (int r = 0; r < world; ++r) {
-      if (!((mask >> r) & 1u)) continue;
-      const int s = sh.slot[i][r];
-      b.recv_expert(r, me, s)[k] = r == owner ? place : kNoLocalExpert;
-      b.recv_weight(r, me, s)[k] = w;
-      if (k == 0) *b.recv_token(r, me, s) = t;
-    }
-  }
+  write_metadata(b, a, sh, grp, first_id, first_weight);  // 3.
   MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchMeta, meta_start, g));
 
-  // 4. Rows: each chunk is loaded once (and quantized once) and stored to every destination
-  //    rank of the token.
-  for (int task = first_task; task < n * chunks; task += kWavesPerBlock) {
+  // 4. Rows: each chunk is loaded once (the task's first chunk was, above) and sent.
+  for (int task = first_task; task < grp.n * chunks; task += kWavesPerBlock) {
     const int i = task / chunks, chunk = task % chunks;
-    const uint32_t mask = sh.mask[i] & all_ranks(world);  // not the unused slots' bits
+    const uint32_t mask = sh.mask[i] & all_ranks(cfg.world);  // not the unused slots' bits
     if (mask == 0) continue;
-    MOE_A2A_PROFILE_SPAN(row_span, prof, kDispatchSendRow, group.begin + i);
+    MOE_A2A_PROFILE_SPAN(row_span, prof, kDispatchSendRow, tokens.begin + i);
     Vec16 v[kUnroll];
     if (task == first_task) {
 #pragma unroll
@@ -269,38 +320,15 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
     } else {
       load_chunk(x_row(i), chunk, in.vecs, v);
     }
-    if constexpr (kCodec != SendCodec::kCopy) {
-      constexpr TokenType kType = kQuantizedFrom<kCodec>;
-      Fp8Chunk q;
-      quantize_chunk<kType, kFmt>(v, chunk, in.vecs, cfg.fp8_pow2_scales != 0, q);
-      for (int r = 0; r < world; ++r) {
-        if ((mask >> r) & 1u) {
-          store_fp8_chunk<kType>(reinterpret_cast<uint8_t*>(b.recv_x(r, me, sh.slot[i][r])), cfg.hidden, chunk, in.vecs,
-                                 q);
-        }
-      }
-    } else {
-      for (int r = 0; r < world; ++r) {
-        if ((mask >> r) & 1u) store_chunk(b.recv_x(r, me, sh.slot[i][r]), chunk, in.vecs, v);
-      }
-      if (cfg.fp8_rows() && chunk == 0) {  // quantized by the caller: its scales follow the bytes
-        const float* scales = a.x_scale + static_cast<size_t>(group.begin + i) * cfg.scale_blocks();
-        for (int j = lane_id(); j < cfg.scale_blocks(); j += kWaveSize) {
-          const float s = scales[j];
-          for (int r = 0; r < world; ++r) {
-            if ((mask >> r) & 1u) wire_scales(b.recv_x(r, me, sh.slot[i][r]), cfg.hidden)[j] = s;
-          }
-        }
-      }
-    }
+    send_chunk<kCodec, kFmt>(b, a, sh, grp, i, chunk, in.vecs, mask, v);
   }
 
   // 5. Announce: every thread's stores of the group are ordered before each signal (the
   //    barrier, then a release per signal), also to ranks that got no row.
   MOE_A2A_PROFILE(const uint64_t publish_start = prof.now());
   __syncthreads();
-  if (threadIdx.x < world) {
-    publish(b.group_signal(threadIdx.x, me, g), epoch,
+  if (threadIdx.x < cfg.world) {
+    publish(b.group_signal(threadIdx.x, cfg.rank, g), epoch,
             static_cast<uint32_t>(sh.rows[threadIdx.x]) | round_error_bit(b, epoch));
   }
   MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchPublish, publish_start, g));
