@@ -1,32 +1,14 @@
 // Combine, one kernel with a send half (expert side) and a receive half (token side); it ends
-// the round (docs/design/protocol.md).
+// the round. What each half writes, publishes and waits for is docs/design/protocol.md (the table,
+// "Combine", "Flagged partial sums"); which block takes which combine unit is block_shares
+// (ep_device.cuh; protocol.md, "Sending and receiving blocks").
 //
-// The unit of work is a combine unit (EpConfig::combine_parts): a token group, or at small T a
-// part of one (some of the chunks of each of its rows), so that few tokens still spread over
-// many blocks. Block b takes units b, b + G, ... (G blocks) on both halves, or at a few
-// tokens S blocks only send (units i, i + S, ...) and the other R only receive (units j,
-// j + G, ...): block_shares in ep_device.cuh. S is the most units any source has (the send
-// half answers every source), so that a rank with few tokens and a peer with many still has
-// a sending block per unit.
-//
-// Send half: for unit u of every source (one batch) it sums, for each received row of the
-// unit's group and each of the unit's chunks, the outputs of the row's local experts, weighted
-// by the router (or not: the backward of dispatch), in fp32 and in ascending k, and stores that
-// one partial sum straight into the source rank's comb_x at the source token's index; then it
-// publishes one partial signal for the unit to each source, also when the unit had no row
-// here. Which rows exist and where their experts' outputs are comes from the dispatch's
-// RecvRoute, so the same kernel serves the forward pass and, later, the backward pass.
-//
-// Receive half: block b takes its own rank's units b, b + G, ...; once every rank's partial
-// signal for a unit arrived, out[t] = the sum over the ranks token t went to, in ascending rank
-// order, in fp32, cast once to the token type, for the unit's chunks of its tokens. The order
-// is fixed, so identical inputs give bitwise identical outputs whatever the arrival order.
-//
-// A token rank with few tokens (EpConfig::flagged_partials) gets its partial sums as flagged
-// words instead (flagged_rows.cuh) and no partial signal: its receive half sums each rank's words
-// as they land and then awaits every rank's start signal, for what a signal still says (every rank
-// is done with this round's dispatch, and whether it hit an error). The start signal is published
-// by every launch that runs the send half, when it starts (combine_kernel).
+// Send half (send_partials): for unit u of every source, the partial sums of the rows' local
+// experts into the source's comb_x (or comb_flagged), then a partial signal per source. Which rows
+// exist and where their experts' outputs are comes from the dispatch's RecvRoute, so the same
+// kernel serves the forward pass and, later, the backward of dispatch. Receive half (receive_unit):
+// out[t] = the sum over the ranks t went to, in ascending rank order, fp32, cast once: bitwise the
+// same whatever the arrival order.
 #include "ep_device.cuh"
 #include "flagged_rows.cuh"
 
@@ -49,12 +31,9 @@ struct CombineShared {
 
 // Waits until every rank's start signal of this round is in (one block; false after a timeout,
 // reported at `site`): every peer's combine has started, so it is done reading what this rank sent
-// in the round's earlier kernels. Two launches need that and have no other wait that proves it: the
-// backward of dispatch before it writes the peers' comb_x (kDispatchGradReady; in a forward round
-// the dispatch plays this part), and a rank with no combine units of its own before its next round
-// rewrites its counts and rows on every peer (kCombineStart; protocol.md, "Why nothing is
-// overwritten too early"). A token rank with flagged partial sums waits for the same signals in
-// receive_unit.
+// in the round's earlier kernels. For the two launches that no other wait covers: the backward of
+// dispatch before it writes the peers' comb_x (kDispatchGradReady), and a rank with no combine units
+// before its next round (kCombineStart); protocol.md, "Why nothing is overwritten too early".
 MOE_A2A_DEVICE bool await_every_start(const EpBuffers& b, CombineShared& sh, uint64_t epoch, WaitSite site) {
   const EpConfig& cfg = b.c.cfg;
   const auto signal = [&](int src) { return b.start_signal(cfg.rank, src); };

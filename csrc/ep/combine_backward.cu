@@ -1,21 +1,10 @@
 // The backward of combine: one round, one kernel. For out[t] = sum_k w[t,k] * y(t,k):
 //   grad y(t,k) = w[t,k] * grad_out[t]        (on the expert's rank, into grad_expert_y)
 //   grad w[t,k] = <grad_out[t], y(t,k)>       (computed where y is, sent back to t's rank)
-// Every block runs three steps, one after the other:
-// 1. send_output_grads (token side): grad_out[t] goes once to every rank token t went to in
-//    the forward dispatch, into recv_x at index t (not at the row's slot: the expert side
-//    finds rows through the forward's RecvRoute, which names the source token of each slot);
-//    the rows of no expert that an expert's GEMM reads get their zero gradient meanwhile. The
-//    last block publishes the grad signal.
-// 2. answer_output_grads (expert side): once every rank's grad signal is in, for each (row, k)
-//    pair of the forward's route, writes grad_expert_y and sends the dot product to comb_w of
-//    the token's rank; the last block publishes the wgrad signal.
-// 3. receive_weight_grads (token side): waits for every rank, copies comb_w out (zero for an
-//    unused slot, which no rank answers), ends the round.
-// The signals are per rank, not per token group, published by the last block of the grid
-// (every block of a launch is resident: EpEngine checks num_blocks against the device): the
-// backward of combine is not on the latency path of serving. One launch instead of three saves
-// two kernel boundaries on the device and two launches on the host of every training step.
+// Every block runs three steps, one after the other: send_output_grads (token side; then
+// zero_rows_of_no_expert), answer_output_grads (expert side), receive_weight_grads (token side).
+// What each writes, publishes and waits for, and why the signals are per rank and published by
+// the last block of the grid: docs/design/protocol.md (the table, and "Backward rounds").
 #include "ep_device.cuh"
 
 namespace moe_a2a {

@@ -1,30 +1,12 @@
-// Dispatch, one kernel with a send half and a receive half (docs/design/protocol.md).
+// Dispatch, one kernel with a send half and a receive half. What each half writes, publishes and
+// waits for is docs/design/protocol.md (the table, "Dispatch", "Token groups"); which block runs
+// which half and takes which items is block_shares (ep_device.cuh; protocol.md, "Sending and
+// receiving blocks").
 //
-// Which blocks run which half, and which groups each takes, is block_shares (ep_device.cuh):
-// every block both halves, block b taking groups b, b + G, ... (G blocks), or at a few tokens
-// S blocks sending groups i, i + S, ... and the other R receiving items j, j + G, ..., the
-// senders taking the receive items past the R-th once they have sent.
-//
-// Send half: a rank's T tokens are split into token groups (EpConfig::token_group); a sending
-// block takes its share of them. For a group it routes each token (which ranks
-// own its top-k experts; ids are checked here, before any remote write), numbers the group's
-// rows per destination, stores each row once per destination rank with its metadata (local
-// expert of each k or -1, weight, source token) into that rank's recv_x at the group's slots,
-// and publishes one group signal per destination carrying the row count. Each (token, k) pair
-// travels with its rank among the pairs this rank sends to its expert (place_word in config.h),
-// numbered by the sending block from the pairs of the tokens before its group. The last
-// sending block also counts the (token, k) pairs per expert over all tokens and publishes them
-// first (count signal): the receivers need every expert's total before placing rows.
-//
-// Receive half: every receiving block waits for the count signals of all sources and computes
-// each local expert's segment of expert_x and where each source's pairs start in it. The
-// groups of all sources are split into parts by chunk where there are blocks to spare (a few
-// tokens: parts_per_group), and a block takes its share of the (group, part) items; for each it
-// waits for the group of every source, in the order their signals arrive, and copies its chunks
-// of each row to every local expert that the row carries, at segment start + the lower sources'
-// pairs + the pair's rank: every part computes the same positions, with no shared counter. The
-// first part also writes the metadata and the route. A block that runs both halves sends its
-// next group before it receives the current one, so that the link and the local copies overlap.
+// Send half: the last sending block counts the (token, k) pairs per expert and publishes them
+// first (send_counts: the receivers need every expert's total before placing rows); each sending
+// block then sends its token groups (send_group). Receive half: the expert segments from every
+// source's counts (receive_counts), then each (group, part) item (receive_part, place_rows).
 #include "ep_device.cuh"
 #include "fp8_rows.cuh"
 #include "moe_a2a/platform/block_ops.h"

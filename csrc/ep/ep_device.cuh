@@ -387,23 +387,14 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void row_source(const int* first_row, int world, i
 }
 
 // What one block of a dispatch or combine launch takes (docs/design/protocol.md, "Sending and
-// receiving blocks"): of each half it runs, the work items (token groups, combine units)
-// first, first + stride, ... By default every block runs both halves of a fused launch and
-// block b takes items b, b + G, ... of each (G blocks), alternating between them. With
-// `senders` = S > 0 (EpConfig::dispatch_sender_blocks, combine_sender_blocks) a fused launch
-// gives the first S blocks the send half (items i, i + S, ...) and the other R = G - S the
-// receive half, so the receivers' work (their prologue at a few tokens, the local copies at
-// many) runs while the senders send instead of after. The receive items still go round all G
-// blocks: items j, j + G, ... of receiving block S + j (j < R) come first, and a sending block i
-// takes items R + i, R + i + G, ... once it has sent. Where the receive items fit the R receivers
-// (the split rules make sure of it where they can) the senders take none; where they do not (a
-// dispatch whose peers hold many more tokens than this rank, which the rank cannot know when it
-// launches) they go to blocks that are done sending, not to receivers that already have items.
-// Such a sending block sends all its items before it receives (sends_first): between two sends,
-// a wait for a peer's late item could wait for a peer's sending block that waits the same way
-// for one of this rank's unsent items (two ranks, 8 blocks, one sending block each: a
-// deadlock). Without a split, block b's receive item u waits only for the peers' item u, which
-// their block b sent one step earlier, so the halves interleave.
+// receiving blocks"): of each half it runs, the work items (token groups, combine units) first,
+// first + stride, ... By default every block runs both halves of a fused launch, block b taking
+// items b, b + G, ... of each (G blocks), alternating between them. With `senders` = S > 0
+// (EpConfig::dispatch_sender_blocks, combine_sender_blocks) the first S blocks send (items i,
+// i + S, ...) and the other R = G - S receive items j, j + G, ...; sending block i takes the
+// receive items past those, R + i, R + i + G, ..., only once it has sent all its items
+// (sends_first: a wait between two sends could wait for a peer's sending block that waits the same
+// way for one of this rank's unsent items: a deadlock, e.g. two ranks, 8 blocks, one sending block each).
 // Launches of one half use every block for it. A block outside a half has runs = false (its
 // caller counts no items of that half for it) and first >= 0, so the loops need no other test.
 struct HalfShare {

@@ -1,22 +1,17 @@
 // Rows sent as flagged words: combine's partial sums for a rank with few tokens
-// (EpConfig::flagged_partials; docs/design/protocol.md, "Flagged partial sums").
-//
-// Each 4 bytes of a row travel in one 8-byte word next to a 32-bit flag that names the round,
-// written with one relaxed system-scope store (8 bytes are one single-copy-atomic access on both
-// vendors). A reader that finds the round's flag in a word has that word's data: the writer
-// needs no release fence after its stores and no signal, and the reader no second load after
-// a signal. The price is twice the bytes, which at a few tokens costs less than a fence's
-// round trip over the link.
+// (EpConfig::flagged_partials). Each 4 bytes of a row travel in one 8-byte word next to a 32-bit
+// flag that names the round, written with one relaxed system-scope store (8 bytes are one
+// single-copy-atomic access on both vendors): a reader that finds the round's flag has the data,
+// with no fence and no signal. Why, and why nothing stale passes: docs/design/protocol.md,
+// "Flagged partial sums" and "Why nothing is overwritten too early".
 //
 // Layout of a flagged row: its 16-byte vectors (4 data words each) in blocks of kWaveSize
 // vectors, one per lane of a wave; vector `base + l` of the block that starts at `base` keeps
 // data word j at word `4 * base + j * kWaveSize + l`, so each 8-byte store or load of a wave
 // covers kWaveSize consecutive words.
 //
-// The reader clears every word it consumed (0 is no round's flag). A word the reader looks at
-// therefore holds 0 or this round's data: nothing from an earlier round can pass for this
-// round's, however many rounds went by. The round's writer writes a word only after the
-// reader's clear of the round before (protocol.md, "Why nothing is overwritten too early").
+// The reader clears every word it consumed (0 is no round's flag), so a word it looks at holds 0 or
+// this round's data, however many rounds went by.
 #pragma once
 
 #include "ep_device.cuh"

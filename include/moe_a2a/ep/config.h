@@ -119,14 +119,10 @@ enum class Layout : int32_t { kPadded = 0, kPacked = 1 };
 // with a payload (a 23-bit count and an error bit). It is one 64-bit word, written with one
 // release store: a payload stored separately before the epoch would put one more acknowledged
 // store over the link between the writer's fence and its announcement. The word is
-// signal_word(epoch, payload) = epoch << 24 | payload, so it holds the epoch's low 40 bits.
-// The reader waits until reached(word, signal_word(epoch, 0)): serial-number order on the
-// word is serial order on those 40 bits (a payload is less than one epoch step), correct
-// across every wrap while writer and reader are fewer than 2^39 rounds apart (they are at
-// most one apart). A signal is never rewritten before its reader has consumed it, so "at least"
-// and "equal" coincide, with one exception: a start signal's error bit after a backward of
-// dispatch called right after a forward round (docs/design/protocol.md, "Why nothing is
-// overwritten too early", says why and when).
+// signal_word(epoch, payload) = epoch << 24 | payload, so it holds the epoch's low 40 bits; the
+// reader waits until reached(word, signal_word(epoch, 0)). Why that is right across every wrap,
+// and why "at least" reads the round it wanted: docs/design/protocol.md, "Epochs compare as serial
+// numbers" and "Why nothing is overwritten too early".
 struct Signal {
   uint64_t word;
 };
@@ -300,18 +296,12 @@ struct EpConfig {
     return num_groups(tokens) * combine_parts(tokens, chunks);
   }
   // ---- sending and receiving blocks of a fused launch ----
-  // Automatic: split only when each half has a block for every item it takes, so that a few
-  // tokens start the receive half (the count wait, the expert segments, the masks) while they are
-  // still being sent, instead of after; otherwise every block does both (a split with fewer blocks
-  // than items would serialise items). Every rank decides for itself: the split is not part of
-  // the protocol. Each half's items are counted where they are known at the launch:
-  // - dispatch: the send half takes this rank's token groups plus the counting block; the
-  //   receive half's items depend on the peers' counts, unknown at the launch, so a sending block
-  //   that is done takes the receive items the receiving blocks cannot (block_shares);
-  // - combine: the send half answers every source's units (the most any source has, from the
-  //   dispatch's route), the receive half this rank's own units. Deciding from this rank's units
-  //   alone gave a rank with 1 token and a peer with 16 two sending blocks for the peer's 32
-  //   units, 16 in a row each: 3.5x the time of the equal batch on two GPUs.
+  // Automatic: split only when each half has a block for every item it takes, counted where the
+  // launch knows them (a split with fewer blocks than items would serialise items); otherwise
+  // every block does both. Dispatch: this rank's groups + the counting block (the receive items
+  // depend on the peers' counts). Combine: the most units any source has (the send half answers
+  // every source) + this rank's own units. Not part of the protocol: every rank decides for itself
+  // (docs/design/protocol.md, "Sending and receiving blocks").
   MOE_A2A_HD int32_t dispatch_sender_blocks(int32_t tokens) const {
     if (dispatch_senders != kAutoSenders) return dispatch_senders;
     const int32_t s = num_groups(tokens) + 1;
