@@ -1021,3 +1021,54 @@ def test_unequal_counts_rows_in_the_reports(tmp_path):
     assert "| E8-K2-H6144-T16 | 22.8 (21.8-23.8) | 11.4 (10.4-12.4) | 0.500 |" in table
     table = compare_graph.compare([str(b), str(a)], ["new", "old"])
     assert "| E8-K2-H6144-T16 1/16 | 35.0 (34.0-36.0) | - |" in table
+
+
+def test_bench_multinode_cli():
+    """bench_multinode.py: DeepSeek-V3 at 1..4096 tokens then the challenge shapes; --counts as
+    bench_graph's; --inputs >= 8 and --node-capacity >= 1."""
+    import bench_multinode as bm
+
+    a = bm.parse_args([])
+    assert [s.label for s in a.shape_list[:4]] == [f"E256-K8-H7168-T{t}" for t in (1, 128, 1024, 4096)]
+    assert [s.label for s in a.shape_list[4:]] == [s.label for s in common.parse_shapes(common.CHALLENGE_SHAPES)]
+    assert a.count_list == [["max"]] * 9 and a.fp8 is None and a.node_capacity is None
+    a = bm.parse_args(
+        ["--shapes", "8,2,64,16", "--counts", "max;drawn;0/16", "--fp8", "e4m3fn", "--node-capacity", "4"]
+    )
+    assert a.count_list == [["max", "drawn", "0/16"]] and a.fp8 == "e4m3fn" and a.node_capacity == 4
+    for bad in (["--inputs", "4"], ["--node-capacity", "0"], ["--shapes", "8,2,64,16", "--counts", "1/17"]):
+        with pytest.raises(SystemExit):
+            bm.parse_args(bad)
+
+
+@pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
+def test_bench_multinode_byte_formula_is_what_pack_sends(fp8):
+    """The dispatch leg's bytes per rank pair (the formula the report states) equal what
+    MultiNodeAllToAll's step 1 returns for each node, whatever the routing; the combine leg's are
+    cap partial rows of the token dtype. Hidden 2880: the last fp8 scale block short."""
+    import bench_multinode as bm
+
+    from moe_a2a import reference as ref
+    from moe_a2a.multinode import pack_sends
+
+    shape, cap, nodes = common.Shape(16, 4, 2880, 8), 6, 4
+    for tokens in (0, 3, 8):
+        x, idx, w = ref.generate_rank_inputs(1, nodes, 16, 4, 2880, 8, torch.bfloat16, seed=1, num_tokens=tokens)
+        scale = None
+        if fp8:
+            x, scale = ref.quantize_fp8(x, torch.float8_e4m3fn)
+        _, sent = pack_sends(x, idx, w, scale, 16, nodes, cap, me=1)
+        d_pair, c_pair = bm.leg_pair_bytes(shape, cap, fp8)
+        assert sum(t.numel() * t.element_size() for t in sent) == nodes * d_pair
+        assert all(t.shape[:2] == (nodes, cap) for t in sent)
+    assert c_pair == cap * 2880 * 2
+    assert bm.dispatch_row_bytes(shape, fp8) == (2880 + 23 * 4 if fp8 else 2880 * 2) + 4 * 12
+
+
+def test_bench_multinode_load_splits():
+    """Rank me sends counts[me][n] rows to node n and receives counts[n][me] from it."""
+    import bench_multinode as bm
+
+    counts = [[0, 3, 1], [2, 0, 0], [5, 4, 0]]
+    assert bm.load_splits(counts, 1, 10) == ([20, 0, 0], [30, 0, 40])
+    assert bm.load_splits(counts, 0, 1) == ([0, 3, 1], [0, 2, 5])

@@ -9,15 +9,18 @@ from types import SimpleNamespace
 
 import torch
 
-from .node_legs import UNUSED
+from .node_legs import UNUSED, as_bytes, from_bytes
 
 
 class LocalExchange:
     """dispatch(x [T, H], topk_idx [T, K], topk_weights [T, K]) -> rows grouped by expert, packed:
     expert_x [T x K, H] (rows of no expert, at the end, are zeros), expert_offsets [E + 1] and
     expert_num_tokens [E] (int32), expert_weights [T x K], expert_meta [T x K, 3] (rank 0,
-    token, k; -1 for a row of no expert). combine(y, d) -> [T, H]: out[t] = sum over k, in
-    ascending k, of w[t, k] * y(t, k) in fp32, cast once to y's dtype."""
+    token, k; -1 for a row of no expert). With x_scale [T, blocks] (rows already fp8, as
+    AllToAll's dispatch takes them), x's bytes move as they are and expert_x_scale [T x K, blocks]
+    comes with them (zeros in rows of no expert); else expert_x_scale is None. combine(y, d) ->
+    [T, H]: out[t] = sum over k, in ascending k, of w[t, k] * y(t, k) in fp32, cast once to y's
+    dtype."""
 
     layout = "packed"
 
@@ -25,7 +28,7 @@ class LocalExchange:
         self.num_experts, self.topk, self.hidden = int(num_experts), int(experts_per_token), int(hidden_dim)
         self.max_num_tokens, self.dtype = int(max_num_tokens), dtype
 
-    def dispatch(self, x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor):
+    def dispatch(self, x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor, x_scale=None):
         T, K = topk_idx.shape
         if T > self.max_num_tokens or K != self.topk or x.shape != (T, self.hidden):
             raise ValueError(
@@ -37,7 +40,14 @@ class LocalExchange:
         key = torch.where(used, ids, torch.full_like(ids, self.num_experts))  # no expert: last
         order = torch.sort(key, stable=True).indices  # by expert, then (token, k): pair p = t * K + k
         used_sorted = used[order].unsqueeze(1)
-        rows = torch.where(used_sorted, x[order // K], torch.zeros((), dtype=x.dtype, device=x.device))
+
+        def rows_of(t):  # t's row of each (token, k) in that order; zeros where no expert
+            b = as_bytes(t)
+            return from_bytes(
+                torch.where(used_sorted, b[order // K], torch.zeros((), dtype=b.dtype, device=b.device)), t.dtype
+            )
+
+        rows = rows_of(x)
         counts = torch.zeros(self.num_experts + 1, dtype=torch.long, device=x.device).scatter_add_(
             0, key, torch.ones_like(key)
         )[: self.num_experts]
@@ -47,6 +57,7 @@ class LocalExchange:
         weights = torch.where(used[order], topk_weights.reshape(-1)[order], torch.zeros((), device=x.device))
         return SimpleNamespace(
             expert_x=rows,
+            expert_x_scale=rows_of(x_scale) if x_scale is not None else None,
             expert_offsets=offsets.int(),
             expert_num_tokens=counts.int(),
             expert_weights=weights.float(),

@@ -4,10 +4,11 @@ and fans out inside that node over today's AllToAll; combine reduces inside the 
 crosses the network once per token and node. The network legs are torch.distributed
 all_to_all_single over each rail's group (NCCL or RCCL on GPUs), at a fixed capacity per node, so
 no count goes to the host. Run on the CPU (tests/python/cpu/test_multinode.py) and on two GPUs as
-emulated nodes (tests/python/gpu/test_multinode.py); never across machines, never timed.
+emulated nodes (tests/python/gpu/test_multinode.py); never across machines. Timed on one machine
+as emulated nodes, next to all_to_all_single of the same bytes: benchmarks/bench_multinode.py.
 
     ep = MultiNodeAllToAll(group, num_experts, experts_per_token, hidden_dim, max_num_tokens, dtype,
-                           ranks_per_node=None, node_capacity=None)       # collective
+                           ranks_per_node=None, node_capacity=None, dispatch_dtype=None)   # collective
     d = ep.dispatch(x, topk_idx, topk_weights)      # d.expert_x etc.: this rank's experts' rows, packed
     out = ep.combine(expert_y, d)                   # [T, H]
     ep.close()
@@ -16,6 +17,15 @@ What the experts see is the in-node AllToAll's Dispatched (packed layout), whose
 rank's own T tokens followed by the rows forwarded to it from every other node, node_capacity
 each (expert_meta's source tokens index that list). Each node's partial sum is cast to the token
 dtype once before the nodes' partials are summed (in fp32, node order).
+
+fp8 dispatch (dispatch_dtype=, as AllToAll's): the sending rank quantizes its tokens once
+(moe_a2a.reference.quantize_fp8, the kernels' arithmetic op for op), or takes rows the caller
+quantized (x_scale=); the fp8 rows and their scales cross the network and enter the in-node
+exchange as they are (no second quantization), so the experts get what a one-node AllToAll with
+the same dispatch_dtype delivers. Combine stays in the token dtype.
+
+The steps of dispatch, pack -> dispatch_leg -> the in-node exchange, and combine's combine_leg
+are methods of their own so that a benchmark can time the network legs alone.
 """
 
 from __future__ import annotations
@@ -28,9 +38,21 @@ import torch.distributed as dist
 import torch.distributed.nn.functional as dist_fn
 
 from . import all_to_all as _all_to_all
+from .fp8_formats import FP8_FORMATS
 from .local_exchange import LocalExchange
-from .node_legs import RowPlan, experts_per_node, in_node_tokens, pack_rows, plan_rows, sum_partials
+from .node_legs import (
+    RowPlan,
+    as_bytes,
+    experts_per_node,
+    from_bytes,
+    gather_slots,
+    in_node_tokens,
+    pack_rows,
+    plan_rows,
+    sum_partials,
+)
 from .nodes import NodeLayout
+from .reference import quantize_fp8
 
 
 @dataclass
@@ -60,12 +82,22 @@ def _subgroups(group, layout: NodeLayout):
 
 def _rail_exchange(t: torch.Tensor, group) -> torch.Tensor:
     """t [N, ...] -> [N, ...]: slice n goes to the rail's rank on node n, slice n of the result
-    came from it. Differentiable for floating tensors."""
+    came from it. Differentiable for floating tensors; fp8 rows travel as their bytes."""
+    if t.dtype in FP8_FORMATS:
+        return from_bytes(_rail_exchange(as_bytes(t), group), t.dtype)
     if t.is_floating_point():
         return dist_fn.all_to_all_single(torch.empty_like(t), t.contiguous(), group=group)
     out = torch.empty_like(t)
     dist.all_to_all_single(out, t.contiguous(), group=group)
     return out
+
+
+def pack_sends(x, topk_idx, topk_weights, x_scale, num_experts: int, num_nodes: int, node_capacity: int, me: int):
+    """Step 1 of dispatch on a rank of node `me`: (its RowPlan, what it sends each node: x, ids
+    and weights [N, cap, ...], with fp8 rows (x_scale not None) their scales too)."""
+    plan = plan_rows(topk_idx, num_experts, num_nodes, node_capacity, me)
+    sent = pack_rows(x, topk_idx, topk_weights, plan, num_experts, num_nodes)
+    return plan, sent if x_scale is None else (*sent, gather_slots(x_scale, plan))
 
 
 class MultiNodeAllToAll:
@@ -80,6 +112,8 @@ class MultiNodeAllToAll:
         *,
         ranks_per_node: Optional[int] = None,
         node_capacity: Optional[int] = None,
+        dispatch_dtype: Optional[torch.dtype] = None,
+        fp8_pow2_scales: bool = False,
         **all_to_all_kwargs,
     ):
         """Collective over `group`, same arguments on every rank. The node layout comes from
@@ -88,7 +122,8 @@ class MultiNodeAllToAll:
         dispatch; the in-node exchange takes max_num_tokens + num_nodes x node_capacity tokens a
         rank (the AllToAll: at most 4096). The in-node exchange is an AllToAll over the node's
         ranks (all_to_all_kwargs go to it; its layout is always packed), or, on nodes of one rank,
-        a LocalExchange."""
+        a LocalExchange. dispatch_dtype and fp8_pow2_scales: fp8 dispatch, as AllToAll's
+        (forward only: dispatch raises if x requires grad)."""
         group = group if group is not None else dist.group.WORLD
         self.layout = NodeLayout.of_group(group, ranks_per_node)
         self.num_experts, self.topk, self.hidden = int(num_experts), int(experts_per_token), int(hidden_dim)
@@ -96,12 +131,18 @@ class MultiNodeAllToAll:
         self.node_capacity = int(node_capacity) if node_capacity is not None else self.max_num_tokens
         if self.node_capacity < 1:
             raise ValueError(f"moe_a2a: node_capacity must be >= 1, got {node_capacity}")
+        if dispatch_dtype is not None and dispatch_dtype not in FP8_FORMATS:
+            raise TypeError(
+                "moe_a2a: dispatch_dtype must be None, torch.float8_e4m3fn or torch.float8_e4m3fnuz, "
+                f"got {dispatch_dtype}"
+            )
+        self.dispatch_dtype, self.fp8_pow2_scales = dispatch_dtype, bool(fp8_pow2_scales)
         experts_in_node = experts_per_node(self.num_experts, self.layout.num_nodes)
         self.rank = dist.get_rank(group)
         self.node = self.layout.node_of(self.rank)
         self.node_group, self.rail_group, self._groups = _subgroups(group, self.layout)
         in_node_tokens_max = self.max_num_tokens + self.layout.num_nodes * self.node_capacity
-        all_to_all_kwargs["layout"] = "packed"
+        all_to_all_kwargs.update(layout="packed", dispatch_dtype=dispatch_dtype, fp8_pow2_scales=self.fp8_pow2_scales)
         self._overflow = None  # device flag: a dispatch since the last synchronize() overflowed a node
         if self.layout.ranks_per_node == 1:
             self.in_node = LocalExchange(experts_in_node, self.topk, self.hidden, in_node_tokens_max, dtype)
@@ -116,27 +157,67 @@ class MultiNodeAllToAll:
                 **all_to_all_kwargs,
             )
 
-    def dispatch(self, x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor) -> MultiNodeDispatched:
-        if x.dim() != 2 or x.shape[0] > self.max_num_tokens:
-            raise ValueError(
-                f"moe_a2a: x must be [T, hidden] with T <= max_num_tokens={self.max_num_tokens}, got {list(x.shape)}"
-            )
+    def dispatch(
+        self,
+        x: torch.Tensor,
+        topk_idx: torch.Tensor,
+        topk_weights: torch.Tensor,
+        x_scale: Optional[torch.Tensor] = None,
+    ) -> MultiNodeDispatched:
+        """As AllToAll.dispatch: with fp8 dispatch, x is quantized here, or, with x_scale
+        [T, ceil(H / 128)] float32, x is already fp8 (dispatch_dtype) and is sent as given."""
+        x, x_scale = self.send_rows(x, x_scale)
+        plan, sent = self.pack(x, topk_idx, topk_weights, x_scale)
+        recv = self.dispatch_leg(sent)
         N = self.layout.num_nodes
-        plan = plan_rows(topk_idx, self.num_experts, N, self.node_capacity, self.node)
-        sent = pack_rows(x, topk_idx, topk_weights, plan, self.num_experts, N)
-        recv = [_rail_exchange(t, self.rail_group) for t in sent]
-        x_in, ids_in, w_in = in_node_tokens(x, topk_idx, topk_weights, self.node, *recv, self.num_experts, N)
-        inner = self.in_node.dispatch(x_in, ids_in, w_in)
+        x_in, ids_in, w_in = in_node_tokens(x, topk_idx, topk_weights, self.node, *recv[:3], self.num_experts, N)
+        scale_in = None if x_scale is None else torch.cat([x_scale, recv[3].reshape(-1, x_scale.shape[1])])
+        inner = self.in_node.dispatch(x_in, ids_in, w_in, x_scale=scale_in)
         # A node that got more rows than node_capacity lost some: reported by synchronize(),
         # as the in-node exchange reports an expert over capacity (no host sync here).
         self._overflow = plan.overflow if self._overflow is None else self._overflow | plan.overflow
         return MultiNodeDispatched(inner, plan, int(x.shape[0]))
 
+    def send_rows(self, x, x_scale=None):
+        """(the rows dispatch sends, their fp8 scales or None), after the checks."""
+        if x.dim() != 2 or x.shape[0] > self.max_num_tokens:
+            raise ValueError(
+                f"moe_a2a: x must be [T, hidden] with T <= max_num_tokens={self.max_num_tokens}, got {list(x.shape)}"
+            )
+        if self.dispatch_dtype is None:
+            if x_scale is not None:
+                raise ValueError("moe_a2a: x_scale is for an all-to-all with fp8 dispatch (dispatch_dtype=)")
+            return x, None
+        if x.requires_grad:
+            raise RuntimeError(
+                "moe_a2a: fp8 dispatch is forward-only and x requires grad; for training create the "
+                "MultiNodeAllToAll without dispatch_dtype, or dispatch under torch.no_grad()"
+            )
+        if x_scale is None:
+            return quantize_fp8(x, self.dispatch_dtype, self.fp8_pow2_scales)
+        if x.dtype != self.dispatch_dtype:
+            raise TypeError(f"moe_a2a: x with x_scale must be {self.dispatch_dtype}, got {x.dtype}")
+        return x, x_scale
+
+    def pack(self, x, topk_idx, topk_weights, x_scale=None):
+        """Step 1 (pack_sends) for this rank."""
+        return pack_sends(
+            x, topk_idx, topk_weights, x_scale, self.num_experts, self.layout.num_nodes, self.node_capacity, self.node
+        )
+
+    def dispatch_leg(self, sent):
+        """Step 2, the network: every tensor of pack()'s over this rank's rail, slice n to node n."""
+        return tuple(_rail_exchange(t, self.rail_group) for t in sent)
+
+    def combine_leg(self, partials: torch.Tensor) -> torch.Tensor:
+        """Step 5, the network: partials [N, cap, H] back over the rail, slice n to node n."""
+        return _rail_exchange(partials, self.rail_group)
+
     def combine(self, expert_y: torch.Tensor, dispatched: MultiNodeDispatched) -> torch.Tensor:
         out_in = self.in_node.combine(expert_y, dispatched.inner)
         T, N = dispatched.num_tokens, self.layout.num_nodes
         partials = out_in[T:].reshape(N, self.node_capacity, self.hidden)  # by the node the rows came from
-        back = _rail_exchange(partials, self.rail_group)
+        back = self.combine_leg(partials)
         return sum_partials(out_in[:T], back, dispatched.plan, self.node)
 
     def synchronize(self) -> None:

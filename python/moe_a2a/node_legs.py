@@ -24,6 +24,8 @@ from typing import NamedTuple
 
 import torch
 
+from .fp8_formats import FP8_FORMATS
+
 UNUSED = -1  # an unused (token, k) slot, as AllToAll takes it
 
 
@@ -76,26 +78,41 @@ def node_local_ids(topk_idx: torch.Tensor, node: int, num_experts: int, num_node
     return torch.where(mine, local, torch.full_like(local, UNUSED))
 
 
+def as_bytes(t: torch.Tensor) -> torch.Tensor:
+    """An fp8 tensor seen as uint8 (the same bytes), anything else as it is: torch has no
+    masked_fill, index_copy or collective for fp8 everywhere, and moving fp8 rows needs none of
+    their arithmetic."""
+    return t.view(torch.uint8) if t.dtype in FP8_FORMATS else t
+
+
+def from_bytes(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """as_bytes undone (a view of another dtype is no autograd op, so only for fp8)."""
+    return t.view(dtype) if dtype in FP8_FORMATS else t
+
+
+def gather_slots(t: torch.Tensor, plan: RowPlan) -> torch.Tensor:
+    """t [T, ...] -> [N, cap, ...]: slot s of node n holds t[plan.token[n, s]], an empty slot
+    zeros. Gathered straight from t (no copy of t); with no token, from one zero row, still in
+    t's autograd graph, so that every rank's backward makes the same network calls."""
+    rows = as_bytes(t)
+    if rows.shape[0] == 0:
+        rows = torch.cat([rows, rows.new_zeros(1, *rows.shape[1:])])
+    empty = (plan.token < 0).view(*plan.token.shape, *([1] * (rows.dim() - 1)))
+    return from_bytes(rows[plan.token.clamp(min=0)].masked_fill(empty, 0), t.dtype)
+
+
 def pack_rows(x, topk_idx, topk_weights, plan: RowPlan, num_experts: int, num_nodes: int):
     """(send_x [N, cap, H], send_ids [N, cap, K] node-local, send_w [N, cap, K]): node n's rows
-    in slot order; an empty slot has a zero row, every id unused and zero weights. Gathered
-    straight from x (an empty slot reads token 0, then is blanked): no copy of x."""
-    H, K = x.shape[1], topk_idx.shape[1]
-    if x.shape[0] == 0:  # no token: gather from one blank row, still in x's autograd graph, so that every
-        # rank's backward makes the same network calls
-        x = torch.cat([x, x.new_zeros(1, H)])
-        topk_weights = torch.cat([topk_weights, topk_weights.new_zeros(1, K)])
-        topk_idx = torch.cat([topk_idx, topk_idx.new_full((1, K), UNUSED)])
-    empty = (plan.token < 0).unsqueeze(-1)
-    token = plan.token.clamp(min=0)
-    send_x = x[token].masked_fill(empty, 0)
-    send_w = topk_weights[token].masked_fill(empty, 0)
+    in slot order; an empty slot has a zero row, every id unused and zero weights. x may be fp8
+    (its bytes are moved as they are)."""
+    send_x = gather_slots(x, plan)
+    send_w = gather_slots(topk_weights, plan)
     # Only the packed rows' ids, each renumbered for the node it goes to (node_local_ids, per node n).
-    ids = topk_idx.long()[token]  # [N, cap, K]
+    ids = gather_slots(topk_idx.long(), plan)  # [N, cap, K]
     nodes = torch.arange(num_nodes, device=ids.device).view(-1, 1, 1)
     local = ids - nodes * experts_per_node(num_experts, num_nodes)
     ids = torch.where(node_of_expert(ids, num_experts, num_nodes) == nodes, local, torch.full_like(local, UNUSED))
-    return send_x, ids.masked_fill(empty, UNUSED), send_w
+    return send_x, ids.masked_fill((plan.token < 0).unsqueeze(-1), UNUSED), send_w
 
 
 def in_node_tokens(x, topk_idx, topk_weights, me: int, recv_x, recv_ids, recv_w, num_experts: int, num_nodes: int):

@@ -1,13 +1,17 @@
 """One rank of MultiNodeAllToAll's tests: tests/python/cpu/test_multinode.py (the CPU, gloo) and
 tests/python/gpu/test_multinode.py (GPUs, NCCL).
     python multinode_worker.py RANK WORLD RANKS_PER_NODE INIT_METHOD CASE [GPU]
-CASE: result | overflow | backward | graph. Without GPU: the CPU over gloo, and a node of several
+CASE: result | overflow | backward | graph | dispatch | fp8. Without GPU: the CPU over gloo, and a node of several
 ranks gets GatherExchange for its in-node exchange (the same delivery, by collectives on the
 CPU), so that the network legs, the groups and the bookkeeping run for real across processes;
 nodes of one rank run the real LocalExchange. With GPU (a CUDA device index): NCCL, and the real
 in-node AllToAll. "backward" also checks the gradients of x and of the router weights against
 their closed forms (not with GatherExchange, which has none); "graph" (GPU only) captures
-dispatch, the fake GEMM and combine in one CUDA graph and replays it on new inputs.
+dispatch, the fake GEMM and combine in one CUDA graph and replays it on new inputs. "dispatch"
+checks what every rank's experts get against the one-node reference's dispatch (the same pairs,
+the same rows; unused slots send nothing); "fp8" does so with fp8 dispatch (the fp8 bytes and
+scales of quantize_fp8 of each pair's source token, a hidden size of two scale blocks, the last
+short), then combines the dequantized rows.
 Prints "ok <relative errors>" or "error <message>" (result_line finds it among other output)."""
 
 import sys
@@ -19,8 +23,11 @@ import torch.distributed as dist
 import moe_a2a.all_to_all
 from moe_a2a import reference as ref
 from moe_a2a.multinode import MultiNodeAllToAll
+from moe_a2a.node_legs import plan_rows
 
 E, K, H, T = 16, 4, 32, 12
+FP8_H = 160  # two fp8 scale blocks, the second one short (128 + 32)
+FP8 = torch.float8_e4m3fn
 
 
 class GatherExchange:
@@ -33,25 +40,29 @@ class GatherExchange:
         self.per_rank = num_experts // self.world
 
     def _gather(self, t, fill):
+        t = t.view(torch.uint8) if t.dtype == FP8 else t  # gloo moves no fp8: its bytes
         padded = torch.full((self.max_tokens, *t.shape[1:]), fill, dtype=t.dtype)
         padded[: t.shape[0]] = t
         out = [torch.empty_like(padded) for _ in range(self.world)]
         dist.all_gather(out, padded, group=self.group)
         return out
 
-    def dispatch(self, x, idx, w):
+    def dispatch(self, x, idx, w, x_scale=None):
         xs, ids, ws = self._gather(x, 0), self._gather(idx.long(), -1), self._gather(w, 0)
-        rows, meta, weights, counts = [], [], [], []
+        scales = self._gather(x_scale, 0) if x_scale is not None else None
+        rows, meta, weights, counts, row_scales = [], [], [], [], []
         for e in range(self.rank * self.per_rank, (self.rank + 1) * self.per_rank):
             n = 0
             for src in range(self.world):
                 for t, k in (ids[src] == e).nonzero().tolist():
                     rows.append(xs[src][t])
+                    if scales is not None:
+                        row_scales.append(scales[src][t])
                     meta.append((src, t, k))
                     weights.append(ws[src][t, k])
                     n += 1
             counts.append(n)
-        expert_x = torch.stack(rows) if rows else x.new_zeros(0, x.shape[1])
+        expert_x = torch.stack(rows).view(x.dtype) if rows else x.new_zeros(0, x.shape[1])
         offsets = torch.tensor([0] + counts).cumsum(0).int()
         return types.SimpleNamespace(
             expert_x=expert_x,
@@ -59,6 +70,9 @@ class GatherExchange:
             expert_num_tokens=torch.tensor(counts, dtype=torch.int32),
             expert_meta=torch.tensor(meta, dtype=torch.int32).reshape(-1, 3),
             expert_weights=torch.stack(weights) if weights else torch.zeros(0),
+            expert_x_scale=None
+            if x_scale is None
+            else torch.stack(row_scales or [x_scale.new_zeros(x_scale.shape[1])]),
             num_tokens=x.shape[0],
         )
 
@@ -87,13 +101,14 @@ def rel(a, b):
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item() if b.numel() else 0.0
 
 
-def make_inputs(world, seed):
-    """Every rank's (x, topk_idx, topk_weights), on the CPU: unequal counts (0 included), and
-    every third token's first slot unused."""
+def make_inputs(world, seed, hidden=H):
+    """Every rank's (x, topk_idx, topk_weights), on the CPU: unequal counts (0 included), every
+    third token's first slot unused, and token 4 (where there is one) with no expert at all."""
     counts = [(0, 12, 5, 1, 12, 3, 7, 9)[r] for r in range(world)]
-    inputs = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=seed, num_tokens=counts)
+    inputs = ref.generate_all_inputs(world, E, K, hidden, T, torch.float32, seed=seed, num_tokens=counts)
     for _, idx, _ in inputs:
         idx[::3, 0] = -1
+        idx[4:5] = -1
     return inputs
 
 
@@ -126,6 +141,73 @@ def check_backward(ep, inputs, rank, world, device):
     want_gw = factor * (x0 * g.cpu()).sum(1, keepdim=True)
     want = ref.moe_reference(inputs, rank, E, world)
     return f"ok {rel(out.detach(), want):.3g} {rel(x.grad, want_gx):.3g} {rel(w.grad, want_gw):.3g}"
+
+
+def source_pairs(meta, inputs, rank, per_node, world, cap):
+    """(source rank, source token, k) of each row an expert got, from its in-node metadata
+    (in-node source rank, in-node token, k): an in-node token below the source's own count is
+    its own token; past it, slot s of the rows node n forwarded to it, which the source's rail
+    peer on node n packed (its plan, recomputed here from its inputs)."""
+    N, node = world // per_node, rank // per_node
+    pairs = []
+    for local, tok, k in meta.tolist():
+        src = node * per_node + local
+        own = inputs[src].topk_idx.shape[0]
+        if tok < own:
+            pairs.append((src, tok, k))
+            continue
+        n, slot = divmod(tok - own, cap)
+        sender = n * per_node + local
+        plan = plan_rows(inputs[sender].topk_idx, E, N, cap, n)
+        pairs.append((sender, int(plan.token[node, slot]), k))
+    return pairs
+
+
+def dispatch_problem(d, inputs, rank, world, per_node, cap, quantized):
+    """What is wrong with what this rank's experts got, or None: each must get the one-node
+    reference's pairs (unused slots none), each row its source token, or with fp8 (quantized:
+    quantize_fp8 of every rank's x, on the CPU) its bytes and scales."""
+    want = ref.dispatch_reference(inputs, rank, E, world)
+    for e, (start, n) in enumerate(zip(d.expert_offsets.tolist(), d.expert_num_tokens.tolist())):
+        pairs = source_pairs(d.expert_meta[start : start + n].cpu(), inputs, rank, per_node, world, cap)
+        if sorted(pairs) != [tuple(p) for p in want.pair_meta(e).tolist()]:
+            return f"expert {e}: pairs {sorted(pairs)}, the reference's {want.pair_meta(e).tolist()}"
+        order = sorted(range(n), key=lambda i: pairs[i])
+        rows = d.expert_x[start : start + n].cpu()[order]
+        sources = [(src, t) for src, t, _ in sorted(pairs)]
+        if quantized is None:
+            want_x = torch.stack([inputs[src].x[t] for src, t in sources] or [rows[:0]]).reshape(rows.shape)
+            if not torch.equal(rows, want_x):
+                return f"expert {e}: rows differ from their source tokens"
+            continue
+        scales = d.expert_x_scale[start : start + n].cpu()[order]
+        want_q = torch.stack([quantized[src][0][t] for src, t in sources] or [rows[:0]]).reshape(rows.shape)
+        want_s = torch.stack([quantized[src][1][t] for src, t in sources] or [scales[:0]]).reshape(scales.shape)
+        if rows.dtype != FP8 or not torch.equal(rows.view(torch.uint8), want_q.view(torch.uint8)):
+            return f"expert {e}: fp8 rows differ from quantize_fp8 of their tokens"
+        if not torch.equal(scales, want_s):
+            return f"expert {e}: fp8 scales differ from quantize_fp8's"
+    return None
+
+
+def check_dispatch(ep, inputs, rank, world, per_node, device, fp8=False):
+    """dispatch_problem, then combine (always: every rank takes part in it): with fp8 of the
+    dequantized rows, which must give the reference's result on the dequantized inputs."""
+    x, idx, w = (t.to(device) for t in inputs[rank])
+    d = ep.dispatch(x, idx, w)
+    ep.synchronize()
+    quantized = [ref.quantize_fp8(inp.x, FP8) for inp in inputs] if fp8 else None
+    problem = dispatch_problem(d, inputs, rank, world, per_node, ep.node_capacity, quantized)
+    if fp8:
+        y = ref.dequantize_fp8(d.expert_x, d.expert_x_scale, torch.float32) * (1 + rank)
+        inputs = [
+            ref.Routing(ref.dequantize_fp8(*q), inp.topk_idx, inp.topk_weights) for q, inp in zip(quantized, inputs)
+        ]
+    else:
+        y = fake_gemm(d, rank)
+    out = ep.combine(y, d)
+    ep.synchronize()
+    return f"error {problem}" if problem else f"ok {rel(out, ref.moe_reference(inputs, rank, E, world)):.3g}"
 
 
 def check_graph(ep, rank, world, device):
@@ -166,11 +248,24 @@ def main():
     # Every rank leaves together, so the store's host (rank 0) does not go first: gloo, which
     # needs no GPU per rank.
     leaving = dist.new_group(backend="gloo")
-    inputs = make_inputs(world, seed=9)
+    hidden = FP8_H if case == "fp8" else H
+    inputs = make_inputs(world, seed=9, hidden=hidden)
     capacity = 2 if case == "overflow" else T
-    ep = MultiNodeAllToAll(None, E, K, H, T, torch.float32, ranks_per_node=per_node, node_capacity=capacity)
+    ep = MultiNodeAllToAll(
+        None,
+        E,
+        K,
+        hidden,
+        T,
+        torch.float32,
+        ranks_per_node=per_node,
+        node_capacity=capacity,
+        dispatch_dtype=FP8 if case == "fp8" else None,
+    )
     try:
-        if case == "backward":
+        if case in ("dispatch", "fp8"):
+            print(check_dispatch(ep, inputs, rank, world, per_node, device, fp8=case == "fp8"), flush=True)
+        elif case == "backward":
             print(check_backward(ep, inputs, rank, world, device), flush=True)
         elif case == "graph":
             print(check_graph(ep, rank, world, device), flush=True)

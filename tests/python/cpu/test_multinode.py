@@ -3,8 +3,9 @@ network legs real all_to_all_singles over each rail's group. Nodes of 2 ranks us
 the in-node AllToAll with the same delivery (multinode_worker.GatherExchange); nodes of one rank
 run the real LocalExchange, so there the whole path runs, backward included. Every rank's combine
 must give the one-node reference's result, with unequal counts (0 included) and unused slots,
-and the gradients their closed forms; too small a node_capacity must raise at synchronize() on
-the ranks that sent too much. The real in-node AllToAll, NCCL and GPUs: tests/python/gpu/test_multinode.py."""
+and the gradients their closed forms; every expert must get the one-node dispatch (fp8 too); too
+small a node_capacity must raise at synchronize() on the ranks that sent too much. The real
+in-node AllToAll, NCCL and GPUs: tests/python/gpu/test_multinode.py."""
 
 import os
 import subprocess
@@ -56,3 +57,17 @@ def test_nodes_of_one_rank_forward_and_backward(world, tmp_path):
     for r, line in enumerate(lines):
         assert line.startswith("ok "), f"rank {r}: {line}"
         assert all(float(e) < 1e-5 for e in line.split()[1:4]), f"rank {r}: {line}"
+
+
+@pytest.mark.parametrize("fp8", [False, True], ids=["token_dtype", "fp8"])
+@pytest.mark.parametrize("world,per_node", [(4, 2), (2, 1)], ids=["2x2", "2x1"])
+def test_experts_get_the_one_node_dispatch(world, per_node, fp8, tmp_path):
+    """What each expert gets, mapped back through the forwarding ranks' plans, is the one-node
+    reference's dispatch: the same (source rank, token, k) pairs, unused slots and a token of no
+    expert sending nothing, each row its token; with fp8 dispatch the fp8 bytes and scales of
+    quantize_fp8 (rows quantized once, on the sending rank), and combine of the dequantized rows
+    gives the reference's result."""
+    lines = run_ranks(world, per_node, "fp8" if fp8 else "dispatch", tmp_path)
+    for r, line in enumerate(lines):
+        assert line.startswith("ok "), f"rank {r}: {line}"
+        assert float(line.split()[1]) < 1e-6, f"rank {r}: {line}"

@@ -4,7 +4,9 @@ all_to_all_singles over each rail; and `world` workers emulate `world` nodes of 
 (LocalExchange in the node, NCCL between). The worker (tests/python/multinode_worker.py, also
 the CPU test's) checks every rank's combine against the one-node reference with unequal counts
 (0 included) and unused slots, the gradients of x and of the router weights against their closed
-forms, a CUDA graph of the whole round replayed on new inputs, and the overflow report.
+forms, a CUDA graph of the whole round replayed on new inputs, the overflow report, and what
+every expert gets against the one-node reference's dispatch, with fp8 dispatch too (the bytes and
+scales of quantize_fp8 of each pair's token, quantized once on the sending rank).
 
 With two nodes, worker w (node n = w // world, local rank l = w % world) runs on GPU (l + n) %
 world: each node's ranks are on different GPUs, and so are each rail's, as NCCL needs; every GPU
@@ -81,6 +83,14 @@ def test_one_cuda_graph_holds_the_round(rank, world, layout):
     for w, line in run_workers(rank, world, per_node_of(layout, world), "graph").items():
         assert line.startswith("ok "), f"worker {w}: {line}"
         assert all(float(e) < 1e-5 for e in line.split()[1:]), f"worker {w}: {line}"
+
+
+@pytest.mark.parametrize("case", ["dispatch", "fp8"])
+@pytest.mark.parametrize("layout", ["two_nodes", "nodes_of_one_rank"])
+def test_experts_get_the_one_node_dispatch(rank, world, layout, case):
+    for w, line in run_workers(rank, world, per_node_of(layout, world), case).items():
+        assert line.startswith("ok "), f"worker {w}: {line}"
+        assert float(line.split()[1]) < 1e-5, f"worker {w}: {line}"
 
 
 def test_too_small_a_node_capacity_is_reported(rank, world):
