@@ -572,6 +572,7 @@ def test_moe_layer_bench_cli_and_sizing():
 
 def test_moe_layer_bench_report():
     import bench_moe_layer as bm
+    import scaffold
 
     base = {"tokens": 128, "world": 2}
     rows = [
@@ -592,7 +593,7 @@ def test_moe_layer_bench_report():
     assert mirrors[1] == [512, "2.20", "1.10", "20.0%"]
     common.print_table(bm.MIRROR_HEADERS, mirrors)
     with tempfile.TemporaryDirectory() as d:
-        stem = bm.write_outputs(d, rows, common.metadata(), {"tokens": "128"})
+        stem = scaffold.write_results(d, "bench_moe_layer", {"meta": common.metadata(), "config": {}, "rows": rows})
         assert open(stem + ".csv").readline().startswith("tokens,world,phase")
         assert os.path.getsize(stem + ".json") > 0
 
@@ -656,6 +657,7 @@ def test_hf_model_bench_inputs_and_report():
     import types
 
     import bench_hf_model as bh
+    import scaffold
 
     args = bh.parse_args(["--smoke", "--batches", "1,4"])
     world, views = 3, []
@@ -710,7 +712,8 @@ def test_hf_model_bench_inputs_and_report():
     common.print_table(bh.HEADERS, table)
     common.print_table(bh.SPEEDUP_HEADERS, bh.speedup_rows(sp))
     with tempfile.TemporaryDirectory() as d:
-        stem = bh.write_outputs(d, "bench_hf_model", {"meta": common.metadata(), "rows": rows, "speedups": sp})
+        doc = {"meta": common.metadata(), "rows": rows, "speedups": sp}
+        stem = scaffold.write_results(d, "bench_hf_model", doc, say=False)
         assert open(stem + ".csv").readline().startswith("system,batch_per_rank,status")
         assert os.path.getsize(stem + ".json") > 0
 
