@@ -497,10 +497,24 @@ def bench_shape(ctx, shape, args, micro, flusher):
         harness_floor = summarize(
             common.time_harness(ctx, lambda inp: inp[0].clone(), pool.get, args.iters, args.warmup)
         )["median"]
+    info = lambda name: dict(base, system=name)  # noqa: E731
+    rows = bench_systems(ctx, shape, args, pool, routing, flusher, info, check_inputs, harness_floor)
+    if args.trace:
+        write_trace(ctx, shape, pool, args.trace, args, flusher)
+    del pool
+    torch.cuda.empty_cache()
+    return rows
+
+
+def bench_systems(ctx, shape, args, pool, routing, flusher, info_of, check_inputs, harness_floor=None):
+    """Every system of args.system_list on one shape's pool: its check against the reference
+    (with check_inputs), eager and graph times, and with harness_floor the challenge harness's
+    time; one row per phase (info_of(system name) + statistics), then vs NCCL and the machine's floor.
+    A system that fails is reported in its rows and the next one runs."""
     rows = []
     for name in args.system_list:
         system, why = build_system(name, ctx, shape, args)
-        info = dict(base, system=name)
+        info = info_of(name)
         if system is None:
             rows += [dict(info, phase=ph, status=why) for ph in PHASES]
             continue
@@ -513,7 +527,7 @@ def bench_shape(ctx, shape, args, micro, flusher):
             times = measure(ctx, system, pool, args, flusher)
             gtimes = measure_graph_or_error(ctx, system, pool, args, shape.max_tokens)
             harness = None
-            if args.harness:
+            if harness_floor is not None:
                 harness = summarize(common.time_harness(ctx, system.run, pool.get, args.iters, args.warmup))["median"]
         except Exception as e:  # report and go on; a hang is not caught here
             rows += [dict(info, phase=ph, status=f"error: {type(e).__name__}: {e}") for ph in PHASES]
@@ -527,10 +541,6 @@ def bench_shape(ctx, shape, args, micro, flusher):
         system.close()
     add_vs_nccl(rows)
     add_floor(rows, shape_floor(ctx, routing, args))
-    if args.trace:
-        write_trace(ctx, shape, pool, args.trace, args, flusher)
-    del pool
-    torch.cuda.empty_cache()
     return rows
 
 

@@ -16,22 +16,15 @@ import torch
 from bench_all2all import (
     FLOOR_HEADERS,
     PHASE_ABBREV,
-    PHASES,
     Routing,
     add_case_args,
     add_common_args,
-    add_floor,
-    add_vs_nccl,
-    build_system,
+    bench_systems,
     check_common_args,
     floor_summary_rows,
     graph_cells,
-    measure,
-    measure_graph_or_error,
     print_formulas,
     run,
-    shape_floor,
-    system_rows,
 )
 from common import fmt
 
@@ -63,26 +56,16 @@ def bench_tokens(ctx, shape, args, micro, flusher):
             common.make_inputs(shape, r, ctx.world, common.pool_seed(shape, -1), ctx.device, num_tokens=t)
             for r in range(ctx.world)
         ]
-    rows = []
-    for name in args.system_list:
-        system, why = build_system(name, ctx, shape, args)
-        info = {"shape": shape.label, "tokens": t, "world": ctx.world, "system": name, "tokens_per_rank": t}
-        if system is None:
-            rows += [dict(info, phase=ph, status=why) for ph in PHASES]
-            continue
-        try:
-            check = "-"
-            if check_inputs is not None:
-                ok, err = system.check(check_inputs)
-                check = f"pass ({err:.1e})" if ok else f"FAIL ({err:.1e})"
-            times = measure(ctx, system, pool, args, flusher)
-            gtimes = measure_graph_or_error(ctx, system, pool, args, t)
-            rows += system_rows(info, system, times, gtimes, routing, args, t, check, "ok")
-        except Exception as e:
-            rows += [dict(info, phase=ph, status=f"error: {type(e).__name__}: {e}") for ph in PHASES]
-        system.close()
-    add_vs_nccl(rows)
-    add_floor(rows, shape_floor(ctx, routing, args))
+    rows = bench_systems(
+        ctx,
+        shape,
+        args,
+        pool,
+        routing,
+        flusher,
+        lambda name: {"shape": shape.label, "tokens": t, "world": ctx.world, "system": name, "tokens_per_rank": t},
+        check_inputs,
+    )
     del pool
     torch.cuda.empty_cache()
     return rows

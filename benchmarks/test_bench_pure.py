@@ -1104,3 +1104,56 @@ def test_scaffold_cases_and_files(tmp_path, capsys):
         ax.plot([1, 2], [3, 4])
         scaffold.save_figure(plt, fig, str(tmp_path / "png" / "p.png"), rect=(0, 0, 1, 0.9))
         assert os.path.getsize(tmp_path / "png" / "p.png") > 0
+
+
+def test_bench_systems_reports_each_system(monkeypatch):
+    """bench_all2all.bench_systems, the per-system loop of bench_all2all.py and bench_sweep.py:
+    a system that cannot be built, one whose check fails, and one that raises each get a row
+    per phase saying so, and the loop goes on."""
+    import types
+
+    import bench_all2all as ba
+
+    closed = []
+
+    class Fake:
+        note, graph_note = "", ""
+
+        def __init__(self, name, ok=True, boom=False):
+            self.name, self.ok, self.boom = name, ok, boom
+
+        def check(self, inputs):
+            if self.boom:
+                raise RuntimeError("boom")
+            return self.ok, 0.5
+
+        def close(self):
+            closed.append(self.name)
+
+    built = {
+        "reference": (None, "unsupported: test"),
+        "nccl": (Fake("nccl"), ""),
+        "symm_mem": (Fake("s", boom=True), ""),
+    }
+    built["moe_a2a"] = (Fake("moe_a2a", ok=False), "")
+    monkeypatch.setattr(ba, "build_system", lambda name, ctx, shape, args: built[name])
+    monkeypatch.setattr(ba, "measure", lambda *a: {ph: [1.0] for ph in ba.PHASES})
+    monkeypatch.setattr(ba, "measure_graph_or_error", lambda *a: {})
+    monkeypatch.setattr(ba, "shape_floor", lambda *a: None)
+    monkeypatch.setattr(
+        ba,
+        "system_rows",
+        lambda info, system, times, gtimes, routing, args, tokens, check, status: [
+            dict(info, phase=ph, status=status, check=check, us_median=10.0) for ph in times
+        ],
+    )
+    args = types.SimpleNamespace(system_list=list(ba.ALL_SYSTEMS), iters=50, warmup=1)
+    shape = common.Shape(8, 2, 64, 4)
+    rows = ba.bench_systems(None, shape, args, None, None, None, lambda n: {"shape": "s", "system": n}, ["inputs"])
+    status = {(r["system"], r["phase"]): r["status"] for r in rows}
+    assert len(rows) == 4 * len(ba.PHASES)
+    assert status[("reference", "pipeline")] == "unsupported: test"
+    assert status[("nccl", "dispatch")] == "ok" and status[("moe_a2a", "combine")] == "wrong result"
+    assert status[("symm_mem", "pipeline")] == "error: RuntimeError: boom"
+    assert closed == ["nccl", "s", "moe_a2a"]
+    assert next(r for r in rows if r["system"] == "moe_a2a")["vs_nccl"] == pytest.approx(1.0)
