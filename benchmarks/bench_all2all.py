@@ -13,10 +13,10 @@ and L measured in this run), the machine's floor for the shape's bytes (a bare e
 one kernel per phase) and x the NCCL baseline. World size comes from torchrun (2..8).
 """
 
-import argparse
 import os
 
 import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
+import scaffold
 import torch
 import torch.distributed as dist
 from common import fmt, summarize
@@ -30,35 +30,16 @@ MIN_GRAPH_INPUTS = 8  # BENCHMARKS.md: >= 8 different routings in one graph
 
 
 def add_common_args(p, default_iters=MIN_ITERS):
-    p.add_argument(
-        "--iters",
-        type=int,
-        default=default_iters,
-        help=f"timed iterations per measurement (default {default_iters}, >= {MIN_ITERS})",
-    )
-    p.add_argument("--warmup", type=int, default=10, help="untimed iterations first (default 10)")
+    """The timing, graph and floor options of bench_all2all.py and bench_sweep.py."""
+    scaffold.add_iters(p, default_iters, f"timed iterations per measurement (>= {MIN_ITERS})")
+    scaffold.add_warmup(p, 10)
     p.add_argument("--pool", type=int, default=16, help="distinct pre-generated inputs cycled through (default 16)")
-    p.add_argument(
-        "--out",
-        default=os.path.join(common.BENCH_DIR, "results"),
-        help="folder for JSON, CSV and PNG (default benchmarks/results/)",
-    )
+    scaffold.add_out(p)
     common.add_device_timing_args(p, 1000.0, "default 1000")
     common.add_num_sms_arg(p)
-    p.add_argument(
-        "--no-microbench",
-        action="store_true",
-        help="skip measuring B, B_hbm and L; use BENCHMARKS.md's 2 x H200 values (labelled)",
-    )
-    p.add_argument(
-        "--layout", default="padded", choices=["padded", "packed"], help="moe_a2a's dispatch layout (default padded)"
-    )
-    p.add_argument(
-        "--graph",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="also time moe_a2a in CUDA-graph steady state (default on)",
-    )
+    scaffold.add_no_microbench(p)
+    scaffold.add_layout(p, "padded")
+    scaffold.add_switch(p, "--graph", "also time moe_a2a in CUDA-graph steady state (default on)")
     p.add_argument(
         "--graph-iters",
         type=int,
@@ -67,30 +48,38 @@ def add_common_args(p, default_iters=MIN_ITERS):
         "per rank, else 16); they cycle through the whole pool",
     )
     p.add_argument("--graph-replays", type=int, default=20, help="timed graph replays (default 20)")
-    p.add_argument(
+    scaffold.add_switch(
+        p,
         "--floor",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="measure the machine's floor (bare exchange) for each shape's bytes and the\n"
+        "measure the machine's floor (bare exchange) for each shape's bytes and the\n"
         "floor table in the microbenchmarks (default on; needs the extension)",
     )
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument(
-        "--shapes",
-        default=common.CHALLENGE_SHAPES,
-        help='"E,K,H,T[,dtype[,seed]];..." (default: the 5 challenge shapes)',
-    )
+def add_case_args(p, systems_default):
+    """--dtype, --seed and --systems of bench_all2all.py and bench_sweep.py."""
     p.add_argument(
         "--dtype",
         default="bf16",
         choices=sorted(common.DTYPES),
         help="token dtype where a shape names none (default bf16)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed where a shape names none")
-    p.add_argument("--systems", default=",".join(ALL_SYSTEMS), help=f"comma list from {ALL_SYSTEMS} (default all)")
+    scaffold.add_seed(p, "seed where a shape names none")
+    p.add_argument(
+        "--systems",
+        default=systems_default,
+        help=f"comma list from {ALL_SYSTEMS} (default {systems_default})",
+    )
+
+
+def parse_args(argv=None):
+    p = scaffold.parser(__doc__)
+    p.add_argument(
+        "--shapes",
+        default=common.CHALLENGE_SHAPES,
+        help='"E,K,H,T[,dtype[,seed]];..." (default: the 5 challenge shapes)',
+    )
+    add_case_args(p, ",".join(ALL_SYSTEMS))
     add_common_args(p)
     p.add_argument(
         "--harness",
@@ -119,31 +108,19 @@ def parse_args(argv=None):
         default=None,
         help="with --trace: trace moe_a2a with fp8 dispatch in this format (AllToAll(dispatch_dtype=))",
     )
-    p.add_argument(
-        "--check",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="verify each system against moe_a2a.reference once per shape (default on)",
-    )
+    scaffold.add_switch(p, "--check", "verify each system against moe_a2a.reference once per shape (default on)")
     args = p.parse_args(argv)
     args.shape_list = common.parse_shapes(args.shapes, args.dtype, args.seed)
-    args.system_list = [s.strip() for s in args.systems.split(",") if s.strip()]
-    bad = [s for s in args.system_list if s not in ALL_SYSTEMS]
-    if bad:
-        p.error(f"unknown systems {bad}; choose from {ALL_SYSTEMS}")
-    if args.iters < MIN_ITERS:
-        p.error(f"--iters must be >= {MIN_ITERS} (BENCHMARKS.md)")
     check_common_args(p, args)
     return args
 
 
 def check_common_args(p, args):
-    if args.pool < 1 or args.warmup < 0:
-        p.error("--pool >= 1 and --warmup >= 0")
+    """The checks of add_common_args' options and --systems (sets args.system_list)."""
+    args.system_list = scaffold.names(p, "--systems", args.systems, ALL_SYSTEMS)
+    scaffold.at_least(p, args, iters=MIN_ITERS, pool=1, warmup=0, graph_iters=0, graph_replays=1)
     if args.graph and args.pool < MIN_GRAPH_INPUTS:
         p.error(f"--graph needs --pool >= {MIN_GRAPH_INPUTS} (the graph must not replay one routing)")
-    if args.graph_iters < 0 or args.graph_replays < 1:
-        p.error("--graph-iters >= 0 and --graph-replays >= 1")
 
 
 def graph_iters(args, tokens):
@@ -520,10 +497,24 @@ def bench_shape(ctx, shape, args, micro, flusher):
         harness_floor = summarize(
             common.time_harness(ctx, lambda inp: inp[0].clone(), pool.get, args.iters, args.warmup)
         )["median"]
+    info = lambda name: dict(base, system=name)  # noqa: E731
+    rows = bench_systems(ctx, shape, args, pool, routing, flusher, info, check_inputs, harness_floor)
+    if args.trace:
+        write_trace(ctx, shape, pool, args.trace, args, flusher)
+    del pool
+    torch.cuda.empty_cache()
+    return rows
+
+
+def bench_systems(ctx, shape, args, pool, routing, flusher, info_of, check_inputs, harness_floor=None):
+    """Every system of args.system_list on one shape's pool: its check against the reference
+    (with check_inputs), eager and graph times, and with harness_floor the challenge harness's
+    time; one row per phase (info_of(system name) + statistics), then vs NCCL and the machine's floor.
+    A system that fails is reported in its rows and the next one runs."""
     rows = []
     for name in args.system_list:
         system, why = build_system(name, ctx, shape, args)
-        info = dict(base, system=name)
+        info = info_of(name)
         if system is None:
             rows += [dict(info, phase=ph, status=why) for ph in PHASES]
             continue
@@ -536,7 +527,7 @@ def bench_shape(ctx, shape, args, micro, flusher):
             times = measure(ctx, system, pool, args, flusher)
             gtimes = measure_graph_or_error(ctx, system, pool, args, shape.max_tokens)
             harness = None
-            if args.harness:
+            if harness_floor is not None:
                 harness = summarize(common.time_harness(ctx, system.run, pool.get, args.iters, args.warmup))["median"]
         except Exception as e:  # report and go on; a hang is not caught here
             rows += [dict(info, phase=ph, status=f"error: {type(e).__name__}: {e}") for ph in PHASES]
@@ -550,10 +541,6 @@ def bench_shape(ctx, shape, args, micro, flusher):
         system.close()
     add_vs_nccl(rows)
     add_floor(rows, shape_floor(ctx, routing, args))
-    if args.trace:
-        write_trace(ctx, shape, pool, args.trace, args, flusher)
-    del pool
-    torch.cuda.empty_cache()
     return rows
 
 
@@ -787,58 +774,67 @@ def plot(rows, path):
                 handles.append(h)
                 labels.append(lab)
     fig.legend(handles, labels, loc="upper center", ncol=len(labels), fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    print(f"wrote {path}")
+    scaffold.save_figure(plt, fig, path, rect=(0, 0, 1, 0.93))
 
 
-def write_outputs(ctx, args, name, rows, micro, extra=None):
+def write_outputs(ctx, args, name, rows, micro):
+    """Rank 0: OUT/name.json (meta, config, microbench, formula, rows) and OUT/name.csv."""
     if ctx.rank != 0:
         return
     sol = common.sol_model()
-    os.makedirs(args.out, exist_ok=True)
-    cfg = {k: v for k, v in vars(args).items() if k not in ("shape_list",)}
     doc = {
         "meta": common.metadata(ctx),
-        "config": cfg,
+        "config": scaffold.settings(args, without=("shape_list",)),
         "microbench": micro,
         "formula": {"link": sol.FORMULA, "sol": sol.LOCAL_FORMULA},
         "rows": rows,
     }
-    doc.update(extra or {})
-    common.write_json(os.path.join(args.out, f"{name}.json"), doc)
-    common.write_csv(os.path.join(args.out, f"{name}.csv"), rows)
-    print(f"wrote {os.path.join(args.out, name)}.json/.csv")
+    scaffold.write_results(args.out, name, doc)
+
+
+def run(args, name, bench_case, header, print_report, plot, after=None):
+    """The main() of bench_all2all.py and bench_sweep.py: the machine's numbers (microbench),
+    then bench_case(ctx, shape, args, micro, flusher) per shape of args.shape_list (rank 0 prints
+    header(ctx, shape) first and calls after(rows, new) after), then on rank 0
+    print_report(rows, micro) and plot(rows, micro, PNG path), then OUT/name.json/.csv."""
+    ctx = common.init_benchmark()
+    micro = get_micro(ctx, args)
+    flusher = common.L2Flusher(ctx.device, args.flush_mib * common.MiB, args.preroll_us)
+    rows = scaffold.run_cases(
+        ctx,
+        args.shape_list,
+        lambda shape: bench_case(ctx, shape, args, micro, flusher),
+        lambda shape: header(ctx, shape),
+        after,
+    )
+    if ctx.rank == 0:
+        print_report(rows, micro)
+        plot(rows, micro, os.path.join(args.out, f"{name}.png"))
+    write_outputs(ctx, args, name, rows, micro)
+    scaffold.finish()
+
+
+def print_floor_lines(rows, new):
+    """After a shape: moe_a2a's graph d+c next to the machine's floor, one line."""
+    for line in floor_summary_rows(new):
+        print(
+            f"   moe_a2a graph d+c {line[3]} us, machine floor {line[2]} us for {line[1]} MB "
+            f"per phase (x floor {line[4]}), graph pipeline {line[5]} us",
+            flush=True,
+        )
 
 
 def main(argv=None):
     args = parse_args(argv)
-    ctx = common.init_benchmark()
-    micro = get_micro(ctx, args)
-    flusher = common.L2Flusher(ctx.device, args.flush_mib * common.MiB, args.preroll_us)
-    rows = []
-    for shape in args.shape_list:
-        if ctx.rank == 0:
-            print(
-                f"== {shape.label} {common.DTYPE_NAMES[shape.dtype]} seed {shape.seed}, world {ctx.world}", flush=True
-            )
-        new = bench_shape(ctx, shape, args, micro, flusher)
-        if ctx.rank == 0:
-            for line in floor_summary_rows(new):
-                print(
-                    f"   moe_a2a graph d+c {line[3]} us, machine floor {line[2]} us for {line[1]} MB "
-                    f"per phase (x floor {line[4]}), graph pipeline {line[5]} us",
-                    flush=True,
-                )
-        rows += new
-    if ctx.rank == 0:
-        print_report(rows, micro, args.harness)
-        plot(rows, os.path.join(args.out, "bench_all2all.png"))
-    write_outputs(ctx, args, "bench_all2all", rows, micro)
-    dist.barrier()
-    dist.destroy_process_group()
+    run(
+        args,
+        "bench_all2all",
+        bench_shape,
+        lambda ctx, shape: f"== {shape.label} {common.DTYPE_NAMES[shape.dtype]} seed {shape.seed}, world {ctx.world}",
+        lambda rows, micro: print_report(rows, micro, args.harness),
+        lambda rows, micro, path: plot(rows, path),
+        after=print_floor_lines,
+    )
 
 
 if __name__ == "__main__":

@@ -25,13 +25,10 @@ record the spec ("counts") and the counts used per rank; with unequal specs the 
 shows each unequal spec's graph d+c next to the equal pair at its larger count (perf_report.py).
 """
 
-import argparse
-import os
-
 import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
 import perf_report
+import scaffold
 import torch
-import torch.distributed as dist
 from bench_all2all import Routing, get_micro, graph_fields, shape_floor
 from common import fmt, summarize
 
@@ -43,7 +40,7 @@ AB_SHAPES = common.CHALLENGE_SHAPES + ";256,8,7168,1;256,8,7168,128"
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = scaffold.parser(__doc__)
     p.add_argument(
         "--shapes",
         default=DEFAULT_SHAPES,
@@ -57,10 +54,10 @@ def parse_args(argv=None):
         'challenge draws them), "a/b[/c...]" (rank r gets entry r %% n, 0 allowed), or "issue35" (the\n'
         "unequal pairs of issue 35 that fit each shape, plus drawn and 1/1)",
     )
-    p.add_argument("--layout", default="packed", choices=["packed", "padded"])
+    scaffold.add_layout(p, "packed")
     p.add_argument("--inputs", type=int, default=8, help="distinct routings captured in the graph (>= 8)")
     p.add_argument("--replays", type=int, default=20, help="timed graph replays (default 20)")
-    p.add_argument("--iters", type=int, default=50, help="timed eager iterations (default 50)")
+    scaffold.add_iters(p, 50, "timed eager iterations")
     p.add_argument("--gemm", action="store_true", help="also the pipeline dispatch -> fake GEMM -> combine")
     p.add_argument(
         "--fp8",
@@ -68,18 +65,12 @@ def parse_args(argv=None):
         default=None,
         help="also every shape with fp8 dispatch (AllToAll(dispatch_dtype=)), next to the token dtype's",
     )
-    p.add_argument("--no-microbench", action="store_true", help="use BENCHMARKS.md's B, B_hbm and L (labelled)")
-    p.add_argument(
-        "--floor",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="measure the machine's floor for each shape's bytes (default on)",
-    )
+    scaffold.add_no_microbench(p, "use BENCHMARKS.md's B, B_hbm and L (labelled)")
+    scaffold.add_switch(p, "--floor", "measure the machine's floor for each shape's bytes (default on)")
     common.add_num_sms_arg(p)
-    p.add_argument("--out", default=os.path.join(common.BENCH_DIR, "results"))
+    scaffold.add_out(p, "bench_graph.json / .csv")
     args = p.parse_args(argv)
-    if args.inputs < 8:
-        p.error("--inputs must be >= 8 (the graph must not replay one routing)")
+    scaffold.at_least(p, args, inputs=8)  # the graph must not replay one routing
     args.shape_list = common.parse_shapes(AB_SHAPES if args.shapes == "ab" else args.shapes)
     try:  # every spec checked against every shape before anything runs
         args.count_list = [common.counts_for_shape(args.counts, shape) for shape in args.shape_list]
@@ -192,7 +183,6 @@ def main():
     ctx = common.init_benchmark()
     micro = get_micro(ctx, args)
     flusher = common.L2Flusher(ctx.device, preroll_us=1000.0)
-    rows = []
     runs = [
         (shape, counts, fp8)
         for shape, specs in zip(args.shape_list, args.count_list)
@@ -201,31 +191,32 @@ def main():
     ]
     meta = {}
 
-    def save(complete):
+    def save(rows, complete):
         """Rank 0: the rows so far to bench_graph.json/.csv, after every run (a run that dies
         part-way leaves what it measured; meta "complete" is false until the end)."""
         if not meta:
-            meta.update(common.metadata(ctx), micro=micro, args=vars(args) | {"shape_list": None})
+            meta.update(common.metadata(ctx), micro=micro, args=scaffold.settings(args) | {"shape_list": None})
             meta.update(one_gpu_proxy=ctx.one_gpu)
         meta["complete"] = complete
-        common.write_json(os.path.join(args.out, "bench_graph.json"), {"meta": meta, "rows": rows})
-        common.write_csv(os.path.join(args.out, "bench_graph.csv"), rows)
+        scaffold.write_results(args.out, "bench_graph", {"meta": meta, "rows": rows}, say=False)
 
-    for shape, counts, fp8 in runs:
-        rows.append(bench_shape(ctx, shape, args, micro, flusher, fp8, counts))
-        if ctx.rank == 0:
-            save(complete=False)
-            r = rows[-1]
-            print(
-                f"{r['shape']:22s} {counts_cell(r):14s} {r['dispatch_dtype']:8s} graph d+c "
-                f"{fmt(r['graph_us_median'])} us "
-                f"({fmt(r['graph_us_p10'])}-{fmt(r['graph_us_p90'])}), "
-                f"x SoL {fmt(r['graph_x_sol'], 2)} ({r['sol_bound']}), floor "
-                f"{fmt(r.get('floor_exchange_us'))}; eager dispatch {fmt(r['eager_dispatch_us_median'])}, "
-                f"combine {fmt(r['eager_combine_us_median'])}"
-                + (f"; graph pipeline {fmt(r['graph_pipeline_us_median'])}" if args.gemm else ""),
-                flush=True,
-            )
+    def after(rows, new):
+        save(rows, complete=False)
+        r = new[0]
+        print(
+            f"{r['shape']:22s} {counts_cell(r):14s} {r['dispatch_dtype']:8s} graph d+c "
+            f"{fmt(r['graph_us_median'])} us "
+            f"({fmt(r['graph_us_p10'])}-{fmt(r['graph_us_p90'])}), "
+            f"x SoL {fmt(r['graph_x_sol'], 2)} ({r['sol_bound']}), floor "
+            f"{fmt(r.get('floor_exchange_us'))}; eager dispatch {fmt(r['eager_dispatch_us_median'])}, "
+            f"combine {fmt(r['eager_combine_us_median'])}"
+            + (f"; graph pipeline {fmt(r['graph_pipeline_us_median'])}" if args.gemm else ""),
+            flush=True,
+        )
+
+    rows = scaffold.run_cases(
+        ctx, runs, lambda run: [bench_shape(ctx, run[0], args, micro, flusher, run[2], run[1])], after=after
+    )
     if ctx.rank == 0:
         if rows:
             print(
@@ -283,9 +274,8 @@ def main():
         if unequal:
             print("\nunequal per-rank counts: graph d+c next to the equal pair at the larger count (us):")
             print("\n".join(unequal))
-        save(complete=True)
-    dist.barrier()
-    dist.destroy_process_group()
+        save(rows, complete=True)
+    scaffold.finish()
 
 
 if __name__ == "__main__":

@@ -62,16 +62,15 @@ Output: a table, and bench_hf_model.json / .csv under --out (bench_hf_model_smok
 tests' smoke mode): it shows that the script runs, and every time it prints means nothing.
 """
 
-import argparse
 import contextlib
 import copy
 import gc
 import math
-import os
 import sys
 import time
 
 import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
+import scaffold
 import torch
 import torch.distributed as dist
 from common import fmt, summarize
@@ -303,16 +302,8 @@ def speedup_rows(sp):
     return [[s["batch_per_rank"]] + [fmt(s.get(k), 2) for k in keys] for s in sp]
 
 
-def write_outputs(out_dir, stem, report):
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, stem)
-    common.write_json(path + ".json", report)
-    common.write_csv(path + ".csv", report["rows"])
-    return path
-
-
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = scaffold.parser(__doc__)
     p.add_argument("--batches", default="1,8,64", help="sequences per rank, comma list (default 1,8,64)")
     p.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma list from {list(SYSTEMS)} (default all)")
     p.add_argument("--smoke", action="store_true", help="tiny model, few iterations: does the script run end to end")
@@ -330,45 +321,30 @@ def parse_args(argv=None):
     common.add_device_timing_args(
         p, None, "default 20000: an eager step of this model is a few hundred launches; smoke 1000"
     )
-    p.add_argument(
-        "--check",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="compare (a)'s and (b)'s last-token prefill logits with (c)'s (default on)",
-    )
-    p.add_argument(
+    scaffold.add_switch(p, "--check", "compare (a)'s and (b)'s last-token prefill logits with (c)'s (default on)")
+    scaffold.add_switch(
+        p,
         "--token-blocks",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="(a): each eager forward in a tokens_per_forward() block of its tokens, so its AllToAll is sized\n"
+        "(a): each eager forward in a tokens_per_forward() block of its tokens, so its AllToAll is sized\n"
         "for them rather than for the largest prefill (default on; the graph decode always is)",
     )
-    p.add_argument(
-        "--graph",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="also time the decode step captured in a CUDA graph on a StaticCache (default on)",
+    scaffold.add_switch(
+        p, "--graph", "also time the decode step captured in a CUDA graph on a StaticCache (default on)"
     )
     p.add_argument("--check-tol", type=float, default=5e-2, help="relative L2 error counted as pass (default 5e-2)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=os.path.join(common.BENCH_DIR, "results"), help="folder for the JSON / CSV")
+    scaffold.add_seed(p)
+    scaffold.add_out(p, "bench_hf_model.json / .csv")
     args = p.parse_args(argv)
     for k, v in MODE_DEFAULTS[args.smoke].items():
         if getattr(args, k) is None:
             setattr(args, k, v)
+    args.batch_list = scaffold.ints(p, "--batches", args.batches)
     try:
-        args.batch_list = [int(b) for b in args.batches.split(",") if b.strip()]
         args.model_table = parse_model(args.model, SMOKE_MODEL if args.smoke else MODEL)
     except ValueError as e:
         p.error(str(e))
-    if not args.batch_list or min(args.batch_list) < 1:
-        p.error("--batches: positive integers")
-    args.system_list = [s.strip() for s in args.systems.split(",") if s.strip()]
-    bad = [s for s in args.system_list if s not in SYSTEMS]
-    if bad or not args.system_list:
-        p.error(f"--systems: choose from {list(SYSTEMS)}, got {bad or 'none'}")
-    if min(args.prompt_len, args.prefill_iters, args.decode_steps, args.wall_iters) < 1 or args.warmup < 0:
-        p.error("--prompt-len, --prefill-iters, --decode-steps, --wall-iters >= 1 and --warmup >= 0")
+    args.system_list = scaffold.names(p, "--systems", args.systems, SYSTEMS)
+    scaffold.at_least(p, args, prompt_len=1, prefill_iters=1, decode_steps=1, wall_iters=1, warmup=0)
     if max(args.batch_list) * args.prompt_len > MAX_TOKENS_PER_RANK:
         p.error(
             f"a prefill of {max(args.batch_list)} x {args.prompt_len} tokens per rank is more than the "
@@ -691,10 +667,11 @@ def main(argv=None):
     flusher = common.L2Flusher(ctx.device, args.flush_mib * common.MiB, args.preroll_us)
     inputs = Inputs(ctx, args, config.vocab_size)
     reference = {"vocab": config.vocab_size}
-    rows = []
     with torch.no_grad():
-        for system in (s for s in RUN_ORDER if s in args.system_list):
-            rows += run_system(ctx, args, system, config, inputs, reference, flusher)
+        systems = [s for s in RUN_ORDER if s in args.system_list]
+        rows = scaffold.run_cases(
+            ctx, systems, lambda system: run_system(ctx, args, system, config, inputs, reference, flusher)
+        )
     if ctx.rank == 0:
         print("\n" + "\n".join(NOTES))
         common.print_table(HEADERS, table_rows(rows))
@@ -702,19 +679,16 @@ def main(argv=None):
         if sp:
             print("\nmoe_a2a against (b) and (c): prefill tok/s ratio, decode step time ratio (> 1: moe_a2a faster)")
             common.print_table(SPEEDUP_HEADERS, speedup_rows(sp))
-        settings = {k: (str(v) if isinstance(v, torch.dtype) else v) for k, v in vars(args).items()}
         report = {
             "meta": dict(common.metadata(ctx), one_gpu_mode=one_gpu, transformers=transformers.__version__),
-            "settings": settings,
+            "settings": scaffold.settings(args),
             "model_config": config_kwargs(args.model_table, ctx.world, args.max_positions),
             "notes": NOTES,
             "rows": rows,
             "speedups": sp,
         }
-        path = write_outputs(args.out, "bench_hf_model_smoke" if args.smoke else "bench_hf_model", report)
-        print(f"wrote {path}.json/.csv")
-    dist.barrier()
-    dist.destroy_process_group()
+        scaffold.write_results(args.out, "bench_hf_model_smoke" if args.smoke else "bench_hf_model", report)
+    scaffold.finish()
 
 
 if __name__ == "__main__":

@@ -25,13 +25,11 @@ Sequences (one round each; inputs cycle through --inputs routings):
   floor     torch.add of two 16-element tensors (one op, one kernel launch), torch.empty
 """
 
-import argparse
-import os
 import time
 
 import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
+import scaffold
 import torch
-import torch.distributed as dist
 from baselines import MoeA2ASystem
 from common import fmt, summarize
 
@@ -46,21 +44,18 @@ REFERENCE = "torch.add (same iteration)"
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = scaffold.parser(__doc__)
     p.add_argument("--shapes", default=DEFAULT_SHAPES, help='"E,K,H,T[,dtype[,seed]];..." (T = tokens per rank)')
-    p.add_argument("--layout", default="packed", choices=["packed", "padded"])
-    p.add_argument("--iters", type=int, default=300, help="timed iterations of each sequence (default 300)")
-    p.add_argument("--warmup", type=int, default=30, help="untimed iterations first (default 30)")
+    scaffold.add_layout(p, "packed")
+    scaffold.add_iters(p, 300, "timed iterations of each sequence (>= 50)")
+    scaffold.add_warmup(p, 30)
     p.add_argument("--inputs", type=int, default=8, help="distinct routings cycled through (default 8)")
     p.add_argument("--sync-every", type=int, default=8, help="iterations between two waits for the GPU (default 8)")
-    p.add_argument("--no-microbench", action="store_true", help="accepted for tools/mps_proxy.sh; nothing to skip")
+    scaffold.add_no_microbench(p, "accepted for tools/mps_proxy.sh; nothing to skip")
     common.add_num_sms_arg(p)
-    p.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+    scaffold.add_out(p, "bench_host.json / .csv")
     args = p.parse_args(argv)
-    if args.iters < 50:
-        p.error("--iters must be >= 50 (a median over at least 50 iterations)")
-    if args.sync_every < 1 or args.inputs < 1:
-        p.error("--sync-every and --inputs must be >= 1")
+    scaffold.at_least(p, args, iters=50, sync_every=1, inputs=1)  # a median over at least 50 iterations
     return args
 
 
@@ -143,9 +138,7 @@ def bench_shape(ctx, shape, args):
 def main(argv=None):
     args = parse_args(argv)
     ctx = common.init_benchmark()
-    rows = []
-    for shape in common.parse_shapes(args.shapes):
-        rows += bench_shape(ctx, shape, args)
+    rows = scaffold.run_cases(ctx, common.parse_shapes(args.shapes), lambda shape: bench_shape(ctx, shape, args))
     if ctx.rank == 0:
         print(f"host us per call, max over {ctx.world} ranks per iteration, median (p10-p90) of {args.iters}")
         print('"x add": median over iterations of (call / a torch.add timed in the same iteration)')
@@ -155,9 +148,8 @@ def main(argv=None):
             for r, s in zip(rows, spread)
         ]
         common.print_table(["shape", "sequence", "call", "median", "p10-p90", "x add"], table)
-        common.write_json(os.path.join(args.out, "bench_host.json"), {"meta": common.metadata(ctx), "rows": rows})
-        common.write_csv(os.path.join(args.out, "bench_host.csv"), rows)
-    dist.destroy_process_group()
+        scaffold.write_results(args.out, "bench_host", {"meta": common.metadata(ctx), "rows": rows}, say=False)
+    scaffold.finish()
 
 
 if __name__ == "__main__":

@@ -21,12 +21,9 @@ default shape), their gradients for fwd+bwd, and the packed buffers sized by max
 which is the worst case T x world x K rows capped by --recv-budget-mib.
 """
 
-import argparse
-import os
-
 import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
+import scaffold
 import torch
-import torch.distributed as dist
 from common import fmt, summarize
 
 PHASES = ("forward", "dispatch", "combine", "experts", "fwd+bwd", "dispatch-bwd", "combine-bwd")
@@ -38,13 +35,13 @@ MIN_ITERS = 10
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = scaffold.parser(__doc__)
     p.add_argument("--tokens", default="128,512,2048", help="comma list of tokens per rank (default 128,512,2048)")
     p.add_argument(
         "--shape", default=DEFAULT_SHAPE, help=f"experts,topk,hidden,ffn (default DeepSeek-V3: {DEFAULT_SHAPE})"
     )
     p.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
-    p.add_argument("--layout", default="packed", choices=["packed", "padded"])
+    scaffold.add_layout(p, "packed")
     p.add_argument("--phases", default=",".join(PHASES), help=f"comma list from {list(PHASES)} (default all)")
     p.add_argument(
         "--recv-budget-mib",
@@ -53,38 +50,24 @@ def parse_args(argv=None):
         help="cap on the dispatch output (packed: max_recv_tokens rows; padded: rows per\n"
         "expert x local experts) in MiB; the worst case is used when it fits (default 4096)",
     )
-    p.add_argument("--iters", type=int, default=50, help="timed iterations per measurement (default 50)")
-    p.add_argument("--warmup", type=int, default=5, help="untimed iterations first (default 5)")
+    scaffold.add_iters(p, 50)
+    scaffold.add_warmup(p, 5)
     p.add_argument("--pool", type=int, default=4, help="distinct token batches cycled through (default 4)")
-    p.add_argument("--seed", type=int, default=0)
+    scaffold.add_seed(p)
     common.add_device_timing_args(p, 1000.0, "default 1000; fwd+bwd launches more than that covers at small T")
-    p.add_argument(
-        "--check",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="compare the experts' fast path with one matmul per expert once per T (default on)",
+    scaffold.add_switch(
+        p, "--check", "compare the experts' fast path with one matmul per expert once per T (default on)"
     )
-    p.add_argument(
-        "--out",
-        default=os.path.join(common.BENCH_DIR, "results"),
-        help="folder for bench_moe_layer.json / .csv (default benchmarks/results/)",
-    )
+    scaffold.add_out(p, "bench_moe_layer.json / .csv")
     args = p.parse_args(argv)
-    try:
-        args.token_list = [int(t) for t in args.tokens.split(",") if t.strip()]
-        args.experts, args.topk, args.hidden, args.ffn = (int(v) for v in args.shape.split(","))
-    except ValueError:
-        p.error("--tokens wants integers, --shape wants experts,topk,hidden,ffn")
-    if not args.token_list or min(args.token_list) < 1:
-        p.error("--tokens: positive integers")
-    if min(args.experts, args.topk, args.hidden, args.ffn) < 1 or args.topk > args.experts:
-        p.error("--shape: positive sizes and topk <= experts")
-    args.phase_list = [s.strip() for s in args.phases.split(",") if s.strip()]
-    bad = [s for s in args.phase_list if s not in PHASES]
-    if bad:
-        p.error(f"unknown phases {bad}; choose from {list(PHASES)}")
-    if args.iters < MIN_ITERS or args.pool < 1 or args.warmup < 0 or args.recv_budget_mib < 1:
-        p.error(f"--iters >= {MIN_ITERS}, --pool >= 1, --warmup >= 0, --recv-budget-mib >= 1")
+    args.token_list = scaffold.ints(p, "--tokens", args.tokens)
+    args.experts, args.topk, args.hidden, args.ffn = scaffold.sizes(
+        p, "--shape", args.shape, ("experts", "topk", "hidden", "ffn")
+    )
+    if args.topk > args.experts:
+        p.error("--shape: topk <= experts")
+    args.phase_list = scaffold.names(p, "--phases", args.phases, PHASES)
+    scaffold.at_least(p, args, iters=MIN_ITERS, pool=1, warmup=0, recv_budget_mib=1)
     args.dtype_t = DTYPES[args.dtype]
     return args
 
@@ -170,13 +153,6 @@ def mirror_rows(rows):
         share = f"{100 * sum(a2a) / step:.1f}%" if step and None not in a2a else None
         out.append([T] + [fmt(x, 2) for x in ratios] + [fmt(share)])
     return out
-
-
-def write_outputs(out_dir, rows, meta, config):
-    os.makedirs(out_dir, exist_ok=True)
-    common.write_json(os.path.join(out_dir, "bench_moe_layer.json"), {"meta": meta, "config": config, "rows": rows})
-    common.write_csv(os.path.join(out_dir, "bench_moe_layer.csv"), rows)
-    return os.path.join(out_dir, "bench_moe_layer")
 
 
 # ----------------------------------------------------------------------------- measuring
@@ -344,16 +320,21 @@ def main(argv=None):
     if args.experts % ctx.world:
         raise SystemExit(f"--shape: {args.experts} experts cannot be split over {ctx.world} ranks")
     flusher = common.L2Flusher(ctx.device, args.flush_mib * common.MiB, args.preroll_us)
-    rows = []
-    for T in args.token_list:
-        if ctx.rank == 0:
-            print(
-                f"== E{args.experts}-K{args.topk}-H{args.hidden}-F{args.ffn} T={T}/rank {args.dtype} "
-                f"{args.layout}, world {ctx.world}",
-                flush=True,
-            )
-        rows += bench_tokens(ctx, args, T, flusher)
+
+    def bench_case(T):
+        rows = bench_tokens(ctx, args, T, flusher)
         torch.cuda.empty_cache()  # the next T builds its own layer
+        return rows
+
+    rows = scaffold.run_cases(
+        ctx,
+        args.token_list,
+        bench_case,
+        lambda T: (
+            f"== E{args.experts}-K{args.topk}-H{args.hidden}-F{args.ffn} T={T}/rank {args.dtype} "
+            f"{args.layout}, world {ctx.world}"
+        ),
+    )
     if ctx.rank == 0:
         print(
             "\ndevice time per call, max over ranks per iteration; TFLOP/s = the average rank's expert GEMMs / "
@@ -362,11 +343,10 @@ def main(argv=None):
         common.print_table(HEADERS, table_rows(rows))
         print("\neach backward round over its forward mirror (medians), and the all-to-all's share of a training step")
         common.print_table(MIRROR_HEADERS, mirror_rows(rows))
-        config = {k: (str(v) if isinstance(v, torch.dtype) else v) for k, v in vars(args).items()}
-        path = write_outputs(args.out, rows, common.metadata(ctx), config)
-        print(f"wrote {path}.json/.csv")
-    dist.barrier()
-    dist.destroy_process_group()
+        scaffold.write_results(
+            args.out, "bench_moe_layer", {"meta": common.metadata(ctx), "config": scaffold.settings(args), "rows": rows}
+        )
+    scaffold.finish()
 
 
 if __name__ == "__main__":

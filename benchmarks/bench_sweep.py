@@ -10,31 +10,21 @@ cannot be captured: eager only), next to the machine's floor for each T's bytes.
 and options as bench_all2all.py.
 """
 
-import argparse
-import os
-
 import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
+import scaffold
 import torch
-import torch.distributed as dist
 from bench_all2all import (
     FLOOR_HEADERS,
     PHASE_ABBREV,
-    PHASES,
     Routing,
+    add_case_args,
     add_common_args,
-    add_floor,
-    add_vs_nccl,
-    build_system,
+    bench_systems,
     check_common_args,
     floor_summary_rows,
-    get_micro,
     graph_cells,
-    measure,
-    measure_graph_or_error,
     print_formulas,
-    shape_floor,
-    system_rows,
-    write_outputs,
+    run,
 )
 from common import fmt
 
@@ -42,36 +32,17 @@ DEFAULT_TOKENS = ",".join(str(1 << i) for i in range(13))  # 1 .. 4096
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = scaffold.parser(__doc__)
     p.add_argument("--tokens", default=DEFAULT_TOKENS, help="comma list of tokens per rank (default 1,2,4,...,4096)")
     p.add_argument("--shape", default="256,8,7168", help="experts,topk,hidden (default DeepSeek-V3: 256,8,7168)")
-    p.add_argument("--dtype", default="bf16", choices=sorted(common.DTYPES))
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--systems",
-        default="moe_a2a,nccl",
-        help="comma list from reference,nccl,symm_mem,moe_a2a (default moe_a2a,nccl)",
-    )
-    p.add_argument(
-        "--check",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="verify each system against moe_a2a.reference per token count",
-    )
+    add_case_args(p, "moe_a2a,nccl")
+    scaffold.add_switch(p, "--check", "verify each system against moe_a2a.reference per token count")
     add_common_args(p)
     args = p.parse_args(argv)
-    check_common_args(p, args)
-    try:
-        args.token_list = [int(t) for t in args.tokens.split(",") if t.strip()]
-        e, k, h = (int(v) for v in args.shape.split(","))
-    except ValueError:
-        p.error("--tokens wants integers, --shape wants experts,topk,hidden")
-    if not args.token_list or min(args.token_list) < 1:
-        p.error("--tokens: positive integers")
+    args.token_list = scaffold.ints(p, "--tokens", args.tokens)
+    e, k, h = scaffold.sizes(p, "--shape", args.shape, ("experts", "topk", "hidden"))
     args.shape_list = [common.Shape(e, k, h, t, common.DTYPES[args.dtype], args.seed) for t in args.token_list]
-    args.system_list = [s.strip() for s in args.systems.split(",") if s.strip()]
-    if args.iters < 50:
-        p.error("--iters must be >= 50 (BENCHMARKS.md)")
+    check_common_args(p, args)
     return args
 
 
@@ -85,26 +56,16 @@ def bench_tokens(ctx, shape, args, micro, flusher):
             common.make_inputs(shape, r, ctx.world, common.pool_seed(shape, -1), ctx.device, num_tokens=t)
             for r in range(ctx.world)
         ]
-    rows = []
-    for name in args.system_list:
-        system, why = build_system(name, ctx, shape, args)
-        info = {"shape": shape.label, "tokens": t, "world": ctx.world, "system": name, "tokens_per_rank": t}
-        if system is None:
-            rows += [dict(info, phase=ph, status=why) for ph in PHASES]
-            continue
-        try:
-            check = "-"
-            if check_inputs is not None:
-                ok, err = system.check(check_inputs)
-                check = f"pass ({err:.1e})" if ok else f"FAIL ({err:.1e})"
-            times = measure(ctx, system, pool, args, flusher)
-            gtimes = measure_graph_or_error(ctx, system, pool, args, t)
-            rows += system_rows(info, system, times, gtimes, routing, args, t, check, "ok")
-        except Exception as e:
-            rows += [dict(info, phase=ph, status=f"error: {type(e).__name__}: {e}") for ph in PHASES]
-        system.close()
-    add_vs_nccl(rows)
-    add_floor(rows, shape_floor(ctx, routing, args))
+    rows = bench_systems(
+        ctx,
+        shape,
+        args,
+        pool,
+        routing,
+        flusher,
+        lambda name: {"shape": shape.label, "tokens": t, "world": ctx.world, "system": name, "tokens_per_rank": t},
+        check_inputs,
+    )
     del pool
     torch.cuda.empty_cache()
     return rows
@@ -201,29 +162,12 @@ def plot(rows, micro, path):
     ax_t.set_yscale("log")
     rows0 = rows[0] if rows else {}
     fig.suptitle(f"{rows0.get('shape', '').rsplit('-T', 1)[0]}, world {rows0.get('world')}")
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    print(f"wrote {path}")
+    scaffold.save_figure(plt, fig, path)
 
 
 def main(argv=None):
     args = parse_args(argv)
-    ctx = common.init_benchmark()
-    micro = get_micro(ctx, args)
-    flusher = common.L2Flusher(ctx.device, args.flush_mib * common.MiB, args.preroll_us)
-    rows = []
-    for shape in args.shape_list:
-        if ctx.rank == 0:
-            print(f"== tokens/rank {shape.max_tokens}", flush=True)
-        rows += bench_tokens(ctx, shape, args, micro, flusher)
-    if ctx.rank == 0:
-        print_report(rows, micro)
-        plot(rows, micro, os.path.join(args.out, "bench_sweep.png"))
-    write_outputs(ctx, args, "bench_sweep", rows, micro)
-    dist.barrier()
-    dist.destroy_process_group()
+    run(args, "bench_sweep", bench_tokens, lambda ctx, shape: f"== tokens/rank {shape.max_tokens}", print_report, plot)
 
 
 if __name__ == "__main__":

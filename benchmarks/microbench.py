@@ -11,14 +11,13 @@ replays of the max over ranks); each rank sends `bytes` to the next rank (at wor
 GPUs send `bytes` each way) with `blocks` blocks, one signal per block.
 """
 
-import argparse
 import os
 import sys
 import time
 
 import common  # noqa: F401  (first: pins multicast off before torch.distributed)
+import scaffold
 import torch
-import torch.distributed as dist
 from common import MiB, has_extension, import_moe_a2a, moe_submodule, summarize, time_device
 
 # Used only when a quantity cannot be measured here; always labelled "assumed" in the output.
@@ -337,21 +336,12 @@ def print_summary(m):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = scaffold.parser(__doc__)
     p.add_argument("--sizes-mib", default="64,256", help="peer copy sizes in MiB (default 64,256)")
-    p.add_argument("--iters", type=int, default=20, help="timed copies per size (default 20)")
+    scaffold.add_iters(p, 20, "timed copies per size")
     p.add_argument("--flag-iters", type=int, default=1000)
-    p.add_argument(
-        "--floor",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="measure the bare-exchange floor table (default on; needs the extension)",
-    )
-    p.add_argument(
-        "--out",
-        default=os.path.join(common.BENCH_DIR, "results"),
-        help="folder for microbench.json (default benchmarks/results)",
-    )
+    scaffold.add_switch(p, "--floor", "measure the bare-exchange floor table (default on; needs the extension)")
+    scaffold.add_out(p, "microbench.json")
     args = p.parse_args(argv)
     ctx = common.init_distributed()
     m = run(ctx, tuple(int(v) for v in args.sizes_mib.split(",")), args.iters, args.flag_iters, args.floor)
@@ -360,7 +350,7 @@ def main(argv=None):
         path = os.path.join(args.out, "microbench.json")
         common.write_json(path, {"meta": common.metadata(ctx), "microbench": m})
         print(f"wrote {path}")
-    dist.destroy_process_group()
+    scaffold.finish()
 
 
 if __name__ == "__main__":

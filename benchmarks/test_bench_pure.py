@@ -374,6 +374,7 @@ def test_benchmarks_import_common_first():
         "bench_moe_layer.py",
         "bench_hf_model.py",
         "bench_host.py",
+        "scaffold.py",
     } <= set(checked)
 
 
@@ -571,6 +572,7 @@ def test_moe_layer_bench_cli_and_sizing():
 
 def test_moe_layer_bench_report():
     import bench_moe_layer as bm
+    import scaffold
 
     base = {"tokens": 128, "world": 2}
     rows = [
@@ -591,7 +593,7 @@ def test_moe_layer_bench_report():
     assert mirrors[1] == [512, "2.20", "1.10", "20.0%"]
     common.print_table(bm.MIRROR_HEADERS, mirrors)
     with tempfile.TemporaryDirectory() as d:
-        stem = bm.write_outputs(d, rows, common.metadata(), {"tokens": "128"})
+        stem = scaffold.write_results(d, "bench_moe_layer", {"meta": common.metadata(), "config": {}, "rows": rows})
         assert open(stem + ".csv").readline().startswith("tokens,world,phase")
         assert os.path.getsize(stem + ".json") > 0
 
@@ -655,6 +657,7 @@ def test_hf_model_bench_inputs_and_report():
     import types
 
     import bench_hf_model as bh
+    import scaffold
 
     args = bh.parse_args(["--smoke", "--batches", "1,4"])
     world, views = 3, []
@@ -709,7 +712,8 @@ def test_hf_model_bench_inputs_and_report():
     common.print_table(bh.HEADERS, table)
     common.print_table(bh.SPEEDUP_HEADERS, bh.speedup_rows(sp))
     with tempfile.TemporaryDirectory() as d:
-        stem = bh.write_outputs(d, "bench_hf_model", {"meta": common.metadata(), "rows": rows, "speedups": sp})
+        doc = {"meta": common.metadata(), "rows": rows, "speedups": sp}
+        stem = scaffold.write_results(d, "bench_hf_model", doc, say=False)
         assert open(stem + ".csv").readline().startswith("system,batch_per_rank,status")
         assert os.path.getsize(stem + ".json") > 0
 
@@ -1072,3 +1076,135 @@ def test_bench_multinode_load_splits():
     counts = [[0, 3, 1], [2, 0, 0], [5, 4, 0]]
     assert bm.load_splits(counts, 1, 10) == ([20, 0, 0], [30, 0, 40])
     assert bm.load_splits(counts, 0, 1) == ([0, 3, 1], [0, 2, 5])
+
+
+def test_scaffold_arguments():
+    """The shared options keep their flags and defaults, and the list and size parsers turn bad
+    text into an argparse error naming the flag."""
+    import scaffold
+
+    p = scaffold.parser("doc")
+    scaffold.add_out(p)
+    scaffold.add_layout(p, "packed")
+    scaffold.add_iters(p, 50)
+    scaffold.add_warmup(p, 5)
+    scaffold.add_seed(p)
+    scaffold.add_switch(p, "--check", "verify")
+    scaffold.add_no_microbench(p)
+    a = p.parse_args([])
+    assert a.out == os.path.join(common.BENCH_DIR, "results") and a.layout == "packed"
+    assert (a.iters, a.warmup, a.seed, a.check, a.no_microbench) == (50, 5, 0, True, False)
+    a = p.parse_args(["--no-check", "--layout", "padded", "--no-microbench"])
+    assert not a.check and a.layout == "padded" and a.no_microbench
+    with pytest.raises(SystemExit):
+        p.parse_args(["--layout", "ragged"])
+    assert scaffold.ints(p, "--tokens", "1, 8,") == [1, 8]
+    assert scaffold.sizes(p, "--shape", "256,8,7168", ("experts", "topk", "hidden")) == [256, 8, 7168]
+    assert scaffold.names(p, "--systems", "nccl, moe_a2a", ("nccl", "moe_a2a")) == ["nccl", "moe_a2a"]
+    for bad in (
+        lambda: scaffold.ints(p, "--tokens", "1,x"),
+        lambda: scaffold.ints(p, "--tokens", "0"),
+        lambda: scaffold.ints(p, "--tokens", ""),
+        lambda: scaffold.sizes(p, "--shape", "256,8", ("experts", "topk", "hidden")),
+        lambda: scaffold.sizes(p, "--shape", "256,0,7168", ("experts", "topk", "hidden")),
+        lambda: scaffold.names(p, "--systems", "deepep", ("nccl",)),
+        lambda: scaffold.names(p, "--systems", ",", ("nccl",)),
+        lambda: scaffold.at_least(p, a, iters=51),
+        lambda: scaffold.at_least(p, a, warmup=6),
+    ):
+        with pytest.raises(SystemExit):
+            bad()
+    scaffold.at_least(p, a, iters=50, warmup=0)  # at the minimum: no error
+    a.dtype_t, a.shape_list = torch.bfloat16, [common.Shape(8, 2, 64, 4)]
+    s = scaffold.settings(a, without=("shape_list",))
+    assert s["dtype_t"] == "torch.bfloat16" and "shape_list" not in s and s["iters"] == 50
+    json.dumps(s)  # every value as JSON
+
+
+def test_scaffold_cases_and_files(tmp_path, capsys):
+    """run_cases: the rows in case order, rank 0 alone prints the headers and runs after();
+    write_results: OUT/stem.json with the document and OUT/stem.csv with its rows."""
+    import types
+
+    import scaffold
+
+    seen = []
+    for rank in (0, 1):
+        ctx = types.SimpleNamespace(rank=rank)
+        rows = scaffold.run_cases(
+            ctx,
+            [1, 2],
+            lambda t: [{"tokens": t, "us": 10.0 * t}, {"tokens": t, "us": 1.0}],
+            header=lambda t: f"== T={t}",
+            after=lambda rows, new: seen.append((rank, len(rows), new[0]["tokens"])),
+        )
+        assert [r["tokens"] for r in rows] == [1, 1, 2, 2]
+    assert seen == [(0, 2, 1), (0, 4, 2)]
+    assert capsys.readouterr().out == "== T=1\n== T=2\n"
+    assert scaffold.run_cases(types.SimpleNamespace(rank=0), [], lambda c: [c]) == []
+    doc = {"meta": {"m": 1}, "config": {"iters": 50}, "rows": rows}
+    path = scaffold.write_results(str(tmp_path / "out"), "bench_x", doc)
+    assert path == str(tmp_path / "out" / "bench_x")
+    assert json.load(open(path + ".json")) == doc and open(path + ".csv").readline().strip() == "tokens,us"
+    assert capsys.readouterr().out == f"wrote {path}.json/.csv\n"
+    scaffold.write_results(str(tmp_path), "quiet", doc, say=False)
+    assert capsys.readouterr().out == "" and os.path.exists(tmp_path / "quiet.csv")
+    plt = common.pyplot()
+    if plt is not None:
+        fig, ax = plt.subplots()
+        ax.plot([1, 2], [3, 4])
+        scaffold.save_figure(plt, fig, str(tmp_path / "png" / "p.png"), rect=(0, 0, 1, 0.9))
+        assert os.path.getsize(tmp_path / "png" / "p.png") > 0
+
+
+def test_bench_systems_reports_each_system(monkeypatch):
+    """bench_all2all.bench_systems, the per-system loop of bench_all2all.py and bench_sweep.py:
+    a system that cannot be built, one whose check fails, and one that raises each get a row
+    per phase saying so, and the loop goes on."""
+    import types
+
+    import bench_all2all as ba
+
+    closed = []
+
+    class Fake:
+        note, graph_note = "", ""
+
+        def __init__(self, name, ok=True, boom=False):
+            self.name, self.ok, self.boom = name, ok, boom
+
+        def check(self, inputs):
+            if self.boom:
+                raise RuntimeError("boom")
+            return self.ok, 0.5
+
+        def close(self):
+            closed.append(self.name)
+
+    built = {
+        "reference": (None, "unsupported: test"),
+        "nccl": (Fake("nccl"), ""),
+        "symm_mem": (Fake("s", boom=True), ""),
+    }
+    built["moe_a2a"] = (Fake("moe_a2a", ok=False), "")
+    monkeypatch.setattr(ba, "build_system", lambda name, ctx, shape, args: built[name])
+    monkeypatch.setattr(ba, "measure", lambda *a: {ph: [1.0] for ph in ba.PHASES})
+    monkeypatch.setattr(ba, "measure_graph_or_error", lambda *a: {})
+    monkeypatch.setattr(ba, "shape_floor", lambda *a: None)
+    monkeypatch.setattr(
+        ba,
+        "system_rows",
+        lambda info, system, times, gtimes, routing, args, tokens, check, status: [
+            dict(info, phase=ph, status=status, check=check, us_median=10.0) for ph in times
+        ],
+    )
+    args = types.SimpleNamespace(system_list=list(ba.ALL_SYSTEMS), iters=50, warmup=1)
+    shape = common.Shape(8, 2, 64, 4)
+    rows = ba.bench_systems(None, shape, args, None, None, None, lambda n: {"shape": "s", "system": n}, ["inputs"])
+    status = {(r["system"], r["phase"]): r["status"] for r in rows}
+    assert len(rows) == 4 * len(ba.PHASES)
+    assert status[("reference", "pipeline")] == "unsupported: test"
+    assert status[("nccl", "dispatch")] == "ok" and status[("moe_a2a", "combine")] == "wrong result"
+    assert status[("symm_mem", "pipeline")] == "error: RuntimeError: boom"
+    assert closed == ["nccl", "s", "moe_a2a"]
+    assert next(r for r in rows if r["system"] == "moe_a2a")["vs_nccl"] == pytest.approx(1.0)
