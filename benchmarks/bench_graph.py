@@ -46,36 +46,20 @@ def parse_args(argv=None):
         default=DEFAULT_SHAPES,
         help='"E,K,H,T[,dtype[,seed]];..." (T = tokens per rank), or "ab": the before/after set',
     )
-    p.add_argument(
-        "--counts",
-        default="max",
-        help='per-rank token counts, ";"-separated specs, each shape run once per spec: "max" (default:\n'
-        'every rank the shape\'s max tokens), "drawn" (uniform in 1..max per rank and routing, as the\n'
-        'challenge draws them), "a/b[/c...]" (rank r gets entry r %% n, 0 allowed), or "issue35" (the\n'
-        "unequal pairs of issue 35 that fit each shape, plus drawn and 1/1)",
-    )
+    scaffold.add_counts(p)
     scaffold.add_layout(p, "packed")
     p.add_argument("--inputs", type=int, default=8, help="distinct routings captured in the graph (>= 8)")
     p.add_argument("--replays", type=int, default=20, help="timed graph replays (default 20)")
     scaffold.add_iters(p, 50, "timed eager iterations")
     p.add_argument("--gemm", action="store_true", help="also the pipeline dispatch -> fake GEMM -> combine")
-    p.add_argument(
-        "--fp8",
-        choices=sorted(common.FP8_DTYPES),
-        default=None,
-        help="also every shape with fp8 dispatch (AllToAll(dispatch_dtype=)), next to the token dtype's",
-    )
+    scaffold.add_fp8(p, "AllToAll(dispatch_dtype=)")
     scaffold.add_no_microbench(p, "use BENCHMARKS.md's B, B_hbm and L (labelled)")
     scaffold.add_switch(p, "--floor", "measure the machine's floor for each shape's bytes (default on)")
     common.add_num_sms_arg(p)
     scaffold.add_out(p, "bench_graph.json / .csv")
     args = p.parse_args(argv)
     scaffold.at_least(p, args, inputs=8)  # the graph must not replay one routing
-    args.shape_list = common.parse_shapes(AB_SHAPES if args.shapes == "ab" else args.shapes)
-    try:  # every spec checked against every shape before anything runs
-        args.count_list = [common.counts_for_shape(args.counts, shape) for shape in args.shape_list]
-    except ValueError as e:
-        p.error(str(e))
+    scaffold.shapes_and_counts(p, args, AB_SHAPES if args.shapes == "ab" else args.shapes)
     return args
 
 
@@ -183,12 +167,7 @@ def main():
     ctx = common.init_benchmark()
     micro = get_micro(ctx, args)
     flusher = common.L2Flusher(ctx.device, preroll_us=1000.0)
-    runs = [
-        (shape, counts, fp8)
-        for shape, specs in zip(args.shape_list, args.count_list)
-        for counts in specs
-        for fp8 in ([None, args.fp8] if args.fp8 else [None])
-    ]
+    runs = scaffold.shape_runs(args)
     meta = {}
 
     def save(rows, complete):

@@ -37,11 +37,10 @@ combine of entry 0 (fake GEMM: x * (1 + rank)) with moe_a2a.reference.moe_refere
 Output: bench_multinode.json (meta + rows) and .csv under --out, and the tables printed.
 """
 
-import argparse
 import math
-import os
 
 import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
+import scaffold
 import torch
 import torch.distributed as dist
 from common import fmt, summarize
@@ -52,39 +51,24 @@ ID_BYTES, WEIGHT_BYTES, SCALE_BYTES = 8, 4, 4  # int64 ids and fp32 weights (pac
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = scaffold.parser(__doc__)
     p.add_argument("--shapes", default=DEFAULT_SHAPES, help='"E,K,H,T[,dtype[,seed]];..." (T = max tokens per rank)')
-    p.add_argument(
-        "--counts",
-        default="max",
-        help='per-rank token counts, ";"-separated specs, each shape run once per spec (bench_graph.py\'s):\n'
-        '"max", "drawn", "a/b[/c...]" or "issue35"',
-    )
-    p.add_argument(
-        "--fp8",
-        choices=sorted(common.FP8_DTYPES),
-        default=None,
-        help="also every shape with fp8 dispatch (MultiNodeAllToAll(dispatch_dtype=)), next to the token dtype's",
-    )
+    scaffold.add_counts(p)
+    scaffold.add_fp8(p, "MultiNodeAllToAll(dispatch_dtype=)")
     p.add_argument(
         "--node-capacity", type=int, default=None, help="rows a rank sends each node (default: the shape's max tokens)"
     )
     p.add_argument("--inputs", type=int, default=8, help="distinct routings, cycled (>= 8: the graphs need them)")
-    p.add_argument("--iters", type=int, default=20, help="timed eager iterations per measurement (default 20)")
+    scaffold.add_iters(p, 20, "timed eager iterations per measurement")
     p.add_argument("--replays", type=int, default=10, help="timed graph replays (default 10)")
     p.add_argument("--no-graph", action="store_true", help="eager times only")
     p.add_argument("--no-check", action="store_true", help="skip the check against the reference")
-    p.add_argument("--out", default=os.path.join(common.BENCH_DIR, "results"))
+    scaffold.add_out(p, "bench_multinode.json / .csv")
     args = p.parse_args(argv)
-    if args.inputs < 8:
-        p.error("--inputs must be >= 8 (the graph must not replay one routing)")
+    scaffold.at_least(p, args, inputs=8)  # the graph must not replay one routing
     if args.node_capacity is not None and args.node_capacity < 1:
         p.error("--node-capacity must be >= 1")
-    args.shape_list = common.parse_shapes(args.shapes)
-    try:
-        args.count_list = [common.counts_for_shape(args.counts, shape) for shape in args.shape_list]
-    except ValueError as e:
-        p.error(str(e))
+    scaffold.shapes_and_counts(p, args, args.shapes)
     return args
 
 
@@ -333,35 +317,36 @@ def main():
     if ctx.one_gpu:
         raise SystemExit(f"{common.ONE_GPU_ENV}=1: the rail groups need NCCL, a GPU per rank")
     flusher = common.L2Flusher(ctx.device, preroll_us=1000.0)
-    runs = [
-        (shape, spec, fp8)
-        for shape, specs in zip(args.shape_list, args.count_list)
-        for spec in specs
-        for fp8 in ([None, args.fp8] if args.fp8 else [None])
-    ]
-    rows, meta = [], {}
-    for shape, spec, fp8 in runs:
-        rows.append(bench_shape(ctx, shape, spec, args, flusher, fp8))
-        if ctx.rank == 0:
-            r = rows[-1]
-            print(
-                f"{label(r):28s} {r['dispatch_dtype']:8s} leg d {fmt(r['leg_d_us_median'])} us = "
-                f"x{fmt(r['leg_d_x_a2a_d'], 2)} a2a; leg c {fmt(r['leg_c_us_median'])} us = "
-                f"x{fmt(r['leg_c_x_a2a_c'], 2)} a2a; dispatch {spread(r, 'dispatch')}, combine "
-                f"{spread(r, 'combine')}, graph d+c {spread(r, 'graph_dc')}; check {fmt(r.get('check_rel_err'), 4)}"
-                + (f"; ERROR {r['error']}" if "error" in r else ""),
-                flush=True,
-            )
-            if not meta:
-                meta.update(common.metadata(ctx), args=vars(args) | {"shape_list": None, "count_list": None})
-            meta["complete"] = len(rows) == len(runs)
-            common.write_json(os.path.join(args.out, "bench_multinode.json"), {"meta": meta, "rows": rows})
-            common.write_csv(os.path.join(args.out, "bench_multinode.csv"), rows)
+    runs = scaffold.shape_runs(args)
+    meta = {}
+
+    def save(rows, complete):
+        """Rank 0: the rows so far, after every run (meta "complete" is false until the end)."""
+        if not meta:
+            meta.update(common.metadata(ctx), args=scaffold.settings(args) | {"shape_list": None, "count_list": None})
+        meta["complete"] = complete
+        scaffold.write_results(args.out, "bench_multinode", {"meta": meta, "rows": rows}, say=False)
+
+    def after(rows, new):
+        save(rows, complete=False)
+        r = new[0]
+        print(
+            f"{label(r):28s} {r['dispatch_dtype']:8s} leg d {fmt(r['leg_d_us_median'])} us = "
+            f"x{fmt(r['leg_d_x_a2a_d'], 2)} a2a; leg c {fmt(r['leg_c_us_median'])} us = "
+            f"x{fmt(r['leg_c_x_a2a_c'], 2)} a2a; dispatch {spread(r, 'dispatch')}, combine "
+            f"{spread(r, 'combine')}, graph d+c {spread(r, 'graph_dc')}; check {fmt(r.get('check_rel_err'), 4)}"
+            + (f"; ERROR {r['error']}" if "error" in r else ""),
+            flush=True,
+        )
+
+    rows = scaffold.run_cases(
+        ctx, runs, lambda run: [bench_shape(ctx, run[0], run[1], args, flusher, run[2])], after=after
+    )
     if ctx.rank == 0:
         print()
         print_tables(rows)
-    dist.barrier()
-    dist.destroy_process_group()
+        save(rows, complete=True)
+    scaffold.finish()
 
 
 if __name__ == "__main__":

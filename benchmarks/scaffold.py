@@ -64,6 +64,38 @@ def add_no_microbench(p, help="skip measuring B, B_hbm and L; use BENCHMARKS.md'
     p.add_argument("--no-microbench", action="store_true", help=help)
 
 
+def add_counts(p):
+    """--counts: per-rank token counts (common.counts_for_shape), as bench_graph and bench_multinode take them."""
+    p.add_argument(
+        "--counts",
+        default="max",
+        help='per-rank token counts, ";"-separated specs, each shape run once per spec: "max" (default:\n'
+        'every rank the shape\'s max tokens), "drawn" (uniform in 1..max per rank and routing, as the\n'
+        'challenge draws them), "a/b[/c...]" (rank r gets entry r %% n, 0 allowed), or "issue35" (the\n'
+        "unequal pairs of issue 35 that fit each shape, plus drawn and 1/1)",
+    )
+
+
+def add_fp8(p, what):
+    """--fp8 FORMAT: every shape also with fp8 dispatch through `what`, next to the token dtype's."""
+    p.add_argument(
+        "--fp8",
+        choices=sorted(common.FP8_DTYPES),
+        default=None,
+        help=f"also every shape with fp8 dispatch ({what}), next to the token dtype's",
+    )
+
+
+def shapes_and_counts(p, args, shapes_text):
+    """args.shape_list from `shapes_text` and args.count_list (--counts per shape), every spec
+    checked against every shape before anything runs; a bad one is a p.error naming both."""
+    args.shape_list = common.parse_shapes(shapes_text)
+    try:
+        args.count_list = [common.counts_for_shape(args.counts, shape) for shape in args.shape_list]
+    except ValueError as e:
+        p.error(str(e))
+
+
 def ints(p, flag, text):
     """'1,2,...' -> [int], each >= 1, or p.error naming the flag."""
     try:
@@ -122,6 +154,17 @@ def run_cases(ctx, cases, bench_case, header=None, after=None):
         if after is not None and ctx.rank == 0:
             after(rows, new)
     return rows
+
+
+def shape_runs(args):
+    """The runs of a script over shapes and --counts: (shape, counts spec, fp8 format or None), each
+    spec of each shape with the token dtype and, with --fp8, again with fp8 dispatch right after."""
+    return [
+        (shape, counts, fp8)
+        for shape, specs in zip(args.shape_list, args.count_list)
+        for counts in specs
+        for fp8 in ([None, args.fp8] if args.fp8 else [None])
+    ]
 
 
 def finish():
