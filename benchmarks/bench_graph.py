@@ -168,16 +168,7 @@ def main():
     micro = get_micro(ctx, args)
     flusher = common.L2Flusher(ctx.device, preroll_us=1000.0)
     runs = scaffold.shape_runs(args)
-    meta = {}
-
-    def save(rows, complete):
-        """Rank 0: the rows so far to bench_graph.json/.csv, after every run (a run that dies
-        part-way leaves what it measured; meta "complete" is false until the end)."""
-        if not meta:
-            meta.update(common.metadata(ctx), micro=micro, args=scaffold.settings(args) | {"shape_list": None})
-            meta.update(one_gpu_proxy=ctx.one_gpu)
-        meta["complete"] = complete
-        scaffold.write_results(args.out, "bench_graph", {"meta": meta, "rows": rows}, say=False)
+    save = scaffold.partial_saver(ctx, args, "bench_graph", micro=micro, one_gpu_proxy=ctx.one_gpu)
 
     def after(rows, new):
         save(rows, complete=False)

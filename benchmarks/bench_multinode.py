@@ -318,14 +318,7 @@ def main():
         raise SystemExit(f"{common.ONE_GPU_ENV}=1: the rail groups need NCCL, a GPU per rank")
     flusher = common.L2Flusher(ctx.device, preroll_us=1000.0)
     runs = scaffold.shape_runs(args)
-    meta = {}
-
-    def save(rows, complete):
-        """Rank 0: the rows so far, after every run (meta "complete" is false until the end)."""
-        if not meta:
-            meta.update(common.metadata(ctx), args=scaffold.settings(args) | {"shape_list": None, "count_list": None})
-        meta["complete"] = complete
-        scaffold.write_results(args.out, "bench_multinode", {"meta": meta, "rows": rows}, say=False)
+    save = scaffold.partial_saver(ctx, args, "bench_multinode")
 
     def after(rows, new):
         save(rows, complete=False)

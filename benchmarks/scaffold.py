@@ -187,6 +187,21 @@ def write_results(out_dir, stem, doc, say=True):
     return path
 
 
+def partial_saver(ctx, args, stem, **meta):
+    """save(rows, complete) for rank 0 to call after every run and at the end: the rows so far to
+    OUT/stem.json/.csv, with common.metadata, the settings and `meta`; "complete" is false until the
+    end, so a run that dies part-way leaves what it measured."""
+    doc_meta = {}
+
+    def save(rows, complete):
+        if not doc_meta:
+            doc_meta.update(common.metadata(ctx), args=settings(args) | {"shape_list": None}, **meta)
+        doc_meta["complete"] = complete
+        write_results(args.out, stem, {"meta": doc_meta, "rows": rows}, say=False)
+
+    return save
+
+
 def save_figure(plt, fig, path, rect=None):
     """A plot's figure, laid out (tight, within `rect`), to the PNG `path`, and closed."""
     fig.tight_layout(rect=rect)
