@@ -565,8 +565,8 @@ def quantize_fp8(x: torch.Tensor, fp8_dtype: torch.dtype, pow2_scales: bool = Fa
     scale = max(amax, 1e-30) / fp8 max (rounded up to a power of two with pow2_scales),
     q = round-to-nearest-even(clamp(x * (1 / scale), -max, max)). A block holding inf or NaN
     gets scale inf or NaN, so it dequantizes to NaN; other blocks and tokens are untouched.
-    The exact bytes are those computed on CPU tensors (tests compare dispatch against that);
-    torch's CUDA kernels for the same ops need not round identically."""
+    Every step is correctly rounded on CPU and CUDA tensors alike (the multi-node path quantizes
+    with it on the GPU), so the bytes are the same on either."""
     if fp8_dtype not in FP8_FORMATS:
         raise TypeError(f"quantize_fp8: fp8_dtype must be float8_e4m3fn or float8_e4m3fnuz, got {fp8_dtype}")
     fp8_max = torch.finfo(fp8_dtype).max
@@ -575,7 +575,9 @@ def quantize_fp8(x: torch.Tensor, fp8_dtype: torch.dtype, pow2_scales: bool = Fa
     xf = x.float()
     padded = torch.nn.functional.pad(xf, (0, blocks * FP8_BLOCK - H))  # zeros never raise an amax
     amax = padded.unflatten(-1, (blocks, FP8_BLOCK)).abs().amax(-1)  # NaN if the block has one
-    scale = torch.clamp(amax, min=FP8_AMAX_FLOOR) / fp8_max  # clamp keeps NaN
+    # Divided by a tensor, not a Python float: torch's CUDA kernels multiply by the reciprocal of a
+    # scalar divisor, which can round the scale differently from fp8.h's division.
+    scale = torch.clamp(amax, min=FP8_AMAX_FLOOR) / torch.full_like(amax, fp8_max)  # clamp keeps NaN
     if pow2_scales:
         mantissa, exponent = torch.frexp(scale)  # scale = mantissa * 2^exponent, mantissa in [0.5, 1)
         up = torch.ldexp(torch.ones_like(scale), torch.where(mantissa == 0.5, exponent - 1, exponent))
