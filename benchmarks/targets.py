@@ -1,11 +1,14 @@
-"""The speed targets moe_a2a is judged by, as data: issue 12 (transport) and issue 13 (fp8).
-World 2 on 2 x H200, median, max over ranks. benchmarks/perf_report.py sets a run's numbers next to
-them; targets live here and in benchmarks, never in timed tests.
+"""The speed targets moe_a2a is judged by, as data: issue 35's table (two real GPUs; its fp8 row
+replaces issue 13's). World 2, CUDA-graph steady state unless it says eager, median, max over ranks.
+benchmarks/perf_report.py sets a run's numbers next to them; targets live here and in benchmarks,
+never in timed tests. The issue's unequal-pair target (any unequal pair <= 1.10x the equal pair at
+the larger count) is a ratio between rows: perf_report.py prints it next to these (unequal_lines).
 
 Each target names the result file and row it is read from (the row's "shape", its per-rank counts
-spec "counts" (bench_graph.py --counts; "max", every rank at the shape's max tokens, is what the
-issues' targets mean, and rows from before --counts count as "max") and, for fp8, its
-"dispatch_dtype"), the measured field, and the bound in microseconds (or a ratio)."""
+spec "counts" (bench_graph.py --counts; "max", every rank at the shape's max tokens, and rows from
+before --counts count as "max"; "drawn", each rank's count uniform in 1..max as the challenge draws
+it) and, for fp8, its "dispatch_dtype"), the measured field, and the bound in microseconds (or a
+ratio)."""
 
 import dataclasses
 from typing import Optional
@@ -25,31 +28,38 @@ class Target:
     counts: str = "max"  # the row's "counts" (missing in older files: "max")
 
 
-def _graph(shape: str, bound: float, what: Optional[str] = None) -> Target:
-    return Target(what or f"graph d+c {shape}", "bench_graph.json", shape, "graph_us_median", bound)
+def _graph(shape: str, bound: float, what: Optional[str] = None, counts: str = "max") -> Target:
+    what = what or f"graph d+c {shape}" + (f", counts {counts}" if counts != "max" else "")
+    return Target(what, "bench_graph.json", shape, "graph_us_median", bound, counts=counts)
 
 
 TARGETS = (
-    _graph("E8-K2-H6144-T16", 10),
-    _graph("E64-K6-H2048-T32", 10),
-    _graph("E128-K4-H2880-T128", 14),
-    _graph("E128-K8-H4096-T256", 25),
-    _graph("E256-K8-H7168-T256", 38),
-    _graph(f"{DEEPSEEK_V3}-T1", 8, "graph d+c DeepSeek-V3 T=1"),
-    _graph(f"{DEEPSEEK_V3}-T128", 20, "graph d+c DeepSeek-V3 T=128"),
-    _graph(f"{DEEPSEEK_V3}-T1024", 110, "graph d+c DeepSeek-V3 T=1024"),
+    _graph("E8-K2-H6144-T16", 13, counts="drawn"),
+    _graph("E64-K6-H2048-T32", 13, counts="drawn"),
+    _graph("E128-K8-H4096-T256", 30, counts="drawn"),
+    _graph("E256-K8-H7168-T256", 40, counts="drawn"),
+    _graph(f"{DEEPSEEK_V3}-T1", 12, "graph d+c DeepSeek-V3 T=1"),
+    _graph(f"{DEEPSEEK_V3}-T128", 26, "graph d+c DeepSeek-V3 T=128"),
     Target(
-        "eager dispatch DeepSeek-V3 T=4096", "bench_graph.json", f"{DEEPSEEK_V3}-T4096", "eager_dispatch_us_median", 200
+        "graph d+c / in-run floor, DeepSeek-V3 T=4096",
+        "bench_graph.json",
+        f"{DEEPSEEK_V3}-T4096",
+        "graph_x_floor",
+        1.3,
+        unit="x",
     ),
     Target(
-        "eager combine DeepSeek-V3 T=4096", "bench_graph.json", f"{DEEPSEEK_V3}-T4096", "eager_combine_us_median", 200
+        "eager dispatch DeepSeek-V3 T=4096", "bench_graph.json", f"{DEEPSEEK_V3}-T4096", "eager_dispatch_us_median", 230
+    ),
+    Target(
+        "eager combine DeepSeek-V3 T=4096", "bench_graph.json", f"{DEEPSEEK_V3}-T4096", "eager_combine_us_median", 230
     ),
     Target(
         "fp8 dispatch / bf16 dispatch, DeepSeek-V3 T=4096 (eager)",
         "fp8/bench_graph.json",
         f"{DEEPSEEK_V3}-T4096",
         "eager_dispatch_vs_token_dtype",
-        0.6,
+        0.55,
         dispatch_dtype="e4m3fn",  # bench_graph.py --fp8 e4m3fn
         unit="x",
     ),
