@@ -976,9 +976,9 @@ def test_nccl_steps_with_zero_tokens():
 
 
 def test_unequal_counts_rows_in_the_reports(tmp_path):
-    """perf_report and compare_graph: rows with counts other than "max" never stand in for the
-    equal-count rows the targets read (rows without "counts" are "max"); the unequal table sets
-    each unequal spec against the equal pair at its larger count, drawn against max."""
+    """perf_report and compare_graph: a target reads the row of its own counts spec, never another
+    (rows without "counts" are "max"); the unequal table sets each unequal spec against the equal
+    pair at its larger count, drawn against max."""
     import compare_graph
     import perf_report
 
@@ -1003,7 +1003,8 @@ def test_unequal_counts_rows_in_the_reports(tmp_path):
     ]
     (tmp_path / "bench_graph.json").write_text(json.dumps({"meta": {}, "rows": rows}))
     text = perf_report.report(str(tmp_path))
-    assert "| graph d+c E8-K2-H6144-T16 | 9.0 (8.0-10.0) us | 10.0 us | yes |" in text  # the max row
+    # the drawn row (issue 35's E8 target), not max's 9.0 or an unequal pair's
+    assert "| graph d+c E8-K2-H6144-T16, counts drawn | 18.0 (17.0-19.0) us | 13.0 us | no |" in text
     lines = perf_report.unequal_lines(rows)
     assert lines[0] == "| shape | counts | graph d+c us (p10-p90) | equal pair | equal us | ratio |"
     assert lines[2:] == [
@@ -1014,12 +1015,16 @@ def test_unequal_counts_rows_in_the_reports(tmp_path):
     ]
     assert "\n".join(lines) in text and "| E8-K2-H6144-T16 1/16 | 35.0" in text
     assert perf_report.unequal_lines([row("max", 9.0)]) == []
-    # a file from before --counts: no "counts" key, read as "max"; an unequal row alone is not a target
+    # a file from before --counts: no "counts" key, read as "max" (DeepSeek-V3 T=1's target is a max
+    # row); an unequal row alone is not a target
+    one = "E256-K8-H7168-T1"
     old = [{k: v for k, v in row("max", 22.8).items() if k not in ("counts", "rank_tokens")}]
-    (tmp_path / "bench_graph.json").write_text(json.dumps({"meta": {}, "rows": [row("1/16", 35.0, [1, 16])] + old}))
-    assert "| graph d+c E8-K2-H6144-T16 | 22.8 (21.8-23.8) us | 10.0 us | no |" in perf_report.report(str(tmp_path))
-    (tmp_path / "bench_graph.json").write_text(json.dumps({"meta": {}, "rows": [row("1/16", 35.0, [1, 16])]}))
-    assert "| graph d+c E8-K2-H6144-T16 | not measured" in perf_report.report(str(tmp_path))
+    unequal = [row("0/1", 35.0, [0, 1]) | {"shape": one}]
+    rows = unequal + [old[0] | {"shape": one}]
+    (tmp_path / "bench_graph.json").write_text(json.dumps({"meta": {}, "rows": rows}))
+    assert "| graph d+c DeepSeek-V3 T=1 | 22.8 (21.8-23.8) us | 12.0 us | no |" in perf_report.report(str(tmp_path))
+    (tmp_path / "bench_graph.json").write_text(json.dumps({"meta": {}, "rows": unequal}))
+    assert "| graph d+c DeepSeek-V3 T=1 | not measured" in perf_report.report(str(tmp_path))
     # compare_graph keys a row by its counts too: the max row of an old run matches the new max row
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(json.dumps({"rows": old}))
