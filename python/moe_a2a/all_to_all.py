@@ -42,7 +42,7 @@ import torch.distributed as dist
 
 from ._collective import GroupRef, require_same
 from ._ext import ext
-from .fp8_formats import FP8_FORMATS
+from .fp8_formats import FP8_FORMATS, check_dispatch_dtype
 from .heap import DEFAULT_CLOSE_TIMEOUT_S, SymmetricHeap
 
 _DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
@@ -367,11 +367,7 @@ class AllToAll:
             raise ValueError(f"moe_a2a: num_buffers must be in [1, {MAX_BUFFERS}], got {num_buffers}")
         if profile and int(num_buffers) != 1:
             raise ValueError("moe_a2a: profile=True records one buffer's rounds; use num_buffers=1 to profile")
-        if dispatch_dtype is not None and dispatch_dtype not in FP8_FORMATS:
-            raise TypeError(
-                "moe_a2a: dispatch_dtype must be None, torch.float8_e4m3fn or torch.float8_e4m3fnuz, "
-                f"got {dispatch_dtype}"
-            )
+        check_dispatch_dtype(dispatch_dtype)
         wrong = max_recv_tokens_per_expert if layout == "packed" else max_recv_tokens
         if wrong is not None:
             right, other = (

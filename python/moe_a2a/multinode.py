@@ -38,7 +38,7 @@ import torch.distributed as dist
 import torch.distributed.nn.functional as dist_fn
 
 from . import all_to_all as _all_to_all
-from .fp8_formats import FP8_FORMATS
+from .fp8_formats import FP8_FORMATS, check_dispatch_dtype
 from .local_exchange import LocalExchange
 from .node_legs import (
     RowPlan,
@@ -131,11 +131,7 @@ class MultiNodeAllToAll:
         self.node_capacity = int(node_capacity) if node_capacity is not None else self.max_num_tokens
         if self.node_capacity < 1:
             raise ValueError(f"moe_a2a: node_capacity must be >= 1, got {node_capacity}")
-        if dispatch_dtype is not None and dispatch_dtype not in FP8_FORMATS:
-            raise TypeError(
-                "moe_a2a: dispatch_dtype must be None, torch.float8_e4m3fn or torch.float8_e4m3fnuz, "
-                f"got {dispatch_dtype}"
-            )
+        check_dispatch_dtype(dispatch_dtype)
         self.dispatch_dtype, self.fp8_pow2_scales = dispatch_dtype, bool(fp8_pow2_scales)
         experts_in_node = experts_per_node(self.num_experts, self.layout.num_nodes)
         self.rank = dist.get_rank(group)

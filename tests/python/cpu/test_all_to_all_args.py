@@ -28,3 +28,15 @@ def test_send_sms_as_dispatch_and_combine_blocks(given, want):
 def test_send_sms_with_more_than_two_parts_raises(given):
     with pytest.raises(ValueError, match="send_sms"):
         _sender_blocks(given)
+
+
+def test_dispatch_dtype_is_none_or_an_fp8_format():
+    """The check AllToAll and MultiNodeAllToAll share (fp8_formats.check_dispatch_dtype)."""
+    import torch
+
+    from moe_a2a.fp8_formats import FP8_FORMATS, check_dispatch_dtype
+
+    for ok in [None, *FP8_FORMATS]:
+        check_dispatch_dtype(ok)
+    with pytest.raises(TypeError, match="dispatch_dtype must be None, .* got torch.float16"):
+        check_dispatch_dtype(torch.float16)
