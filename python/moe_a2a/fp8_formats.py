@@ -14,6 +14,5 @@ def check_dispatch_dtype(dispatch_dtype) -> None:
     one of FP8_FORMATS; anything else is a TypeError naming it."""
     if dispatch_dtype is not None and dispatch_dtype not in FP8_FORMATS:
         raise TypeError(
-            "moe_a2a: dispatch_dtype must be None, torch.float8_e4m3fn or torch.float8_e4m3fnuz, "
-            f"got {dispatch_dtype}"
+            f"moe_a2a: dispatch_dtype must be None, torch.float8_e4m3fn or torch.float8_e4m3fnuz, got {dispatch_dtype}"
         )
