@@ -147,7 +147,7 @@ struct DispatchOutputs {
   // backward, and must not keep expert_x with it); the other outputs share one (OutputPool), and
   // with `tokens` >= 0 (the fused op) so does dest_mask, [tokens] int32 (undefined otherwise).
   static std::pair<DispatchOutputs, at::Tensor> empty_with_dest_mask(int64_t id, at::Device device, int64_t tokens) {
-    const EpConfig& c = engine_by_id(id).config();
+    const EpConfig c = config_by_id(id);
     OutputPool pool;                                 // take() returns the planned tensors in the order of plan()
     pool.plan(expert_x_scale_shape(c), at::kFloat);  // no elements without fp8
     pool.plan({c.experts_per_rank()}, at::kInt);
@@ -341,7 +341,7 @@ std::tuple<at::Tensor, at::Tensor> combine_backward(int64_t id, at::Tensor& stat
 
 // ---- Meta: shapes only, so torch.compile can trace the ops without running them.
 at::Tensor token_rows_meta(int64_t id, const at::Tensor& dest_mask) {
-  return at::empty({dest_mask.size(0), engine_by_id(id).config().hidden}, dest_mask.options().dtype(engine_dtype(id)));
+  return at::empty({dest_mask.size(0), config_by_id(id).hidden}, dest_mask.options().dtype(engine_dtype(id)));
 }
 DispatchOutputs::FusedTuple dispatch_meta(int64_t id, at::Tensor&, const at::Tensor& x,
                                           const std::optional<at::Tensor>&, const at::Tensor&, const at::Tensor&) {
@@ -374,7 +374,7 @@ std::tuple<at::Tensor, at::Tensor> combine_backward_meta(int64_t id, at::Tensor&
                                                          const at::Tensor&, const at::Tensor&,
                                                          const at::Tensor& dest_mask) {
   return {at::empty_like(expert_y),
-          at::empty({dest_mask.size(0), engine_by_id(id).config().topk}, dest_mask.options().dtype(at::kFloat))};
+          at::empty({dest_mask.size(0), config_by_id(id).topk}, dest_mask.options().dtype(at::kFloat))};
 }
 
 }  // namespace
