@@ -420,67 +420,113 @@ MOE_A2A_DEVICE bool receive_counts(const EpBuffers& b, const DispatchArgs& a, Di
   return true;
 }
 
+// Row r of the batch sh.batch, from slot `slot` of source in.src[i].
+MOE_A2A_DEVICE MOE_A2A_INLINE Vec16* batch_row(const EpBuffers& b, const SourceRows& in, int r) {
+  int i, slot;
+  in.locate(r, i, slot);
+  return b.recv_x(b.c.cfg.rank, in.src[i], slot);
+}
+
+// Positions of batch rows [batch, batch + n): one thread per (row, k) that names a local expert,
+// into sh.dest. A place word from a peer is checked like a count: a position past the expert's
+// limit is not written (the overflow was reported with the segments). The first part also writes
+// the metadata and the route.
+MOE_A2A_DEVICE MOE_A2A_INLINE void place_positions(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh,
+                                                   int batch, int n, bool first_part) {
+  const EpConfig& cfg = b.c.cfg;
+  const int me = cfg.rank;
+  const int local = experts_per_rank(b.c);
+  const SourceRows& in = sh.batch;
+  for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
+    const auto [r, k] = pair_of(b.c, j);
+    int i, slot;
+    in.locate(batch + r, i, slot);
+    const int src = in.src[i];
+    const size_t row = b.row_index(src, slot);
+    const int32_t place = b.recv_expert(me, src, slot)[k];
+    const int token = *b.recv_token(me, src, slot);
+    const float w = b.recv_weight(me, src, slot)[k];
+    const int e = place_expert(place);
+    int at = -1;
+    if (place >= 0 && e < local) {
+      const int pos = sh.src_first[src * local + e] + place_rank(place);
+      if (pos < sh.seg_first[e] + sh.seg_limit[e]) at = pos;
+    }
+    sh.dest[r][k] = at;
+    if (first_part) {
+      if (at >= 0) {
+        a.expert_meta[3 * static_cast<size_t>(at) + 0] = src;
+        a.expert_meta[3 * static_cast<size_t>(at) + 1] = token;
+        a.expert_meta[3 * static_cast<size_t>(at) + 2] = k;
+        a.expert_weights[at] = w;
+      }
+      a.recv_route.pos[row * cfg.topk + k] = at;
+      if (k == 0) a.recv_route.token[row] = token;
+    }
+  }
+}
+
+// Chunk `chunk` of batch row r, `v` (loaded once), to every local expert of the row (sh.dest);
+// with fp8 rows, at chunk 0, the row's scales too.
+MOE_A2A_DEVICE MOE_A2A_INLINE void copy_to_experts(const EpBuffers& b, const DispatchArgs& a, const DispatchShared& sh,
+                                                   int batch, int r, int chunk, int vecs, const Vec16 (&v)[kUnroll]) {
+  const EpConfig& cfg = b.c.cfg;
+  Vec16* out = static_cast<Vec16*>(a.expert_x);
+  for (int k = 0; k < cfg.topk; ++k) {
+    const int d = sh.dest[r][k];
+    if (d >= 0) store_chunk(out + static_cast<size_t>(d) * vecs, chunk, vecs, v);
+  }
+  if (cfg.fp8_rows() && chunk == 0) {  // the row's scales, after its bytes
+    const int blocks = cfg.scale_blocks();
+    const float* scales = wire_scales(batch_row(b, sh.batch, batch + r), cfg.hidden);
+    for (int j = lane_id(); j < blocks; j += kWaveSize) {
+      const float s = scales[j];
+      for (int k = 0; k < cfg.topk; ++k) {
+        const int d = sh.dest[r][k];
+        if (d >= 0) a.expert_x_scale[static_cast<size_t>(d) * blocks + j] = s;
+      }
+    }
+  }
+}
+
+// The batch groups' slots that hold no row this round: their route is written too (token -1,
+// positions -1), so it is defined wherever combine may load it (it loads a slot's positions with
+// its token, before it knows the slot is empty; compute-sanitizer's initcheck would flag that).
+MOE_A2A_DEVICE MOE_A2A_INLINE void mark_empty_slots(const EpBuffers& b, const DispatchArgs& a, const SourceRows& in) {
+  const EpConfig& cfg = b.c.cfg;
+  for (int i = 0; i < in.count; ++i) {
+    const int filled = in.begin[i] + in.first[i + 1] - in.first[i];
+    for (int slot = filled + threadIdx.x; slot < in.end[i]; slot += blockDim.x) {
+      const size_t row = b.row_index(in.src[i], slot);
+      a.recv_route.token[row] = -1;
+      for (int k = 0; k < cfg.topk; ++k) a.recv_route.pos[row * cfg.topk + k] = -1;
+    }
+  }
+}
+
 // The rows of the batch (sh.batch: one token group of each of several sources), part `part`
 // of them: positions, then the part's chunks of the payload. The first part (the one with
 // chunk 0) also writes the metadata and the route.
 MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh,
                                GroupPart part MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
   const EpConfig& cfg = b.c.cfg;
-  const int me = cfg.rank;
-  const int local = experts_per_rank(b.c);
   const int vecs = static_cast<int>(cfg.out_row_bytes() / sizeof(Vec16));  // the wire row's payload
   const int chunks = part.chunk_count;
   const bool first_part = part.chunk_first == 0;
-  const SourceRows& in = sh.batch;
-  const int rows = in.first[in.count];
-  Vec16* out = static_cast<Vec16*>(a.expert_x);
-  // Row r of the batch, from slot `slot` of source in.src[i].
-  const auto recv_row = [&](int r) {
-    int i, slot;
-    in.locate(r, i, slot);
-    return b.recv_x(me, in.src[i], slot);
-  };
+  const int rows = sh.batch.first[sh.batch.count];
   for (int batch = 0; batch < rows; batch += kRowBatch) {
     const int n = min(kRowBatch, rows - batch);
     // The payload moves as tasks (row, chunk) over the waves. A wave's first chunk does not
     // depend on the positions: loaded now, while they are computed.
     Vec16 first_chunk[kUnroll];
     if (wave_id() < n * chunks) {
-      load_chunk(recv_row(batch + wave_id() / chunks), part.chunk_first + wave_id() % chunks, vecs, first_chunk);
+      load_chunk(batch_row(b, sh.batch, batch + wave_id() / chunks), part.chunk_first + wave_id() % chunks, vecs,
+                 first_chunk);
     }
     MOE_A2A_PROFILE(const uint64_t place_start = prof.now());
-    // Positions: one thread per (row, k) that names a local expert. A place word from a peer is
-    // checked like a count: a position past the expert's limit is not written (the overflow
-    // was reported with the segments).
-    for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
-      const auto [r, k] = pair_of(b.c, j);
-      int i, slot;
-      in.locate(batch + r, i, slot);
-      const int src = in.src[i];
-      const size_t row = b.row_index(src, slot);
-      const int32_t place = b.recv_expert(me, src, slot)[k];
-      const int token = *b.recv_token(me, src, slot);
-      const float w = b.recv_weight(me, src, slot)[k];
-      const int e = place_expert(place);
-      int at = -1;
-      if (place >= 0 && e < local) {
-        const int pos = sh.src_first[src * local + e] + place_rank(place);
-        if (pos < sh.seg_first[e] + sh.seg_limit[e]) at = pos;
-      }
-      sh.dest[r][k] = at;
-      if (first_part) {
-        if (at >= 0) {
-          a.expert_meta[3 * static_cast<size_t>(at) + 0] = src;
-          a.expert_meta[3 * static_cast<size_t>(at) + 1] = token;
-          a.expert_meta[3 * static_cast<size_t>(at) + 2] = k;
-          a.expert_weights[at] = w;
-        }
-        a.recv_route.pos[row * cfg.topk + k] = at;
-        if (k == 0) a.recv_route.token[row] = token;
-      }
-    }
+    place_positions(b, a, sh, batch, n, first_part);
     __syncthreads();
-    MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchPlace, place_start, in.count));
+    MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchPlace, place_start, sh.batch.count));
     // Payload: tasks (row, chunk) over the waves; each chunk is read once and written to
     // every local expert of the row.
     for (int task = wave_id(); task < n * chunks; task += kWavesPerBlock) {
@@ -491,37 +537,13 @@ MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, Dispat
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) v[u] = first_chunk[u];
       } else {
-        load_chunk(recv_row(batch + r), chunk, vecs, v);
+        load_chunk(batch_row(b, sh.batch, batch + r), chunk, vecs, v);
       }
-      for (int k = 0; k < cfg.topk; ++k) {
-        const int d = sh.dest[r][k];
-        if (d >= 0) store_chunk(out + static_cast<size_t>(d) * vecs, chunk, vecs, v);
-      }
-      if (cfg.fp8_rows() && chunk == 0) {  // the row's scales, after its bytes
-        const int blocks = cfg.scale_blocks();
-        const float* scales = wire_scales(recv_row(batch + r), cfg.hidden);
-        for (int j = lane_id(); j < blocks; j += kWaveSize) {
-          const float s = scales[j];
-          for (int k = 0; k < cfg.topk; ++k) {
-            const int d = sh.dest[r][k];
-            if (d >= 0) a.expert_x_scale[static_cast<size_t>(d) * blocks + j] = s;
-          }
-        }
-      }
+      copy_to_experts(b, a, sh, batch, r, chunk, vecs, v);
     }
     __syncthreads();  // dest[] is rewritten by the next batch
   }
-  // The groups' other slots hold no row this round. Their positions are written too, so the
-  // route is defined wherever combine may load it (it loads a slot's positions together with its
-  // token, before it knows the slot is empty; compute-sanitizer's initcheck would flag that).
-  for (int i = 0; first_part && i < in.count; ++i) {
-    const int filled = in.begin[i] + in.first[i + 1] - in.first[i];
-    for (int slot = filled + threadIdx.x; slot < in.end[i]; slot += blockDim.x) {
-      const size_t row = b.row_index(in.src[i], slot);
-      a.recv_route.token[row] = -1;
-      for (int k = 0; k < cfg.topk; ++k) a.recv_route.pos[row * cfg.topk + k] = -1;
-    }
-  }
+  if (first_part) mark_empty_slots(b, a, sh.batch);
   __syncthreads();  // sh.batch is rewritten by the next call
 }
 
