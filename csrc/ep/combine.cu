@@ -43,13 +43,13 @@ MOE_A2A_DEVICE bool await_every_start(const EpBuffers& b, CombineShared& sh, uin
 // The partial sums of combine unit `u` of every source that has one, in one batch, then one
 // partial signal to each of those sources.
 template <TokenType kType>
-MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, int u,
-                                  uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, int u, uint64_t epoch,
+                                  ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   const int vecs = b.vecs_per_row();
   const int chunks = chunks_per_row(vecs);
-  MOE_A2A_PROFILE(uint64_t route_start = prof.now());
+  uint64_t route_start = prof.now();
   if (wave_id() == 0) {  // lane s: unit u of source s, if it has one
     const int s = lane_id();
     const int tokens = s < cfg.world ? sh.src_tokens[s] : 0;
@@ -94,7 +94,7 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
       if (k == 0) sh.token[r] = used ? token : -1;
     }
     __syncthreads();
-    MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kCombineRoute, route_start, n));
+    if (wave_id() == 0) prof.record(ProfilerEvent::kCombineRoute, route_start, n);
     // Tasks (row, chunk of the unit): sum the row's local experts' outputs for this chunk, k
     // ascending. Lane k holds (row, k)'s position and weight; the experts the row has here are
     // taken in order of k, kSumInFlight loads at a time.
@@ -105,7 +105,7 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
       in.locate(batch + r, i, slot);
       if (task % span >= sh.chunk_count[i]) continue;  // this source's unit has fewer chunks
       const int chunk = sh.chunk_first[i] + task % span;
-      MOE_A2A_PROFILE_SPAN(send_span, prof, kCombineSendRow, in.src[i]);
+      ProfilerSpan send_span(prof, ProfilerEvent::kCombineSendRow, in.src[i]);
       const int p = lane_id() < cfg.topk ? sh.pos[r][lane_id()] : -1;
       const float w = a.expert_weights == nullptr || p < 0 ? 1.0f : a.expert_weights[p];
       const LaneMask here = wave_ballot(p >= 0);
@@ -125,13 +125,13 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
       }
     }
     __syncthreads();  // pos/token are rewritten by the next batch; stores before the signals
-    MOE_A2A_PROFILE(route_start = prof.now());
+    route_start = prof.now();
   }
-  MOE_A2A_PROFILE(const uint64_t publish_start = prof.now());
+  const uint64_t publish_start = prof.now();
   // A token rank with flagged partial sums waits for this rank's start signal instead (combine_kernel).
   if (threadIdx.x < in.count && !cfg.flagged_partials(sh.src_tokens[in.src[threadIdx.x]]))
     publish(b.partial_signal(in.src[threadIdx.x], me, u), epoch, round_error_bit(b, epoch));
-  MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kCombinePublish, publish_start, in.count));
+  if (wave_id() == 0) prof.record(ProfilerEvent::kCombinePublish, publish_start, in.count);
   __syncthreads();  // sh.batch is rewritten by the next call
 }
 
@@ -163,7 +163,7 @@ MOE_A2A_DEVICE bool sum_flagged_partials(const EpBuffers& b, float (&acc)[kUnrol
 // rank's partials for it are in. False after a timeout.
 template <TokenType kType>
 MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, int u, GroupPart unit,
-                                 uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+                                 uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   const int vecs = b.vecs_per_row();
@@ -184,17 +184,17 @@ MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, Combi
   if (flagged) {
     __syncthreads();  // the masks
   } else {
-    MOE_A2A_PROFILE(const uint64_t wait_start = prof.now());
+    const uint64_t wait_start = prof.now();
     const auto signal = [&](int r) { return b.partial_signal(me, r, u); };
     if (!await_ranks(b.c, signal, ranks, epoch, WaitSite::kCombinePartials, u, sh.payload)) return false;
-    MOE_A2A_PROFILE(prof.record_wait(ProfilerEvent::kCombineWait, wait_start, cfg.world));
+    prof.record_wait(ProfilerEvent::kCombineWait, wait_start, cfg.world);
   }
   Vec16* out = static_cast<Vec16*>(a.out);
   for (int task = wave_id(); task < (group.end - group.begin) * unit.chunk_count; task += kWavesPerBlock) {
     const int i = task / unit.chunk_count, chunk = unit.chunk_first + task % unit.chunk_count;
     const int t = group.begin + i;
     const uint32_t mask = sh.mask[i];
-    MOE_A2A_PROFILE_SPAN(reduce_span, prof, kCombineReduce, t);
+    ProfilerSpan reduce_span(prof, ProfilerEvent::kCombineReduce, t);
     // The ranks' partial sums in ascending rank order, all loads in flight together.
     float acc[kUnroll][8] = {};
     if (flagged) {
@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
   // whose blocks fit two an SM, is placed only once this one is done: placed early on the SMs
   // that free first, it would double up there (protocol.md, "Kernel boundaries").
   await_prior_kernels(/*let_next_launch=*/false);
-  MOE_A2A_PROFILE_TRACK(prof, c.profiler, kCombine);
+  ProfilerTrack prof(c.profiler, ProfilerEvent::kCombine);
   const EpBuffers b{c};
   const EpConfig& cfg = c.cfg;
   const uint64_t epoch = b.current_epoch();
@@ -270,7 +270,7 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
     if (a.await_ready && !await_every_start(b, sh, epoch, WaitSite::kDispatchGradReady)) return;  // engine failed
   }
   const auto send_step = [&](int u) {
-    if (u < src_units) send_partials<kType>(b, a, sh, u, epoch MOE_A2A_PROFILE(, prof));
+    if (u < src_units) send_partials<kType>(b, a, sh, u, epoch, prof);
   };
   // Step i: send the partials of this block's next unit of every source, then receive its i-th
   // unit (a block that runs both halves receives unit u after sending u + G: every rank sent
@@ -280,8 +280,7 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
   for (; next < src_units && (next == send.first || share.sends_first); next += send.stride) send_step(next);
   for (int u = recv.first; u < my_units || next < src_units; u += recv.stride, next += send.stride) {
     send_step(next);
-    if (u < my_units &&
-        !receive_unit<kType>(b, a, sh, u, group_part(u, my_parts, chunks), epoch MOE_A2A_PROFILE(, prof))) {
+    if (u < my_units && !receive_unit<kType>(b, a, sh, u, group_part(u, my_parts, chunks), epoch, prof)) {
       return;
     }
   }

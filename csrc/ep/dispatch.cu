@@ -249,11 +249,11 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void send_chunk(const EpBuffers& b, const Dispatch
 // sh.numbered holds (this block's previous group's end; 0 and zeros before its first).
 template <SendCodec kCodec, Fp8Format kFmt>
 MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, int g, int& numbered_to,
-                               uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+                               uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const TokenRange tokens = cfg.token_group(a.route.num_tokens, g);
   const SendingGroup grp{g, tokens, tokens.end - tokens.begin, static_cast<size_t>(tokens.begin) * cfg.topk};
-  MOE_A2A_PROFILE(const uint64_t route_start = prof.now());
+  const uint64_t route_start = prof.now();
   // Rows move as tasks (token, chunk) over the block's waves. Which chunk a wave takes first
   // does not depend on the routing, so it is loaded now and is in registers when step 4 needs it.
   // The last wave takes the first task: the metadata (step 3) is one thread per (token, k), so at a
@@ -284,17 +284,17 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   route_group(b, a, sh, grp, first_id);  // 1.
   number_slots(cfg, sh, grp);            // 2.
   __syncthreads();
-  MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchRoute, route_start, g));
-  MOE_A2A_PROFILE(const uint64_t meta_start = prof.now());
+  if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchRoute, route_start, g);
+  const uint64_t meta_start = prof.now();
   write_metadata(b, a, sh, grp, first_id, first_weight);  // 3.
-  MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchMeta, meta_start, g));
+  if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchMeta, meta_start, g);
 
   // 4. Rows: each chunk is loaded once (the task's first chunk was, above) and sent.
   for (int task = first_task; task < grp.n * chunks; task += kWavesPerBlock) {
     const int i = task / chunks, chunk = task % chunks;
     const uint32_t mask = sh.mask[i] & all_ranks(cfg.world);  // not the unused slots' bits
     if (mask == 0) continue;
-    MOE_A2A_PROFILE_SPAN(row_span, prof, kDispatchSendRow, tokens.begin + i);
+    ProfilerSpan row_span(prof, ProfilerEvent::kDispatchSendRow, tokens.begin + i);
     Vec16 v[kUnroll];
     if (task == first_task) {
 #pragma unroll
@@ -307,13 +307,13 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
 
   // 5. Announce: every thread's stores of the group are ordered before each signal (the
   //    barrier, then a release per signal), also to ranks that got no row.
-  MOE_A2A_PROFILE(const uint64_t publish_start = prof.now());
+  const uint64_t publish_start = prof.now();
   __syncthreads();
   if (threadIdx.x < cfg.world) {
     publish(b.group_signal(threadIdx.x, cfg.rank, g), epoch,
             static_cast<uint32_t>(sh.rows[threadIdx.x]) | round_error_bit(b, epoch));
   }
-  MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchPublish, publish_start, g));
+  if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchPublish, publish_start, g);
 }
 
 // ---------------------------------------------------------------- receive half
@@ -383,14 +383,14 @@ MOE_A2A_DEVICE void zero_padding_rows(const EpBuffers& b, const DispatchArgs& a,
 // Waits for every source's counts, then lays out the experts' segments; the first receiving
 // block writes them out. False after a timeout.
 MOE_A2A_DEVICE bool receive_counts(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, HalfShare recv,
-                                   uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+                                   uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
-  MOE_A2A_PROFILE(const uint64_t wait_start = prof.now());
+  const uint64_t wait_start = prof.now();
   const auto signal = [&](int src) { return b.count_signal(me, src); };
   if (!await_ranks(b.c, signal, all_ranks(cfg.world), epoch, WaitSite::kDispatchCounts, -1, sh.payload)) return false;
-  MOE_A2A_PROFILE(prof.record_wait(ProfilerEvent::kDispatchWaitCounts, wait_start, cfg.world));
-  MOE_A2A_PROFILE(const uint64_t segments_start = prof.now());
+  prof.record_wait(ProfilerEvent::kDispatchWaitCounts, wait_start, cfg.world);
+  const uint64_t segments_start = prof.now();
   if (threadIdx.x < cfg.world) {
     // A count from a peer never addresses past max_tokens.
     sh.src_tokens[threadIdx.x] = min(static_cast<int>(sh.payload[threadIdx.x] & kFlagCountMask), cfg.max_tokens);
@@ -415,8 +415,7 @@ MOE_A2A_DEVICE bool receive_counts(const EpBuffers& b, const DispatchArgs& a, Di
       a.expert_offsets[local] = cfg.packed() ? min(sh.all_rows, cfg.expert_capacity) : local * cfg.expert_capacity;
     }
   }
-  MOE_A2A_PROFILE(if (wave_id() == 0)
-                      prof.record(ProfilerEvent::kDispatchSegments, segments_start, experts_per_rank(b.c)));
+  if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchSegments, segments_start, experts_per_rank(b.c));
   return true;
 }
 
@@ -507,8 +506,8 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void mark_empty_slots(const EpBuffers& b, const Di
 // The rows of the batch (sh.batch: one token group of each of several sources), part `part`
 // of them: positions, then the part's chunks of the payload. The first part (the one with
 // chunk 0) also writes the metadata and the route.
-MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh,
-                               GroupPart part MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, GroupPart part,
+                               ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const int vecs = static_cast<int>(cfg.out_row_bytes() / sizeof(Vec16));  // the wire row's payload
   const int chunks = part.chunk_count;
@@ -523,15 +522,15 @@ MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, Dispat
       load_chunk(batch_row(b, sh.batch, batch + wave_id() / chunks), part.chunk_first + wave_id() % chunks, vecs,
                  first_chunk);
     }
-    MOE_A2A_PROFILE(const uint64_t place_start = prof.now());
+    const uint64_t place_start = prof.now();
     place_positions(b, a, sh, batch, n, first_part);
     __syncthreads();
-    MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchPlace, place_start, sh.batch.count));
+    if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchPlace, place_start, sh.batch.count);
     // Payload: tasks (row, chunk) over the waves; each chunk is read once and written to
     // every local expert of the row.
     for (int task = wave_id(); task < n * chunks; task += kWavesPerBlock) {
       const int r = task / chunks, chunk = part.chunk_first + task % chunks;
-      MOE_A2A_PROFILE_SPAN(copy_span, prof, kDispatchCopy, batch + r);
+      ProfilerSpan copy_span(prof, ProfilerEvent::kDispatchCopy, batch + r);
       Vec16 v[kUnroll];
       if (task == wave_id()) {
 #pragma unroll
@@ -550,7 +549,7 @@ MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, Dispat
 // Part `part` of group part.group of every source that has one: whatever has arrived is placed
 // in one batch, until every source's group is in. False after a timeout.
 MOE_A2A_DEVICE bool receive_part(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, GroupPart part,
-                                 uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+                                 uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const int g = part.group;
   uint32_t pending = 0;
@@ -558,13 +557,13 @@ MOE_A2A_DEVICE bool receive_part(const EpBuffers& b, const DispatchArgs& a, Disp
     if (g < cfg.num_groups(sh.src_tokens[s])) pending |= 1u << s;
   }
   while (pending != 0) {
-    MOE_A2A_PROFILE(const uint64_t wait_start = prof.now());
+    const uint64_t wait_start = prof.now();
     const auto signal = [&](int src) { return b.group_signal(cfg.rank, src, g); };
     const uint32_t arrived = await_some_ranks(b.c, signal, pending, epoch, WaitSite::kDispatchRows, g, sh.payload);
     if (arrived == 0) return false;
-    MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchWaitRows, wait_start, __ffs(arrived) - 1));
+    if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchWaitRows, wait_start, __ffs(arrived) - 1);
     pending &= ~arrived;
-    MOE_A2A_PROFILE(const uint64_t batch_start = prof.now());
+    const uint64_t batch_start = prof.now();
     if (wave_id() == 0) {  // lane s: group g of source s, if it arrived
       const int s = lane_id();
       const bool here = s < cfg.world && ((arrived >> s) & 1u);
@@ -578,8 +577,8 @@ MOE_A2A_DEVICE bool receive_part(const EpBuffers& b, const DispatchArgs& a, Disp
       gather_batch(sh.batch, cfg.world, here, group, rows);
     }
     __syncthreads();
-    MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchBatch, batch_start, __popc(arrived)));
-    place_rows(b, a, sh, part MOE_A2A_PROFILE(, prof));
+    if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchBatch, batch_start, __popc(arrived));
+    place_rows(b, a, sh, part, prof);
   }
   return true;
 }
@@ -590,7 +589,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   // Launched early (launch_kernel): nothing before this reads memory. The next kernel, combine
   // (one block an SM: its registers), may be placed at once (protocol.md, "Kernel boundaries").
   await_prior_kernels(/*let_next_launch=*/true);
-  MOE_A2A_PROFILE_TRACK(prof, c.profiler, kDispatch);
+  ProfilerTrack prof(c.profiler, ProfilerEvent::kDispatch);
   const EpBuffers b{c};
   const EpConfig& cfg = c.cfg;
   const uint64_t epoch = b.current_epoch();
@@ -604,7 +603,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
     for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) sh.numbered[e] = 0;
     __syncthreads();
     if (send.first == send.stride - 1) {  // the last sending block counts
-      MOE_A2A_PROFILE_SPAN(count_span, prof, kDispatchCounts, a.route.num_tokens);
+      ProfilerSpan count_span(prof, ProfilerEvent::kDispatchCounts, a.route.num_tokens);
       send_counts(b, a, sh, epoch);
       // If it also sends (every block does both), its first group is among the last: the pairs
       // before it are the totals less the pairs from it on, fewer ids to read than from token 0.
@@ -622,13 +621,13 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   // (one call site: the kernel's code size is on the critical path, protocol.md "Code size").
   int next = send.first;  // this block's next group to send
   for (; next < my_groups && (next == send.first || share.sends_first); next += send.stride)
-    send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, epoch MOE_A2A_PROFILE(, prof));
+    send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, epoch, prof);
   // Receive items: every source's groups, each split into `parts` parts by chunk where the
   // receiving blocks outnumber the groups (item u is part u % parts of group u / parts).
   const int chunks = chunks_per_row(static_cast<int>(cfg.out_row_bytes() / sizeof(Vec16)));
   int parts = 1, src_items = 0;
   if (recv.runs) {
-    if (!receive_counts(b, a, sh, recv, epoch MOE_A2A_PROFILE(, prof))) return;  // timed out: engine failed
+    if (!receive_counts(b, a, sh, recv, epoch, prof)) return;  // timed out: engine failed
     int src_groups = 0;
     for (int s = 0; s < cfg.world; ++s) src_groups = max(src_groups, cfg.num_groups(sh.src_tokens[s]));
     parts = parts_per_group(src_groups, recv.blocks, chunks);
@@ -638,8 +637,8 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   // halves receives item u after sending group u + G, so that the link and its local copies
   // overlap).
   for (int u = recv.first; u < src_items || next < my_groups; u += recv.stride, next += send.stride) {
-    if (next < my_groups) send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, epoch MOE_A2A_PROFILE(, prof));
-    if (u < src_items && !receive_part(b, a, sh, group_part(u, parts, chunks), epoch MOE_A2A_PROFILE(, prof))) return;
+    if (next < my_groups) send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, epoch, prof);
+    if (u < src_items && !receive_part(b, a, sh, group_part(u, parts, chunks), epoch, prof)) return;
   }
 }
 
