@@ -43,7 +43,7 @@ MOE_A2A_DEVICE bool await_every_start(const EpBuffers& b, CombineShared& sh, uin
 // Unit `u` of every source that has one, as one batch (sh.batch), with the chunks of each
 // source's rows (sh.chunk_first/count) and the most chunks of any (sh.chunk_span). Wave 0;
 // lane s is source s.
-MOE_A2A_DEVICE void gather_unit_batch(const EpConfig& cfg, CombineShared& sh, int u, int chunks) {
+MOE_A2A_DEVICE MOE_A2A_INLINE void gather_unit_batch(const EpConfig& cfg, CombineShared& sh, int u, int chunks) {
   if (wave_id() != 0) return;
   const int s = lane_id();
   const int tokens = s < cfg.world ? sh.src_tokens[s] : 0;
@@ -67,7 +67,8 @@ MOE_A2A_DEVICE void gather_unit_batch(const EpConfig& cfg, CombineShared& sh, in
 
 // sh.pos[r][k] and sh.token[r] of batch rows [batch, batch + n): where each (row, k)'s expert
 // output is (-1: none here) and the row's token (-1: an empty slot). One thread per (row, k).
-MOE_A2A_DEVICE void load_positions(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, int batch, int n) {
+MOE_A2A_DEVICE MOE_A2A_INLINE void load_positions(const EpBuffers& b, const CombineArgs& a, CombineShared& sh,
+                                                  int batch, int n) {
   const EpConfig& cfg = b.c.cfg;
   const SourceRows& in = sh.batch;
   for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
@@ -92,12 +93,11 @@ MOE_A2A_DEVICE void load_positions(const EpBuffers& b, const CombineArgs& a, Com
 // holds (row, k)'s position and weight, and the experts the row has here are summed in order of k,
 // kSumInFlight loads at a time.
 template <TokenType kType>
-MOE_A2A_DEVICE void sum_partials(const EpBuffers& b, const CombineArgs& a, const CombineShared& sh, int batch, int n,
-                                 uint32_t flag, ProfilerTrack& prof) {
+MOE_A2A_DEVICE MOE_A2A_INLINE void sum_partials(const EpBuffers& b, const CombineArgs& a, const CombineShared& sh,
+                                                int batch, int n, int span, int vecs, uint32_t flag,
+                                                ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const SourceRows& in = sh.batch;
-  const int vecs = b.vecs_per_row();
-  const int span = sh.chunk_span;
   const Vec16* y = static_cast<const Vec16*>(a.expert_y);
   for (int task = wave_id(); task < n * span; task += kWavesPerBlock) {
     const int r = task / span;
@@ -133,17 +133,20 @@ template <TokenType kType>
 MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, int u, uint64_t epoch,
                                   ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
+  const int vecs = b.vecs_per_row();
   uint64_t route_start = prof.now();
-  gather_unit_batch(cfg, sh, u, chunks_per_row(b.vecs_per_row()));
+  gather_unit_batch(cfg, sh, u, chunks_per_row(vecs));
   __syncthreads();
   const SourceRows& in = sh.batch;
   const int rows = in.first[in.count];
+  const int span = sh.chunk_span;
+  const uint32_t flag = round_flag(epoch);
   for (int batch = 0; batch < rows; batch += kRowBatch) {
     const int n = min(kRowBatch, rows - batch);
     load_positions(b, a, sh, batch, n);
     __syncthreads();
     if (wave_id() == 0) prof.record(ProfilerEvent::kCombineRoute, route_start, n);
-    sum_partials<kType>(b, a, sh, batch, n, round_flag(epoch), prof);
+    sum_partials<kType>(b, a, sh, batch, n, span, vecs, flag, prof);
     __syncthreads();  // pos/token are rewritten by the next batch; stores before the signals
     route_start = prof.now();
   }
