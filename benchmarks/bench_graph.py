@@ -82,8 +82,7 @@ def eager_us(ctx, system, pool, iters, flusher):
     d_us, c_us = [], []
     for i in range(iters + 5):
         x, idx, w = pool.get(i)
-        ctx.align()
-        flusher.flush()
+        common.before_timed_region(ctx, flusher)
         a, m, b = (torch.cuda.Event(enable_timing=True) for _ in range(3))
         a.record()
         d = ep.dispatch(x, idx, w)

@@ -18,8 +18,9 @@ and a GPU busy-wait before each, so the host queues the calls ahead) or over rep
                      the network leg, the sum of the nodes' partials)
   graph d+c          dispatch -> combine in one CUDA graph, per iteration (common.time_graph)
   leg d, leg c       the network legs alone, MultiNodeAllToAll.dispatch_leg on pack()'s tensors
-                     (an all_to_all_single each: rows, ids, weights, fp8 scales) and combine_leg
-                     on [N, cap, H] partials; eager, and both in one graph ("graph legs")
+                     (packed into one byte record per node and slot, one all_to_all_single,
+                     unpacked as views) and combine_leg on [N, cap, H] partials (one
+                     all_to_all_single); eager, and both in one graph ("graph legs")
   a2a d, a2a c       one all_to_all_single of uint8 over the same rail group moving the legs'
                      bytes per rank pair (equal splits); eager, and both in one graph
   load d, load c     all_to_all_single of only the rows the routing needs (host-known split
@@ -28,12 +29,14 @@ and a GPU busy-wait before each, so the host queues the calls ahead) or over rep
 Bytes per ordered rank pair (self included: all_to_all_single moves every slice, its own as a
 local copy), cap = node_capacity (default the shape's max tokens; the legs send the whole
 capacity whatever the routing, so no count reaches the host and the legs fit in a graph):
-    dispatch leg: cap x (row + K x 8 + K x 4)   row = H x token dtype bytes, or with fp8 H + ceil(H / 128) x 4
-                                                (fp8 bytes and fp32 scales); K int64 ids, K fp32 weights
+    dispatch leg: cap x record                  record = up16(up4(row) + [scales] + K x 4 + K x 4): the row,
+                                                H x token dtype bytes or with fp8 H bytes then ceil(H / 128)
+                                                x 4 (fp32 scales), K int32 ids, K fp32 weights, each 4-byte
+                                                field at a multiple of 4, padded to 16 (upN: rounded up to N)
     combine leg:  cap x H x token dtype bytes   (each node's partial sums, in the token dtype)
-checked against the bytes pack() actually returns. "load" moves count x the same row bytes, count
-the rows a rank packs for a node (its tokens with an expert there). The check column compares the
-combine of entry 0 (fake GEMM: x * (1 + rank)) with moe_a2a.reference.moe_reference.
+checked against the record the leg sends (MultiNodeAllToAll.dispatch_record). "load" moves count x
+the same record bytes, count the rows a rank packs for a node (its tokens with an expert there).
+The check column compares the combine of entry 0 (fake GEMM: x * (1 + rank)) with moe_a2a.reference.moe_reference.
 Output: bench_multinode.json (meta + rows) and .csv under --out, and the tables printed.
 """
 
@@ -47,7 +50,9 @@ from common import fmt, summarize
 
 DEEPSEEK_V3 = "256,8,7168,1;256,8,7168,128;256,8,7168,1024;256,8,7168,4096"
 DEFAULT_SHAPES = DEEPSEEK_V3 + ";" + common.CHALLENGE_SHAPES
-ID_BYTES, WEIGHT_BYTES, SCALE_BYTES = 8, 4, 4  # int64 ids and fp32 weights (pack_rows), fp32 fp8 scales
+# The dispatch record's fields (node_legs.dispatch_record): int32 ids (node-local, or -1), fp32
+# weights, fp32 fp8 scales; each at a multiple of its size, the record padded to RECORD_ALIGN.
+ID_BYTES, WEIGHT_BYTES, SCALE_BYTES, RECORD_ALIGN = 4, 4, 4, 16
 
 
 def parse_args(argv=None):
@@ -73,10 +78,18 @@ def parse_args(argv=None):
 
 
 # ----------------------------------------------------------------------------- bytes (pure)
+def _round_up(n, to):
+    return -(-n // to) * to
+
+
 def dispatch_row_bytes(shape, fp8=False):
-    """Bytes of one packed dispatch row: the token (fp8: its bytes and scales), ids, weights."""
-    row = shape.hidden + math.ceil(shape.hidden / 128) * SCALE_BYTES if fp8 else shape.hidden * shape.dtype.itemsize
-    return row + shape.topk * (ID_BYTES + WEIGHT_BYTES)
+    """Bytes of one dispatch record (a row with its ids and weights, one per node and slot): the
+    token (fp8: its bytes, then its scales), K ids, K weights, each 4-byte field at a multiple of
+    4, the whole padded to RECORD_ALIGN bytes."""
+    row = _round_up(shape.hidden * (1 if fp8 else shape.dtype.itemsize), SCALE_BYTES)
+    if fp8:
+        row += math.ceil(shape.hidden / 128) * SCALE_BYTES
+    return _round_up(row + shape.topk * (ID_BYTES + WEIGHT_BYTES), RECORD_ALIGN)
 
 
 def combine_row_bytes(shape):
@@ -213,9 +226,9 @@ def bench_shape(ctx, shape, spec, args, flusher, fp8=None):
         return ep.pack(rows, idx, w, scales)[1]
 
     sent = [sends(i) for i in range(len(pool))]
-    moved = sum(t.numel() * t.element_size() for t in sent[0])
-    if moved != N * d_pair:  # the formula must be what the leg sends
-        raise RuntimeError(f"{shape.label}: pack() returned {moved} bytes, the formula says {N} x {d_pair}")
+    record = ep.dispatch_record(sent[0]).size
+    if cap * record != d_pair:  # the formula must be what the leg sends
+        raise RuntimeError(f"{shape.label}: the dispatch leg sends {cap} x {record} bytes a pair, the formula {d_pair}")
     partials = torch.zeros(N, cap, shape.hidden, dtype=shape.dtype, device=ctx.device)
     a2a_in = {"d": torch.zeros(N * d_pair, dtype=torch.uint8, device=ctx.device)}
     a2a_in["c"] = torch.zeros(N * c_pair, dtype=torch.uint8, device=ctx.device)

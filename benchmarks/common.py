@@ -254,6 +254,16 @@ class L2Flusher:
             torch.cuda._sleep(self.cycles)
 
 
+def before_timed_region(ctx, flusher=None):
+    """What every eager timed region starts after: L2 flushed and the preroll (flusher), then the
+    ranks lined up (Ctx.align). The alignment comes last: the preroll's sleep counts clock cycles,
+    and two GPUs at different clocks (one warmer after a layer's GEMMs) end a 1 ms sleep tens of
+    us apart, which the earlier rank would spend inside the timed region waiting for its peer."""
+    if flusher is not None:
+        flusher.flush()
+    ctx.align()
+
+
 def time_device(ctx, fn, iters, warmup, prepare=None, flusher=None, after=None):
     """Per-iteration device time in us of fn(prepare(i)), measured with events on every rank,
     then the max over ranks per iteration (reduced after the loop, outside the timed region).
@@ -265,9 +275,7 @@ def time_device(ctx, fn, iters, warmup, prepare=None, flusher=None, after=None):
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     for i in range(warmup + iters):
         arg = prepare(i) if prepare is not None else i
-        ctx.align()
-        if flusher is not None:
-            flusher.flush()
+        before_timed_region(ctx, flusher)
         j = i - warmup
         if j >= 0:
             starts[j].record()

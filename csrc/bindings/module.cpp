@@ -309,6 +309,15 @@ PYBIND11_MODULE(_C, m) {
     const c10::cuda::CUDAGuard guard(e.heap().device());
     e.set_rounds_for_test(rounds);
   });
+  // An id with this config (make_config's fields) and no engine, no GPU needed: the ops' Meta
+  // kernels work with it (tests/python/cpu/test_op_outputs.py), the GPU kernels raise.
+  m.def("register_shapes_for_test", [](const py::kwargs& kw) {
+    const EpConfig c = make_config(kw);
+    const std::string problem = moe_a2a::validate(c);
+    MOE_A2A_TORCH_CHECK(problem.empty(), "moe_a2a: ", problem);
+    return moe_a2a::register_shapes_only(c, token_dtype(kw["dtype"].cast<std::string>()));
+  });
+  m.def("forget_shapes_for_test", &moe_a2a::unregister_engine);
   // (offset in an EP region, bytes) of comb_flagged, for a test that reads it back.
   m.def("ep_flagged_region", [](const py::kwargs& kw) {
     const EpConfig c = make_config(kw);

@@ -9,11 +9,17 @@
 // placement of its forward pass (see ep/kernels.h).
 // dispatch, combine and dispatch_backward are one kernel launch each; the split ops
 // (dispatch_send / dispatch_recv, combine_send / combine_recv) launch one half each.
+//
+// Every tensor an op returns is an allocation of its own, shared with no input and no other
+// output: torch.compile requires that of a custom op whose schema declares no alias (its first
+// compiled call checks the storages; torch 2.11 warns, 2.12 raises).
+#include <ATen/Context.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
-#include "output_pool.h"
 #include "registry.h"
 
 namespace moe_a2a {
@@ -36,6 +42,30 @@ void check_tensor(const at::Tensor& t, const char* name, const EpEngine& e, at::
 }
 
 hipStream_t current_stream(const EpEngine& e) { return at::cuda::getCurrentCUDAStream(e.heap().device()).stream(); }
+
+// Makes a dispatch's outputs, each an allocation of its own. On the GPU they come straight from
+// torch's caching allocator (the current device, which the ops set to the engine's, and the
+// current stream: what at::empty gives, record_stream and CUDA graph pools included) without a
+// trip through the dispatcher per tensor, of which a dispatch would make ten; on Meta (shapes
+// only) from at::empty.
+class NewOutputs {
+ public:
+  explicit NewOutputs(at::Device device) : device_(device) {
+    if (device.is_meta()) return;
+    at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);  // as at::empty does first (a no-op by now)
+    allocator_ = at::detail::getCUDAHooks().getCUDADeviceAllocator();
+  }
+
+  at::Tensor operator()(at::IntArrayRef shape, at::ScalarType dtype) const {
+    if (allocator_ == nullptr) return at::empty(shape, at::TensorOptions().device(device_).dtype(dtype));
+    return at::detail::empty_generic(shape, allocator_, c10::DispatchKeySet(c10::DispatchKey::CUDA), dtype,
+                                     std::nullopt);
+  }
+
+ private:
+  at::Device device_;
+  c10::Allocator* allocator_ = nullptr;  // null: Meta
+};
 
 // ---- shapes of what a dispatch delivers (rows: padded [E_local, capacity], packed [capacity])
 std::vector<int64_t> rows_shape(const EpConfig& c) {
@@ -143,33 +173,24 @@ struct DispatchOutputs {
   }
 
   static DispatchOutputs empty(int64_t id, at::Device device) { return empty_with_dest_mask(id, device, -1).first; }
-  // expert_x gets an allocation of its own (the big one: autograd keeps the route until the
-  // backward, and must not keep expert_x with it); the other outputs share one (OutputPool), and
-  // with `tokens` >= 0 (the fused op) so does dest_mask, [tokens] int32 (undefined otherwise).
+  // Each output an allocation of its own (NewOutputs), so that none aliases another (see the
+  // top of this file), and so that the route, which autograd keeps until the backward, keeps
+  // neither expert_x nor the experts' metadata alive. With `tokens` >= 0 (the fused op), also
+  // dest_mask, [tokens] int32 (undefined otherwise).
   static std::pair<DispatchOutputs, at::Tensor> empty_with_dest_mask(int64_t id, at::Device device, int64_t tokens) {
-    const EpConfig& c = engine_by_id(id).config();
-    OutputPool pool;                                 // take() returns the planned tensors in the order of plan()
-    pool.plan(expert_x_scale_shape(c), at::kFloat);  // no elements without fp8
-    pool.plan({c.experts_per_rank()}, at::kInt);
-    pool.plan({c.experts_per_rank() + 1}, at::kInt);
-    pool.plan(with(rows_shape(c), 3), at::kInt);
-    pool.plan(rows_shape(c), at::kFloat);
-    pool.plan({c.world}, at::kInt);
-    pool.plan({route_rows(c)}, at::kInt);
-    pool.plan({route_rows(c), c.topk}, at::kInt);
-    if (tokens >= 0) pool.plan({tokens}, at::kInt);
-    pool.allocate(device);
+    const EpConfig c = config_by_id(id);
+    const NewOutputs make(device);
     DispatchOutputs out;
-    out.expert_x = at::empty(expert_x_shape(c), at::TensorOptions().device(device).dtype(expert_x_dtype(id, c)));
-    out.expert_x_scale = pool.take();
-    out.expert_num_tokens = pool.take();
-    out.expert_offsets = pool.take();
-    out.expert_meta = pool.take();
-    out.expert_weights = pool.take();
-    out.src_tokens = pool.take();
-    out.recv_token = pool.take();
-    out.recv_pos = pool.take();
-    at::Tensor dest_mask = tokens >= 0 ? pool.take() : at::Tensor();
+    out.expert_x = make(expert_x_shape(c), expert_x_dtype(id, c));
+    out.expert_x_scale = make(expert_x_scale_shape(c), at::kFloat);  // no elements without fp8
+    out.expert_num_tokens = make({c.experts_per_rank()}, at::kInt);
+    out.expert_offsets = make({c.experts_per_rank() + 1}, at::kInt);
+    out.expert_meta = make(with(rows_shape(c), 3), at::kInt);
+    out.expert_weights = make(rows_shape(c), at::kFloat);
+    out.src_tokens = make({c.world}, at::kInt);
+    out.recv_token = make({route_rows(c)}, at::kInt);
+    out.recv_pos = make({route_rows(c), c.topk}, at::kInt);
+    at::Tensor dest_mask = tokens >= 0 ? make({tokens}, at::kInt) : at::Tensor();
     return {std::move(out), std::move(dest_mask)};
   }
 
@@ -341,7 +362,7 @@ std::tuple<at::Tensor, at::Tensor> combine_backward(int64_t id, at::Tensor& stat
 
 // ---- Meta: shapes only, so torch.compile can trace the ops without running them.
 at::Tensor token_rows_meta(int64_t id, const at::Tensor& dest_mask) {
-  return at::empty({dest_mask.size(0), engine_by_id(id).config().hidden}, dest_mask.options().dtype(engine_dtype(id)));
+  return at::empty({dest_mask.size(0), config_by_id(id).hidden}, dest_mask.options().dtype(engine_dtype(id)));
 }
 DispatchOutputs::FusedTuple dispatch_meta(int64_t id, at::Tensor&, const at::Tensor& x,
                                           const std::optional<at::Tensor>&, const at::Tensor&, const at::Tensor&) {
@@ -374,7 +395,7 @@ std::tuple<at::Tensor, at::Tensor> combine_backward_meta(int64_t id, at::Tensor&
                                                          const at::Tensor&, const at::Tensor&,
                                                          const at::Tensor& dest_mask) {
   return {at::empty_like(expert_y),
-          at::empty({dest_mask.size(0), engine_by_id(id).config().topk}, dest_mask.options().dtype(at::kFloat))};
+          at::empty({dest_mask.size(0), config_by_id(id).topk}, dest_mask.options().dtype(at::kFloat))};
 }
 
 }  // namespace

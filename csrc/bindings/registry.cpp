@@ -7,7 +7,8 @@ namespace moe_a2a {
 namespace {
 
 struct Entry {
-  std::shared_ptr<EpEngine> engine;
+  std::shared_ptr<EpEngine> engine;  // null: shapes only (register_shapes_only)
+  EpConfig config;
   at::ScalarType dtype;
 };
 
@@ -34,14 +35,23 @@ Entry& entry(int64_t id) {
   return it->second;
 }
 
+int64_t register_entry(Entry e) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  int64_t id = make_id(e.config, e.dtype, g_next_serial++);
+  while (g_engines.count(id) != 0) id = make_id(e.config, e.dtype, g_next_serial++);  // after 2^24 engines
+  g_engines.emplace(id, std::move(e));
+  return id;
+}
+
 }  // namespace
 
 int64_t register_engine(std::shared_ptr<EpEngine> engine, at::ScalarType dtype) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  int64_t id = make_id(engine->config(), dtype, g_next_serial++);
-  while (g_engines.count(id) != 0) id = make_id(engine->config(), dtype, g_next_serial++);  // after 2^24 engines
-  g_engines.emplace(id, Entry{std::move(engine), dtype});
-  return id;
+  const EpConfig config = engine->config();
+  return register_entry(Entry{std::move(engine), config, dtype});
+}
+
+int64_t register_shapes_only(const EpConfig& config, at::ScalarType dtype) {
+  return register_entry(Entry{nullptr, config, dtype});
 }
 
 void unregister_engine(int64_t id) {
@@ -51,7 +61,15 @@ void unregister_engine(int64_t id) {
 
 EpEngine& engine_by_id(int64_t id) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  return *entry(id).engine;
+  const Entry& e = entry(id);
+  MOE_A2A_TORCH_CHECK(e.engine != nullptr, "moe_a2a: the all-to-all with id ", id,
+                      " has shapes only (a test's, for the Meta kernels): it cannot run");
+  return *e.engine;
+}
+
+EpConfig config_by_id(int64_t id) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return entry(id).config;
 }
 
 at::ScalarType engine_dtype(int64_t id) {

@@ -18,9 +18,13 @@
 namespace moe_a2a {
 
 int64_t register_engine(std::shared_ptr<EpEngine> engine, at::ScalarType dtype);
+// An id with a config and no engine: the Meta kernels (shapes only) work with it, the GPU
+// kernels raise. For the tests that check the ops' outputs on a machine without a GPU.
+int64_t register_shapes_only(const EpConfig& config, at::ScalarType dtype);
 void unregister_engine(int64_t id);
-// Throws a clear error for an unknown or closed id.
+// Throws a clear error for an unknown or closed id (and for an id with shapes only).
 EpEngine& engine_by_id(int64_t id);
+EpConfig config_by_id(int64_t id);
 at::ScalarType engine_dtype(int64_t id);
 
 // "[8, 2048]"

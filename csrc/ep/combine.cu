@@ -40,98 +40,121 @@ MOE_A2A_DEVICE bool await_every_start(const EpBuffers& b, CombineShared& sh, uin
   return await_ranks(b.c, signal, all_ranks(cfg.world), epoch, site, -1, sh.payload);
 }
 
+// Unit `u` of every source that has one, as one batch (sh.batch), with the chunks of each
+// source's rows (sh.chunk_first/count) and the most chunks of any (sh.chunk_span). Wave 0;
+// lane s is source s.
+MOE_A2A_DEVICE MOE_A2A_INLINE void gather_unit_batch(const EpConfig& cfg, CombineShared& sh, int u, int chunks) {
+  if (wave_id() != 0) return;
+  const int s = lane_id();
+  const int tokens = s < cfg.world ? sh.src_tokens[s] : 0;
+  const int parts = s < cfg.world ? sh.src_parts[s] : 1;  // written by this lane (combine_kernel)
+  const bool here = u < cfg.num_groups(tokens) * parts;
+  GroupPart unit{0, 0, 0};
+  TokenRange group{0, 0};
+  if (here) {
+    unit = group_part(u, parts, chunks);
+    group = cfg.token_group(tokens, unit.group);
+  }
+  // Every slot of the group is a batch row; the empty ones are skipped by sum_partials.
+  const int at = gather_batch(sh.batch, cfg.world, here, group, group.end - group.begin);
+  if (here) {
+    sh.chunk_first[at] = unit.chunk_first;
+    sh.chunk_count[at] = unit.chunk_count;
+  }
+  const int span = max_over_sources(cfg.world, [&](int) { return unit.chunk_count; });
+  if (lane_id() == 0) sh.chunk_span = span;
+}
+
+// sh.pos[r][k] and sh.token[r] of batch rows [batch, batch + n): where each (row, k)'s expert
+// output is (-1: none here) and the row's token (-1: an empty slot). One thread per (row, k).
+MOE_A2A_DEVICE MOE_A2A_INLINE void load_positions(const EpBuffers& b, const CombineArgs& a, CombineShared& sh,
+                                                  int batch, int n) {
+  const EpConfig& cfg = b.c.cfg;
+  const SourceRows& in = sh.batch;
+  for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
+    const auto [r, k] = pair_of(b.c, j);
+    int i, slot;
+    in.locate(batch + r, i, slot);
+    const size_t row = b.row_index(in.src[i], slot);
+    const int token = a.recv_route.token[row];
+    int p = a.recv_route.pos[row * cfg.topk + k];  // loaded with the token; kept only if the slot is used
+    // An empty slot, or a token index past its source's tokens (the route came from the
+    // caller: it could address outside comb_x or comb_flagged), sends nothing.
+    const bool used = token >= 0 && token < sh.src_tokens[in.src[i]];
+    if (!used) p = -1;
+    if (static_cast<size_t>(p) >= cfg.output_rows()) p = -1;  // also p < 0
+    sh.pos[r][k] = p;
+    if (k == 0) sh.token[r] = used ? token : -1;
+  }
+}
+
+// The partial sums of batch rows [batch, batch + n) (positions from load_positions), each stored
+// into its source's comb_x or comb_flagged. Tasks (row, chunk of the unit) over the waves; lane k
+// holds (row, k)'s position and weight, and the experts the row has here are summed in order of k,
+// kSumInFlight loads at a time.
+template <TokenType kType>
+MOE_A2A_DEVICE MOE_A2A_INLINE void sum_partials(const EpBuffers& b, const CombineArgs& a, const CombineShared& sh,
+                                                int batch, int n, int span, int vecs, uint32_t flag,
+                                                ProfilerTrack& prof) {
+  const EpConfig& cfg = b.c.cfg;
+  const SourceRows& in = sh.batch;
+  const Vec16* y = static_cast<const Vec16*>(a.expert_y);
+  for (int task = wave_id(); task < n * span; task += kWavesPerBlock) {
+    const int r = task / span;
+    if (sh.token[r] < 0) continue;
+    int i, slot;
+    in.locate(batch + r, i, slot);
+    if (task % span >= sh.chunk_count[i]) continue;  // this source's unit has fewer chunks
+    const int chunk = sh.chunk_first[i] + task % span;
+    const int src = in.src[i];
+    ProfilerSpan send_span(prof, ProfilerEvent::kCombineSendRow, src);
+    const int p = lane_id() < cfg.topk ? sh.pos[r][lane_id()] : -1;
+    const float w = a.expert_weights == nullptr || p < 0 ? 1.0f : a.expert_weights[p];
+    const LaneMask here = wave_ballot(p >= 0);
+    const auto kth = [&](int j) { return nth_set_bit(here, j); };
+    float acc[kUnroll][8] = {};
+    sum_row_chunks<kType>(
+        acc, popcount(here), [&](int j) { return y + static_cast<size_t>(wave_shfl(p, kth(j))) * vecs; },
+        [&](int j) { return wave_shfl(w, kth(j)); }, chunk, vecs);
+    Vec16 packed[kUnroll];
+#pragma unroll
+    for (int v = 0; v < kUnroll; ++v) packed[v] = pack_vec<kType>(acc[v]);
+    if (cfg.flagged_partials(sh.src_tokens[src])) {
+      store_chunk_flagged(b.comb_flagged(src, cfg.rank, sh.token[r]), chunk, vecs, packed, flag);
+    } else {
+      store_chunk(b.comb_x(src, cfg.rank, sh.token[r]), chunk, vecs, packed);
+    }
+  }
+}
+
 // The partial sums of combine unit `u` of every source that has one, in one batch, then one
 // partial signal to each of those sources.
 template <TokenType kType>
-MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, int u,
-                                  uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, int u, uint64_t epoch,
+                                  ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
-  const int me = cfg.rank;
   const int vecs = b.vecs_per_row();
-  const int chunks = chunks_per_row(vecs);
-  MOE_A2A_PROFILE(uint64_t route_start = prof.now());
-  if (wave_id() == 0) {  // lane s: unit u of source s, if it has one
-    const int s = lane_id();
-    const int tokens = s < cfg.world ? sh.src_tokens[s] : 0;
-    const int parts = s < cfg.world ? sh.src_parts[s] : 1;  // written by this lane (combine_kernel)
-    const bool here = u < cfg.num_groups(tokens) * parts;
-    GroupPart unit{0, 0, 0};
-    TokenRange group{0, 0};
-    if (here) {
-      unit = group_part(u, parts, chunks);
-      group = cfg.token_group(tokens, unit.group);
-    }
-    // Every slot of the group is a batch row; the empty ones are skipped below.
-    const int at = gather_batch(sh.batch, cfg.world, here, group, group.end - group.begin);
-    if (here) {
-      sh.chunk_first[at] = unit.chunk_first;
-      sh.chunk_count[at] = unit.chunk_count;
-    }
-    const int span = max_over_sources(cfg.world, [&](int) { return unit.chunk_count; });
-    if (lane_id() == 0) sh.chunk_span = span;
-  }
+  uint64_t route_start = prof.now();
+  gather_unit_batch(cfg, sh, u, chunks_per_row(vecs));
   __syncthreads();
   const SourceRows& in = sh.batch;
   const int rows = in.first[in.count];
   const int span = sh.chunk_span;
-  const Vec16* y = static_cast<const Vec16*>(a.expert_y);
   const uint32_t flag = round_flag(epoch);
   for (int batch = 0; batch < rows; batch += kRowBatch) {
     const int n = min(kRowBatch, rows - batch);
-    for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
-      const auto [r, k] = pair_of(b.c, j);
-      int i, slot;
-      in.locate(batch + r, i, slot);
-      const size_t row = b.row_index(in.src[i], slot);
-      const int token = a.recv_route.token[row];
-      int p = a.recv_route.pos[row * cfg.topk + k];  // loaded with the token; kept only if the slot is used
-      // An empty slot, or a token index past its source's tokens (the route came from the
-      // caller: it could address outside comb_x or comb_flagged), sends nothing.
-      const bool used = token >= 0 && token < sh.src_tokens[in.src[i]];
-      if (!used) p = -1;
-      if (static_cast<size_t>(p) >= cfg.output_rows()) p = -1;  // also p < 0
-      sh.pos[r][k] = p;
-      if (k == 0) sh.token[r] = used ? token : -1;
-    }
+    load_positions(b, a, sh, batch, n);
     __syncthreads();
-    MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kCombineRoute, route_start, n));
-    // Tasks (row, chunk of the unit): sum the row's local experts' outputs for this chunk, k
-    // ascending. Lane k holds (row, k)'s position and weight; the experts the row has here are
-    // taken in order of k, kSumInFlight loads at a time.
-    for (int task = wave_id(); task < n * span; task += kWavesPerBlock) {
-      const int r = task / span;
-      if (sh.token[r] < 0) continue;
-      int i, slot;
-      in.locate(batch + r, i, slot);
-      if (task % span >= sh.chunk_count[i]) continue;  // this source's unit has fewer chunks
-      const int chunk = sh.chunk_first[i] + task % span;
-      MOE_A2A_PROFILE_SPAN(send_span, prof, kCombineSendRow, in.src[i]);
-      const int p = lane_id() < cfg.topk ? sh.pos[r][lane_id()] : -1;
-      const float w = a.expert_weights == nullptr || p < 0 ? 1.0f : a.expert_weights[p];
-      const LaneMask here = wave_ballot(p >= 0);
-      const auto kth = [&](int j) { return nth_set_bit(here, j); };
-      float acc[kUnroll][8] = {};
-      sum_row_chunks<kType>(
-          acc, popcount(here), [&](int j) { return y + static_cast<size_t>(wave_shfl(p, kth(j))) * vecs; },
-          [&](int j) { return wave_shfl(w, kth(j)); }, chunk, vecs);
-      Vec16 packed[kUnroll];
-#pragma unroll
-      for (int v = 0; v < kUnroll; ++v) packed[v] = pack_vec<kType>(acc[v]);  // v: not the unit u
-      const int src = in.src[i];
-      if (cfg.flagged_partials(sh.src_tokens[src])) {
-        store_chunk_flagged(b.comb_flagged(src, me, sh.token[r]), chunk, vecs, packed, flag);
-      } else {
-        store_chunk(b.comb_x(src, me, sh.token[r]), chunk, vecs, packed);
-      }
-    }
+    if (wave_id() == 0) prof.record(ProfilerEvent::kCombineRoute, route_start, n);
+    sum_partials<kType>(b, a, sh, batch, n, span, vecs, flag, prof);
     __syncthreads();  // pos/token are rewritten by the next batch; stores before the signals
-    MOE_A2A_PROFILE(route_start = prof.now());
+    route_start = prof.now();
   }
-  MOE_A2A_PROFILE(const uint64_t publish_start = prof.now());
+  const uint64_t publish_start = prof.now();
   // A token rank with flagged partial sums waits for this rank's start signal instead (combine_kernel).
   if (threadIdx.x < in.count && !cfg.flagged_partials(sh.src_tokens[in.src[threadIdx.x]]))
-    publish(b.partial_signal(in.src[threadIdx.x], me, u), epoch, round_error_bit(b, epoch));
-  MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kCombinePublish, publish_start, in.count));
+    publish(b.partial_signal(in.src[threadIdx.x], cfg.rank, u), epoch, round_error_bit(b, epoch));
+  if (wave_id() == 0) prof.record(ProfilerEvent::kCombinePublish, publish_start, in.count);
   __syncthreads();  // sh.batch is rewritten by the next call
 }
 
@@ -163,7 +186,7 @@ MOE_A2A_DEVICE bool sum_flagged_partials(const EpBuffers& b, float (&acc)[kUnrol
 // rank's partials for it are in. False after a timeout.
 template <TokenType kType>
 MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, int u, GroupPart unit,
-                                 uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+                                 uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   const int vecs = b.vecs_per_row();
@@ -184,17 +207,17 @@ MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, Combi
   if (flagged) {
     __syncthreads();  // the masks
   } else {
-    MOE_A2A_PROFILE(const uint64_t wait_start = prof.now());
+    const uint64_t wait_start = prof.now();
     const auto signal = [&](int r) { return b.partial_signal(me, r, u); };
     if (!await_ranks(b.c, signal, ranks, epoch, WaitSite::kCombinePartials, u, sh.payload)) return false;
-    MOE_A2A_PROFILE(prof.record_wait(ProfilerEvent::kCombineWait, wait_start, cfg.world));
+    prof.record_wait(ProfilerEvent::kCombineWait, wait_start, cfg.world);
   }
   Vec16* out = static_cast<Vec16*>(a.out);
   for (int task = wave_id(); task < (group.end - group.begin) * unit.chunk_count; task += kWavesPerBlock) {
     const int i = task / unit.chunk_count, chunk = unit.chunk_first + task % unit.chunk_count;
     const int t = group.begin + i;
     const uint32_t mask = sh.mask[i];
-    MOE_A2A_PROFILE_SPAN(reduce_span, prof, kCombineReduce, t);
+    ProfilerSpan reduce_span(prof, ProfilerEvent::kCombineReduce, t);
     // The ranks' partial sums in ascending rank order, all loads in flight together.
     float acc[kUnroll][8] = {};
     if (flagged) {
@@ -232,7 +255,7 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
   // whose blocks fit two an SM, is placed only once this one is done: placed early on the SMs
   // that free first, it would double up there (protocol.md, "Kernel boundaries").
   await_prior_kernels(/*let_next_launch=*/false);
-  MOE_A2A_PROFILE_TRACK(prof, c.profiler, kCombine);
+  ProfilerTrack prof(c.profiler, ProfilerEvent::kCombine);
   const EpBuffers b{c};
   const EpConfig& cfg = c.cfg;
   const uint64_t epoch = b.current_epoch();
@@ -270,7 +293,7 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
     if (a.await_ready && !await_every_start(b, sh, epoch, WaitSite::kDispatchGradReady)) return;  // engine failed
   }
   const auto send_step = [&](int u) {
-    if (u < src_units) send_partials<kType>(b, a, sh, u, epoch MOE_A2A_PROFILE(, prof));
+    if (u < src_units) send_partials<kType>(b, a, sh, u, epoch, prof);
   };
   // Step i: send the partials of this block's next unit of every source, then receive its i-th
   // unit (a block that runs both halves receives unit u after sending u + G: every rank sent
@@ -280,8 +303,7 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
   for (; next < src_units && (next == send.first || share.sends_first); next += send.stride) send_step(next);
   for (int u = recv.first; u < my_units || next < src_units; u += recv.stride, next += send.stride) {
     send_step(next);
-    if (u < my_units &&
-        !receive_unit<kType>(b, a, sh, u, group_part(u, my_parts, chunks), epoch MOE_A2A_PROFILE(, prof))) {
+    if (u < my_units && !receive_unit<kType>(b, a, sh, u, group_part(u, my_parts, chunks), epoch, prof)) {
       return;
     }
   }

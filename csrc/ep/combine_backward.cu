@@ -154,7 +154,7 @@ MOE_A2A_DEVICE bool receive_weight_grads(const EpBuffers& b, const CombineBackwa
 template <TokenType kType>
 __global__ void __launch_bounds__(kEpBlock) combine_backward_kernel(EpContext c, CombineBackwardArgs a) {
   __shared__ CombineBackwardShared sh;
-  MOE_A2A_PROFILE_TRACK(prof, c.profiler, kCombineBackward);
+  ProfilerTrack prof(c.profiler, ProfilerEvent::kCombineBackward);
   const EpBuffers b{c};
   const uint64_t epoch = b.current_epoch();
   send_output_grads(b, a, epoch);

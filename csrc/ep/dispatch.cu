@@ -249,11 +249,11 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void send_chunk(const EpBuffers& b, const Dispatch
 // sh.numbered holds (this block's previous group's end; 0 and zeros before its first).
 template <SendCodec kCodec, Fp8Format kFmt>
 MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, int g, int& numbered_to,
-                               uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+                               uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const TokenRange tokens = cfg.token_group(a.route.num_tokens, g);
   const SendingGroup grp{g, tokens, tokens.end - tokens.begin, static_cast<size_t>(tokens.begin) * cfg.topk};
-  MOE_A2A_PROFILE(const uint64_t route_start = prof.now());
+  const uint64_t route_start = prof.now();
   // Rows move as tasks (token, chunk) over the block's waves. Which chunk a wave takes first
   // does not depend on the routing, so it is loaded now and is in registers when step 4 needs it.
   // The last wave takes the first task: the metadata (step 3) is one thread per (token, k), so at a
@@ -284,17 +284,17 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   route_group(b, a, sh, grp, first_id);  // 1.
   number_slots(cfg, sh, grp);            // 2.
   __syncthreads();
-  MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchRoute, route_start, g));
-  MOE_A2A_PROFILE(const uint64_t meta_start = prof.now());
+  if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchRoute, route_start, g);
+  const uint64_t meta_start = prof.now();
   write_metadata(b, a, sh, grp, first_id, first_weight);  // 3.
-  MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchMeta, meta_start, g));
+  if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchMeta, meta_start, g);
 
   // 4. Rows: each chunk is loaded once (the task's first chunk was, above) and sent.
   for (int task = first_task; task < grp.n * chunks; task += kWavesPerBlock) {
     const int i = task / chunks, chunk = task % chunks;
     const uint32_t mask = sh.mask[i] & all_ranks(cfg.world);  // not the unused slots' bits
     if (mask == 0) continue;
-    MOE_A2A_PROFILE_SPAN(row_span, prof, kDispatchSendRow, tokens.begin + i);
+    ProfilerSpan row_span(prof, ProfilerEvent::kDispatchSendRow, tokens.begin + i);
     Vec16 v[kUnroll];
     if (task == first_task) {
 #pragma unroll
@@ -307,13 +307,13 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
 
   // 5. Announce: every thread's stores of the group are ordered before each signal (the
   //    barrier, then a release per signal), also to ranks that got no row.
-  MOE_A2A_PROFILE(const uint64_t publish_start = prof.now());
+  const uint64_t publish_start = prof.now();
   __syncthreads();
   if (threadIdx.x < cfg.world) {
     publish(b.group_signal(threadIdx.x, cfg.rank, g), epoch,
             static_cast<uint32_t>(sh.rows[threadIdx.x]) | round_error_bit(b, epoch));
   }
-  MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchPublish, publish_start, g));
+  if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchPublish, publish_start, g);
 }
 
 // ---------------------------------------------------------------- receive half
@@ -383,14 +383,14 @@ MOE_A2A_DEVICE void zero_padding_rows(const EpBuffers& b, const DispatchArgs& a,
 // Waits for every source's counts, then lays out the experts' segments; the first receiving
 // block writes them out. False after a timeout.
 MOE_A2A_DEVICE bool receive_counts(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, HalfShare recv,
-                                   uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+                                   uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
-  MOE_A2A_PROFILE(const uint64_t wait_start = prof.now());
+  const uint64_t wait_start = prof.now();
   const auto signal = [&](int src) { return b.count_signal(me, src); };
   if (!await_ranks(b.c, signal, all_ranks(cfg.world), epoch, WaitSite::kDispatchCounts, -1, sh.payload)) return false;
-  MOE_A2A_PROFILE(prof.record_wait(ProfilerEvent::kDispatchWaitCounts, wait_start, cfg.world));
-  MOE_A2A_PROFILE(const uint64_t segments_start = prof.now());
+  prof.record_wait(ProfilerEvent::kDispatchWaitCounts, wait_start, cfg.world);
+  const uint64_t segments_start = prof.now();
   if (threadIdx.x < cfg.world) {
     // A count from a peer never addresses past max_tokens.
     sh.src_tokens[threadIdx.x] = min(static_cast<int>(sh.payload[threadIdx.x] & kFlagCountMask), cfg.max_tokens);
@@ -415,106 +415,85 @@ MOE_A2A_DEVICE bool receive_counts(const EpBuffers& b, const DispatchArgs& a, Di
       a.expert_offsets[local] = cfg.packed() ? min(sh.all_rows, cfg.expert_capacity) : local * cfg.expert_capacity;
     }
   }
-  MOE_A2A_PROFILE(if (wave_id() == 0)
-                      prof.record(ProfilerEvent::kDispatchSegments, segments_start, experts_per_rank(b.c)));
+  if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchSegments, segments_start, experts_per_rank(b.c));
   return true;
 }
 
-// The rows of the batch (sh.batch: one token group of each of several sources), part `part`
-// of them: positions, then the part's chunks of the payload. The first part (the one with
-// chunk 0) also writes the metadata and the route.
-MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh,
-                               GroupPart part MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+// Row r of the batch sh.batch, from slot `slot` of source in.src[i].
+MOE_A2A_DEVICE MOE_A2A_INLINE Vec16* batch_row(const EpBuffers& b, const SourceRows& in, int r) {
+  int i, slot;
+  in.locate(r, i, slot);
+  return b.recv_x(b.c.cfg.rank, in.src[i], slot);
+}
+
+// Positions of batch rows [batch, batch + n): one thread per (row, k) that names a local expert,
+// into sh.dest. A place word from a peer is checked like a count: a position past the expert's
+// limit is not written (the overflow was reported with the segments). The first part also writes
+// the metadata and the route.
+MOE_A2A_DEVICE MOE_A2A_INLINE void place_positions(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh,
+                                                   int batch, int n, bool first_part) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   const int local = experts_per_rank(b.c);
-  const int vecs = static_cast<int>(cfg.out_row_bytes() / sizeof(Vec16));  // the wire row's payload
-  const int chunks = part.chunk_count;
-  const bool first_part = part.chunk_first == 0;
   const SourceRows& in = sh.batch;
-  const int rows = in.first[in.count];
-  Vec16* out = static_cast<Vec16*>(a.expert_x);
-  // Row r of the batch, from slot `slot` of source in.src[i].
-  const auto recv_row = [&](int r) {
+  for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
+    const auto [r, k] = pair_of(b.c, j);
     int i, slot;
-    in.locate(r, i, slot);
-    return b.recv_x(me, in.src[i], slot);
-  };
-  for (int batch = 0; batch < rows; batch += kRowBatch) {
-    const int n = min(kRowBatch, rows - batch);
-    // The payload moves as tasks (row, chunk) over the waves. A wave's first chunk does not
-    // depend on the positions: loaded now, while they are computed.
-    Vec16 first_chunk[kUnroll];
-    if (wave_id() < n * chunks) {
-      load_chunk(recv_row(batch + wave_id() / chunks), part.chunk_first + wave_id() % chunks, vecs, first_chunk);
+    in.locate(batch + r, i, slot);
+    const int src = in.src[i];
+    const size_t row = b.row_index(src, slot);
+    const int32_t place = b.recv_expert(me, src, slot)[k];
+    const int token = *b.recv_token(me, src, slot);
+    const float w = b.recv_weight(me, src, slot)[k];
+    const int e = place_expert(place);
+    int at = -1;
+    if (place >= 0 && e < local) {
+      const int pos = sh.src_first[src * local + e] + place_rank(place);
+      if (pos < sh.seg_first[e] + sh.seg_limit[e]) at = pos;
     }
-    MOE_A2A_PROFILE(const uint64_t place_start = prof.now());
-    // Positions: one thread per (row, k) that names a local expert. A place word from a peer is
-    // checked like a count: a position past the expert's limit is not written (the overflow
-    // was reported with the segments).
-    for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
-      const auto [r, k] = pair_of(b.c, j);
-      int i, slot;
-      in.locate(batch + r, i, slot);
-      const int src = in.src[i];
-      const size_t row = b.row_index(src, slot);
-      const int32_t place = b.recv_expert(me, src, slot)[k];
-      const int token = *b.recv_token(me, src, slot);
-      const float w = b.recv_weight(me, src, slot)[k];
-      const int e = place_expert(place);
-      int at = -1;
-      if (place >= 0 && e < local) {
-        const int pos = sh.src_first[src * local + e] + place_rank(place);
-        if (pos < sh.seg_first[e] + sh.seg_limit[e]) at = pos;
+    sh.dest[r][k] = at;
+    if (first_part) {
+      if (at >= 0) {
+        a.expert_meta[3 * static_cast<size_t>(at) + 0] = src;
+        a.expert_meta[3 * static_cast<size_t>(at) + 1] = token;
+        a.expert_meta[3 * static_cast<size_t>(at) + 2] = k;
+        a.expert_weights[at] = w;
       }
-      sh.dest[r][k] = at;
-      if (first_part) {
-        if (at >= 0) {
-          a.expert_meta[3 * static_cast<size_t>(at) + 0] = src;
-          a.expert_meta[3 * static_cast<size_t>(at) + 1] = token;
-          a.expert_meta[3 * static_cast<size_t>(at) + 2] = k;
-          a.expert_weights[at] = w;
-        }
-        a.recv_route.pos[row * cfg.topk + k] = at;
-        if (k == 0) a.recv_route.token[row] = token;
-      }
+      a.recv_route.pos[row * cfg.topk + k] = at;
+      if (k == 0) a.recv_route.token[row] = token;
     }
-    __syncthreads();
-    MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchPlace, place_start, in.count));
-    // Payload: tasks (row, chunk) over the waves; each chunk is read once and written to
-    // every local expert of the row.
-    for (int task = wave_id(); task < n * chunks; task += kWavesPerBlock) {
-      const int r = task / chunks, chunk = part.chunk_first + task % chunks;
-      MOE_A2A_PROFILE_SPAN(copy_span, prof, kDispatchCopy, batch + r);
-      Vec16 v[kUnroll];
-      if (task == wave_id()) {
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) v[u] = first_chunk[u];
-      } else {
-        load_chunk(recv_row(batch + r), chunk, vecs, v);
-      }
+  }
+}
+
+// Chunk `chunk` of batch row r, `v` (loaded once), to every local expert of the row (sh.dest);
+// with fp8 rows, at chunk 0, the row's scales too.
+MOE_A2A_DEVICE MOE_A2A_INLINE void copy_to_experts(const EpBuffers& b, const DispatchArgs& a, const DispatchShared& sh,
+                                                   int batch, int r, int chunk, int vecs, const Vec16 (&v)[kUnroll]) {
+  const EpConfig& cfg = b.c.cfg;
+  Vec16* out = static_cast<Vec16*>(a.expert_x);
+  for (int k = 0; k < cfg.topk; ++k) {
+    const int d = sh.dest[r][k];
+    if (d >= 0) store_chunk(out + static_cast<size_t>(d) * vecs, chunk, vecs, v);
+  }
+  if (cfg.fp8_rows() && chunk == 0) {  // the row's scales, after its bytes
+    const int blocks = cfg.scale_blocks();
+    const float* scales = wire_scales(batch_row(b, sh.batch, batch + r), cfg.hidden);
+    for (int j = lane_id(); j < blocks; j += kWaveSize) {
+      const float s = scales[j];
       for (int k = 0; k < cfg.topk; ++k) {
         const int d = sh.dest[r][k];
-        if (d >= 0) store_chunk(out + static_cast<size_t>(d) * vecs, chunk, vecs, v);
-      }
-      if (cfg.fp8_rows() && chunk == 0) {  // the row's scales, after its bytes
-        const int blocks = cfg.scale_blocks();
-        const float* scales = wire_scales(recv_row(batch + r), cfg.hidden);
-        for (int j = lane_id(); j < blocks; j += kWaveSize) {
-          const float s = scales[j];
-          for (int k = 0; k < cfg.topk; ++k) {
-            const int d = sh.dest[r][k];
-            if (d >= 0) a.expert_x_scale[static_cast<size_t>(d) * blocks + j] = s;
-          }
-        }
+        if (d >= 0) a.expert_x_scale[static_cast<size_t>(d) * blocks + j] = s;
       }
     }
-    __syncthreads();  // dest[] is rewritten by the next batch
   }
-  // The groups' other slots hold no row this round. Their positions are written too, so the
-  // route is defined wherever combine may load it (it loads a slot's positions together with its
-  // token, before it knows the slot is empty; compute-sanitizer's initcheck would flag that).
-  for (int i = 0; first_part && i < in.count; ++i) {
+}
+
+// The batch groups' slots that hold no row this round: their route is written too (token -1,
+// positions -1), so it is defined wherever combine may load it (it loads a slot's positions with
+// its token, before it knows the slot is empty; compute-sanitizer's initcheck would flag that).
+MOE_A2A_DEVICE MOE_A2A_INLINE void mark_empty_slots(const EpBuffers& b, const DispatchArgs& a, const SourceRows& in) {
+  const EpConfig& cfg = b.c.cfg;
+  for (int i = 0; i < in.count; ++i) {
     const int filled = in.begin[i] + in.first[i + 1] - in.first[i];
     for (int slot = filled + threadIdx.x; slot < in.end[i]; slot += blockDim.x) {
       const size_t row = b.row_index(in.src[i], slot);
@@ -522,13 +501,55 @@ MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, Dispat
       for (int k = 0; k < cfg.topk; ++k) a.recv_route.pos[row * cfg.topk + k] = -1;
     }
   }
+}
+
+// The rows of the batch (sh.batch: one token group of each of several sources), part `part`
+// of them: positions, then the part's chunks of the payload. The first part (the one with
+// chunk 0) also writes the metadata and the route.
+MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, GroupPart part,
+                               ProfilerTrack& prof) {
+  const EpConfig& cfg = b.c.cfg;
+  const int vecs = static_cast<int>(cfg.out_row_bytes() / sizeof(Vec16));  // the wire row's payload
+  const int chunks = part.chunk_count;
+  const bool first_part = part.chunk_first == 0;
+  const int rows = sh.batch.first[sh.batch.count];
+  for (int batch = 0; batch < rows; batch += kRowBatch) {
+    const int n = min(kRowBatch, rows - batch);
+    // The payload moves as tasks (row, chunk) over the waves. A wave's first chunk does not
+    // depend on the positions: loaded now, while they are computed.
+    Vec16 first_chunk[kUnroll];
+    if (wave_id() < n * chunks) {
+      load_chunk(batch_row(b, sh.batch, batch + wave_id() / chunks), part.chunk_first + wave_id() % chunks, vecs,
+                 first_chunk);
+    }
+    const uint64_t place_start = prof.now();
+    place_positions(b, a, sh, batch, n, first_part);
+    __syncthreads();
+    if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchPlace, place_start, sh.batch.count);
+    // Payload: tasks (row, chunk) over the waves; each chunk is read once and written to
+    // every local expert of the row.
+    for (int task = wave_id(); task < n * chunks; task += kWavesPerBlock) {
+      const int r = task / chunks, chunk = part.chunk_first + task % chunks;
+      ProfilerSpan copy_span(prof, ProfilerEvent::kDispatchCopy, batch + r);
+      Vec16 v[kUnroll];
+      if (task == wave_id()) {
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) v[u] = first_chunk[u];
+      } else {
+        load_chunk(batch_row(b, sh.batch, batch + r), chunk, vecs, v);
+      }
+      copy_to_experts(b, a, sh, batch, r, chunk, vecs, v);
+    }
+    __syncthreads();  // dest[] is rewritten by the next batch
+  }
+  if (first_part) mark_empty_slots(b, a, sh.batch);
   __syncthreads();  // sh.batch is rewritten by the next call
 }
 
 // Part `part` of group part.group of every source that has one: whatever has arrived is placed
 // in one batch, until every source's group is in. False after a timeout.
 MOE_A2A_DEVICE bool receive_part(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, GroupPart part,
-                                 uint64_t epoch MOE_A2A_PROFILE(, ProfilerTrack& prof)) {
+                                 uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const int g = part.group;
   uint32_t pending = 0;
@@ -536,13 +557,13 @@ MOE_A2A_DEVICE bool receive_part(const EpBuffers& b, const DispatchArgs& a, Disp
     if (g < cfg.num_groups(sh.src_tokens[s])) pending |= 1u << s;
   }
   while (pending != 0) {
-    MOE_A2A_PROFILE(const uint64_t wait_start = prof.now());
+    const uint64_t wait_start = prof.now();
     const auto signal = [&](int src) { return b.group_signal(cfg.rank, src, g); };
     const uint32_t arrived = await_some_ranks(b.c, signal, pending, epoch, WaitSite::kDispatchRows, g, sh.payload);
     if (arrived == 0) return false;
-    MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchWaitRows, wait_start, __ffs(arrived) - 1));
+    if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchWaitRows, wait_start, __ffs(arrived) - 1);
     pending &= ~arrived;
-    MOE_A2A_PROFILE(const uint64_t batch_start = prof.now());
+    const uint64_t batch_start = prof.now();
     if (wave_id() == 0) {  // lane s: group g of source s, if it arrived
       const int s = lane_id();
       const bool here = s < cfg.world && ((arrived >> s) & 1u);
@@ -556,8 +577,8 @@ MOE_A2A_DEVICE bool receive_part(const EpBuffers& b, const DispatchArgs& a, Disp
       gather_batch(sh.batch, cfg.world, here, group, rows);
     }
     __syncthreads();
-    MOE_A2A_PROFILE(if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchBatch, batch_start, __popc(arrived)));
-    place_rows(b, a, sh, part MOE_A2A_PROFILE(, prof));
+    if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchBatch, batch_start, __popc(arrived));
+    place_rows(b, a, sh, part, prof);
   }
   return true;
 }
@@ -568,7 +589,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   // Launched early (launch_kernel): nothing before this reads memory. The next kernel, combine
   // (one block an SM: its registers), may be placed at once (protocol.md, "Kernel boundaries").
   await_prior_kernels(/*let_next_launch=*/true);
-  MOE_A2A_PROFILE_TRACK(prof, c.profiler, kDispatch);
+  ProfilerTrack prof(c.profiler, ProfilerEvent::kDispatch);
   const EpBuffers b{c};
   const EpConfig& cfg = c.cfg;
   const uint64_t epoch = b.current_epoch();
@@ -582,7 +603,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
     for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) sh.numbered[e] = 0;
     __syncthreads();
     if (send.first == send.stride - 1) {  // the last sending block counts
-      MOE_A2A_PROFILE_SPAN(count_span, prof, kDispatchCounts, a.route.num_tokens);
+      ProfilerSpan count_span(prof, ProfilerEvent::kDispatchCounts, a.route.num_tokens);
       send_counts(b, a, sh, epoch);
       // If it also sends (every block does both), its first group is among the last: the pairs
       // before it are the totals less the pairs from it on, fewer ids to read than from token 0.
@@ -600,13 +621,13 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   // (one call site: the kernel's code size is on the critical path, protocol.md "Code size").
   int next = send.first;  // this block's next group to send
   for (; next < my_groups && (next == send.first || share.sends_first); next += send.stride)
-    send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, epoch MOE_A2A_PROFILE(, prof));
+    send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, epoch, prof);
   // Receive items: every source's groups, each split into `parts` parts by chunk where the
   // receiving blocks outnumber the groups (item u is part u % parts of group u / parts).
   const int chunks = chunks_per_row(static_cast<int>(cfg.out_row_bytes() / sizeof(Vec16)));
   int parts = 1, src_items = 0;
   if (recv.runs) {
-    if (!receive_counts(b, a, sh, recv, epoch MOE_A2A_PROFILE(, prof))) return;  // timed out: engine failed
+    if (!receive_counts(b, a, sh, recv, epoch, prof)) return;  // timed out: engine failed
     int src_groups = 0;
     for (int s = 0; s < cfg.world; ++s) src_groups = max(src_groups, cfg.num_groups(sh.src_tokens[s]));
     parts = parts_per_group(src_groups, recv.blocks, chunks);
@@ -616,8 +637,8 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   // halves receives item u after sending group u + G, so that the link and its local copies
   // overlap).
   for (int u = recv.first; u < src_items || next < my_groups; u += recv.stride, next += send.stride) {
-    if (next < my_groups) send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, epoch MOE_A2A_PROFILE(, prof));
-    if (u < src_items && !receive_part(b, a, sh, group_part(u, parts, chunks), epoch MOE_A2A_PROFILE(, prof))) return;
+    if (next < my_groups) send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, epoch, prof);
+    if (u < src_items && !receive_part(b, a, sh, group_part(u, parts, chunks), epoch, prof)) return;
   }
 }
 

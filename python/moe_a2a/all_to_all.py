@@ -126,10 +126,9 @@ class Dispatched:
     Aliasing: every tensor here is a fresh tensor of the caller's (torch's allocator, the
     current stream), not a view of an internal buffer: it stays valid and unchanged for as
     long as it is kept, whatever later dispatches do. Only combining is tied to the round:
-    combine() with a Dispatched from an older dispatch raises. expert_x is an allocation of its
-    own; the other tensors here (and the route) share one, side by side without overlapping,
-    freed when the last of them is (it is small: counts, metadata and weights per row, fp8
-    scales).
+    combine() with a Dispatched from an older dispatch raises. Every tensor here (and of the
+    route) is an allocation of its own, sharing storage with no other (torch.compile requires
+    that of a custom op's outputs).
     """
 
     expert_x: torch.Tensor

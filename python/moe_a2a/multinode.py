@@ -1,9 +1,11 @@
 """Dispatch and combine over a group that spans nodes (docs/design/multinode.md, issue 39): a
 token crosses the network once per node it has experts on, to the rank of the same rail there,
 and fans out inside that node over today's AllToAll; combine reduces inside the node first and
-crosses the network once per token and node. The network legs are torch.distributed
-all_to_all_single over each rail's group (NCCL or RCCL on GPUs), at a fixed capacity per node, so
-no count goes to the host. Run on the CPU (tests/python/cpu/test_multinode.py) and on two GPUs as
+crosses the network once per token and node. The network legs are one torch.distributed
+all_to_all_single each over each rail's group (NCCL or RCCL on GPUs), at a fixed capacity per node,
+so no count goes to the host; dispatch's rows, fp8 scales, ids and weights travel in one byte
+record per node and slot (node_legs.dispatch_record; docs/design/multinode.md, "The dispatch
+record"). Run on the CPU (tests/python/cpu/test_multinode.py) and on two GPUs as
 emulated nodes (tests/python/gpu/test_multinode.py); never across machines. Timed on one machine
 as emulated nodes, next to all_to_all_single of the same bytes: benchmarks/bench_multinode.py.
 
@@ -36,20 +38,23 @@ from typing import Optional
 import torch
 import torch.distributed as dist
 import torch.distributed.nn.functional as dist_fn
+from torch.autograd.function import once_differentiable
 
 from . import all_to_all as _all_to_all
 from .fp8_formats import FP8_FORMATS, check_dispatch_dtype
 from .local_exchange import LocalExchange
 from .node_legs import (
     RowPlan,
-    as_bytes,
+    dispatch_record,
     experts_per_node,
-    from_bytes,
     gather_slots,
     in_node_tokens,
+    pack_records,
     pack_rows,
     plan_rows,
+    record_layout,
     sum_partials,
+    unpack_records,
 )
 from .nodes import NodeLayout
 from .reference import quantize_fp8
@@ -81,15 +86,44 @@ def _subgroups(group, layout: NodeLayout):
 
 
 def _rail_exchange(t: torch.Tensor, group) -> torch.Tensor:
-    """t [N, ...] -> [N, ...]: slice n goes to the rail's rank on node n, slice n of the result
-    came from it. Differentiable for floating tensors; fp8 rows travel as their bytes."""
-    if t.dtype in FP8_FORMATS:
-        return from_bytes(_rail_exchange(as_bytes(t), group), t.dtype)
-    if t.is_floating_point():
-        return dist_fn.all_to_all_single(torch.empty_like(t), t.contiguous(), group=group)
-    out = torch.empty_like(t)
-    dist.all_to_all_single(out, t.contiguous(), group=group)
+    """t [N, ...] floating -> [N, ...]: slice n goes to the rail's rank on node n, slice n of the
+    result came from it. Differentiable (the combine leg)."""
+    return dist_fn.all_to_all_single(torch.empty_like(t), t.contiguous(), group=group)
+
+
+def _exchange_bytes(buf: torch.Tensor, group) -> torch.Tensor:
+    """buf [N, ...] uint8 -> [N, ...]: one all_to_all_single, slice n to the rail's rank on node n."""
+    out = torch.empty_like(buf)
+    dist.all_to_all_single(out, buf, group=group)
     return out
+
+
+class _RecordExchange(torch.autograd.Function):
+    """tensors [N, cap, w_i] -> what the rail's rank on node n sent in its slice n, each tensor
+    in its record dtype: all of them packed into one uint8 record per (node, slot) (layout),
+    moved by one all_to_all_single, and unpacked as views of the received buffer. The backward
+    is the same exchange run backwards (an all-to-all is its own transpose over the rail): the
+    gradients of the fields listed in `grads` (rows and weights) packed into one record of their
+    own (record_layout of those fields), one all_to_all_single, unpacked; the other fields (ids,
+    fp8 rows, fp8 scales) carry none. `grads` comes from the fields' dtypes, not from what
+    requires grad, so that every rank of a rail makes the same backward call."""
+
+    @staticmethod
+    def forward(ctx, group, layout, grads, *tensors):
+        recv = unpack_records(_exchange_bytes(pack_records(tensors, layout), group), layout)
+        ctx.group, ctx.num, ctx.grads = group, len(tensors), grads
+        ctx.back = record_layout([(recv[i].dtype, recv[i].shape[-1]) for i in grads])
+        ctx.mark_non_differentiable(*(t for i, t in enumerate(recv) if i not in ctx.grads))
+        return tuple(recv)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, *grads):
+        back = _exchange_bytes(pack_records([grads[i] for i in ctx.grads], ctx.back), ctx.group)
+        out = [None] * ctx.num
+        for i, g in zip(ctx.grads, unpack_records(back, ctx.back)):
+            out[i] = g
+        return (None, None, None, *out)
 
 
 def pack_sends(x, topk_idx, topk_weights, x_scale, num_experts: int, num_nodes: int, node_capacity: int, me: int):
@@ -98,6 +132,15 @@ def pack_sends(x, topk_idx, topk_weights, x_scale, num_experts: int, num_nodes: 
     plan = plan_rows(topk_idx, num_experts, num_nodes, node_capacity, me)
     sent = pack_rows(x, topk_idx, topk_weights, plan, num_experts, num_nodes)
     return plan, sent if x_scale is None else (*sent, gather_slots(x_scale, plan))
+
+
+def dispatch_leg_record(sent, num_experts: int, num_nodes: int):
+    """The RecordLayout (node_legs.dispatch_record) the dispatch leg sends pack_sends' tensors
+    (x, ids, weights[, scales]) in: row, fp8 scales, ids, weights, one record per (node, slot)."""
+    x, ids, w = sent[:3]
+    scale_blocks = sent[3].shape[-1] if len(sent) > 3 else None
+    experts_in_node = experts_per_node(num_experts, num_nodes)
+    return dispatch_record(x.dtype, x.shape[-1], ids.shape[-1], w.dtype, experts_in_node, scale_blocks)
 
 
 class MultiNodeAllToAll:
@@ -201,9 +244,19 @@ class MultiNodeAllToAll:
             x, topk_idx, topk_weights, x_scale, self.num_experts, self.layout.num_nodes, self.node_capacity, self.node
         )
 
+    def dispatch_record(self, sent):
+        """The dispatch leg's record for pack()'s tensors (dispatch_leg_record)."""
+        return dispatch_leg_record(sent, self.num_experts, self.layout.num_nodes)
+
     def dispatch_leg(self, sent):
-        """Step 2, the network: every tensor of pack()'s over this rank's rail, slice n to node n."""
-        return tuple(_rail_exchange(t, self.rail_group) for t in sent)
+        """Step 2, the network: pack()'s tensors over this rank's rail, slice n to node n, in one
+        all_to_all_single of one byte record per (node, slot) (dispatch_record). Returns them in
+        pack()'s order (x, ids, weights[, scales]) as views of the received buffer; the ids in
+        their record dtype (int32: in_node_tokens widens them)."""
+        x, ids, w, *scales = sent  # in the record: x, scales, ids, w
+        grads = (len(scales) + 2,) if x.dtype in FP8_FORMATS else (0, len(scales) + 2)  # fp8 rows carry none
+        recv = _RecordExchange.apply(self.rail_group, self.dispatch_record(sent), grads, x, *scales, ids, w)
+        return (recv[0], recv[-2], recv[-1], *recv[1:-2])
 
     def combine_leg(self, partials: torch.Tensor) -> torch.Tensor:
         """Step 5, the network: partials [N, cap, H] back over the rail, slice n to node n."""

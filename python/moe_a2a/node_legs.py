@@ -6,7 +6,8 @@ host synchronisation (so a CUDA graph can hold them); which rows are real travel
 For a rank on node `me` of N nodes with T tokens and `cap` = node_capacity rows per node:
     plan = plan_rows(topk_idx, num_experts, N, cap, me)       # which token goes to which node, where
     send_x, send_ids, send_w = pack_rows(x, topk_idx, topk_weights, plan, num_experts, N)
-    # network leg: send_*[n] to the rank of node n on this rank's rail, receive recv_*[n] from it
+    # network leg: send_*[n] to the rank of node n on this rank's rail, receive recv_*[n] from it,
+    # all of them in one byte record per (node, slot) (dispatch_record, pack_records, unpack_records)
     x_in, ids_in, w_in = in_node_tokens(x, topk_idx, topk_weights, me, recv_x, recv_ids, recv_w, num_experts, N)
     # in-node dispatch -> experts -> combine over x_in (node-local expert ids): out_in [T + N x cap, H]
     partials = out_in[T:].view(N, cap, H)                   # back to where each row came from
@@ -27,6 +28,7 @@ import torch
 from .fp8_formats import FP8_FORMATS
 
 UNUSED = -1  # an unused (token, k) slot, as AllToAll takes it
+RECORD_ALIGN = 16  # bytes: a record's size is a multiple of it
 
 
 class RowPlan(NamedTuple):
@@ -124,6 +126,77 @@ def in_node_tokens(x, topk_idx, topk_weights, me: int, recv_x, recv_ids, recv_w,
     ids_in = torch.cat([own_ids, recv_ids.reshape(-1, K).long()])
     w_in = torch.cat([topk_weights, recv_w.reshape(-1, K).to(topk_weights.dtype)])
     return x_in, ids_in, w_in
+
+
+class RecordLayout(NamedTuple):
+    """One fixed-size byte record per (node, slot) holding several fields: field i is widths[i]
+    elements of dtypes[i] at byte offsets[i], each offset a multiple of its element size, and
+    size (a multiple of RECORD_ALIGN) bytes in all, so that every field of a [N, cap, size] byte
+    buffer is a valid view of its dtype. The bytes between and after the fields are zeros."""
+
+    dtypes: tuple
+    widths: tuple
+    offsets: tuple
+    size: int
+
+
+def record_layout(fields) -> RecordLayout:
+    """fields: (dtype, width) in record order -> their RecordLayout, each field placed at the
+    first offset past the previous one that is a multiple of its element size."""
+    dtypes, widths, offsets, end = [], [], [], 0
+    for dtype, width in fields:
+        size = dtype.itemsize
+        end = -(-end // size) * size
+        dtypes.append(dtype)
+        widths.append(int(width))
+        offsets.append(end)
+        end += int(width) * size
+    return RecordLayout(tuple(dtypes), tuple(widths), tuple(offsets), -(-end // RECORD_ALIGN) * RECORD_ALIGN)
+
+
+def pack_records(tensors, layout: RecordLayout) -> torch.Tensor:
+    """tensors [..., widths[i]] (the same leading shape), each cast to dtypes[i] -> one uint8
+    buffer [..., layout.size]: their bytes side by side, zeros in the padding (one torch.cat)."""
+    lead = tensors[0].shape[:-1]
+    pieces, end = [], 0
+    for t, dtype, width, offset in zip(tensors, layout.dtypes, layout.widths, layout.offsets):
+        if tuple(t.shape) != (*lead, width):
+            raise ValueError(f"moe_a2a: a record field of {width} elements got {list(t.shape)}")
+        if offset > end:
+            pieces.append(torch.zeros(*lead, offset - end, dtype=torch.uint8, device=t.device))
+        pieces.append(t.to(dtype).contiguous().view(torch.uint8))
+        end = offset + width * dtype.itemsize
+    if layout.size > end:
+        pieces.append(torch.zeros(*lead, layout.size - end, dtype=torch.uint8, device=tensors[0].device))
+    return torch.cat(pieces, dim=-1)
+
+
+def unpack_records(buf: torch.Tensor, layout: RecordLayout):
+    """pack_records undone: each field of buf [..., layout.size] uint8 as a view of its dtype
+    [..., width] (no copy; strided: the record is its row's stride)."""
+    return [
+        buf[..., offset : offset + width * dtype.itemsize].view(dtype)
+        for dtype, width, offset in zip(layout.dtypes, layout.widths, layout.offsets)
+    ]
+
+
+def wire_id_dtype(experts_in_node: int) -> torch.dtype:
+    """The ids' dtype in a dispatch record: the packed ids are node-local, 0..experts_in_node - 1,
+    or UNUSED (pack_rows), so int32 holds every one of them unless a node has more than 2^31 - 1
+    experts; then int64, as pack_rows makes them."""
+    return torch.int32 if experts_in_node <= torch.iinfo(torch.int32).max else torch.int64
+
+
+def dispatch_record(x_dtype, hidden: int, topk: int, weight_dtype, experts_in_node: int, scale_blocks=None):
+    """The dispatch leg's record (one per node and slot): the row (hidden elements of x_dtype, fp8
+    included), with fp8 rows their scale_blocks fp32 scales, the K node-local ids (wire_id_dtype),
+    the K weights (weight_dtype), in that order, each aligned to its element size, padded to
+    RECORD_ALIGN bytes."""
+    fields = [(x_dtype, hidden)]
+    if scale_blocks is not None:
+        fields.append((torch.float32, scale_blocks))
+    fields += [(wire_id_dtype(experts_in_node), topk), (weight_dtype, topk)]
+    return record_layout(fields)
 
 
 def sum_partials(own: torch.Tensor, back: torch.Tensor, plan: RowPlan, me: int) -> torch.Tensor:

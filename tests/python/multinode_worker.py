@@ -1,19 +1,23 @@
 """One rank of MultiNodeAllToAll's tests: tests/python/cpu/test_multinode.py (the CPU, gloo) and
 tests/python/gpu/test_multinode.py (GPUs, NCCL).
     python multinode_worker.py RANK WORLD RANKS_PER_NODE INIT_METHOD CASE [GPU]
-CASE: result | overflow | backward | graph | dispatch | fp8. Without GPU: the CPU over gloo, and a node of several
-ranks gets GatherExchange for its in-node exchange (the same delivery, by collectives on the
-CPU), so that the network legs, the groups and the bookkeeping run for real across processes;
-nodes of one rank run the real LocalExchange. With GPU (a CUDA device index): NCCL, and the real
-in-node AllToAll. "backward" also checks the gradients of x and of the router weights against
-their closed forms (not with GatherExchange, which has none); "graph" (GPU only) captures
-dispatch, the fake GEMM and combine in one CUDA graph and replays it on new inputs. "dispatch"
-checks what every rank's experts get against the one-node reference's dispatch (the same pairs,
-the same rows; unused slots send nothing); "fp8" does so with fp8 dispatch (the fp8 bytes and
-scales of quantize_fp8 of each pair's source token, a hidden size of two scale blocks, the last
-short), then combines the dequantized rows.
+CASE: result | overflow | backward | graph | dispatch | fp8 | calls | calls_fp8. Without GPU:
+the CPU over gloo, and a node of several ranks gets GatherExchange for its in-node exchange (the
+same delivery, by collectives on the CPU), so that the network legs, the groups and the
+bookkeeping run for real across processes; nodes of one rank run the real LocalExchange. With
+GPU (a CUDA device index): NCCL, and the real in-node AllToAll. "backward" also checks the
+gradients of x and of the router weights against their closed forms (not with GatherExchange,
+which has none); "graph" (GPU only) captures dispatch, the fake GEMM and combine in one CUDA
+graph and replays it on new inputs. "dispatch" checks what every rank's experts get against the
+one-node reference's dispatch (the same pairs, the same rows; unused slots send nothing); "fp8"
+does so with fp8 dispatch (the fp8 bytes and scales of quantize_fp8 of each pair's source token,
+a hidden size of two scale blocks, the last short), then combines the dequantized rows. "calls"
+and "calls_fp8" count the torch.distributed.all_to_all_singles of dispatch, combine and (nodes
+of one rank) the backward, and print the bytes each one sends as JSON.
 Prints "ok <relative errors>" or "error <message>" (result_line finds it among other output)."""
 
+import json
+import math
 import sys
 import types
 
@@ -210,6 +214,60 @@ def check_dispatch(ep, inputs, rank, world, per_node, device, fp8=False):
     return f"error {problem}" if problem else f"ok {rel(out, ref.moe_reference(inputs, rank, E, world)):.3g}"
 
 
+def check_calls(ep, inputs, rank, world, per_node, device, fp8=False):
+    """ "ok {step: [bytes sent by each all_to_all_single]}" for dispatch, combine and, on nodes of
+    one rank (LocalExchange, differentiable), the backward of <combine, 1> with the router
+    weights requiring grad (and x too, without fp8)."""
+    sent, real = [], dist.all_to_all_single
+
+    def counted(output, input, *args, **kwargs):
+        sent.append(input.numel() * input.element_size())
+        return real(output, input, *args, **kwargs)
+
+    def step(name, fn, *args):
+        dist.all_to_all_single = counted
+        try:
+            result = fn(*args)
+        finally:
+            dist.all_to_all_single = real
+        steps[name] = sent[:]
+        sent.clear()
+        return result
+
+    steps = {}
+    x0, idx, w0 = inputs[rank]
+    grads = per_node == 1
+    x = x0.to(device).requires_grad_(grads and not fp8)
+    w = w0.to(device).requires_grad_(grads)
+    d = step("dispatch", ep.dispatch, x, idx.to(device), w)
+    y = ref.dequantize_fp8(d.expert_x, d.expert_x_scale, torch.float32) * (1 + rank) if fp8 else fake_gemm(d, rank)
+    out = step("combine", ep.combine, y, d)
+    if grads:
+        step("backward", lambda: out.sum().backward())
+    ep.synchronize()
+    return "ok " + json.dumps(steps)
+
+
+def dispatch_record_bytes(hidden, topk, token_bytes, fp8):
+    """docs/design/multinode.md's dispatch record: the row (fp8: H bytes, then ceil(H / 128) fp32
+    scales at a 4-byte offset), K int32 ids, K fp32 weights, padded to 16 bytes."""
+    row = hidden + (-hidden) % 4 + math.ceil(hidden / 128) * 4 if fp8 else hidden * token_bytes
+    return -(-(row + topk * 4 + topk * 4) // 16) * 16
+
+
+def expected_calls(nodes, fp8, backward):
+    """What check_calls must print for this file's shapes (fp32 tokens, node_capacity T): one
+    all_to_all_single per leg, dispatch nodes x T records, combine nodes x T partial rows; the
+    backward one of each: the partials' gradients, and the rows' (not fp8) and weights' gradients
+    in one record of their own."""
+    hidden = FP8_H if fp8 else H
+    steps = {"dispatch": [nodes * T * dispatch_record_bytes(hidden, K, 4, fp8)], "combine": [nodes * T * hidden * 4]}
+    if backward:
+        grad_record = -(-(K * 4 + (0 if fp8 else hidden * 4)) // 16) * 16
+        steps["backward"] = [nodes * T * hidden * 4, nodes * T * grad_record]  # combine's backward runs first
+    return steps
+
+
 def check_graph(ep, rank, world, device):
     """One CUDA graph of dispatch, the fake GEMM and combine (the network legs' NCCL calls
     included), captured on one set of inputs and replayed on two others of the same counts."""
@@ -248,7 +306,8 @@ def main():
     # Every rank leaves together, so the store's host (rank 0) does not go first: gloo, which
     # needs no GPU per rank.
     leaving = dist.new_group(backend="gloo")
-    hidden = FP8_H if case == "fp8" else H
+    fp8 = case in ("fp8", "calls_fp8")
+    hidden = FP8_H if fp8 else H
     inputs = make_inputs(world, seed=9, hidden=hidden)
     capacity = 2 if case == "overflow" else T
     ep = MultiNodeAllToAll(
@@ -260,11 +319,13 @@ def main():
         torch.float32,
         ranks_per_node=per_node,
         node_capacity=capacity,
-        dispatch_dtype=FP8 if case == "fp8" else None,
+        dispatch_dtype=FP8 if fp8 else None,
     )
     try:
         if case in ("dispatch", "fp8"):
             print(check_dispatch(ep, inputs, rank, world, per_node, device, fp8=case == "fp8"), flush=True)
+        elif case in ("calls", "calls_fp8"):
+            print(check_calls(ep, inputs, rank, world, per_node, device, fp8=fp8), flush=True)
         elif case == "backward":
             print(check_backward(ep, inputs, rank, world, device), flush=True)
         elif case == "graph":

@@ -7,6 +7,7 @@ and the gradients their closed forms; every expert must get the one-node dispatc
 small a node_capacity must raise at synchronize() on the ranks that sent too much. The real
 in-node AllToAll, NCCL and GPUs: tests/python/gpu/test_multinode.py."""
 
+import json
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from multinode_worker import result_line  # noqa: E402
+from multinode_worker import FP8_H, H, K, dispatch_record_bytes, expected_calls, result_line  # noqa: E402
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "multinode_worker.py")
 PYTHON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "python")
@@ -71,3 +72,18 @@ def test_experts_get_the_one_node_dispatch(world, per_node, fp8, tmp_path):
     for r, line in enumerate(lines):
         assert line.startswith("ok "), f"rank {r}: {line}"
         assert float(line.split()[1]) < 1e-6, f"rank {r}: {line}"
+
+
+@pytest.mark.parametrize("fp8", [False, True], ids=["fp32", "fp8"])
+@pytest.mark.parametrize("world,per_node", [(4, 2), (2, 1), (4, 1)], ids=["2x2", "2x1", "4x1"])
+def test_each_leg_is_one_all_to_all_single_of_the_documented_bytes(world, per_node, fp8, tmp_path):
+    """dispatch sends one all_to_all_single (rows, ids, weights and fp8 scales in one byte record
+    per node and slot), of nodes x node_capacity x the record's bytes (the documented formula);
+    combine one of the partial sums; the backward (nodes of one rank) one for each leg: combine's
+    partials' gradients, and dispatch's rows' and weights' gradients in one record (fp8: the
+    weights' only)."""
+    assert dispatch_record_bytes(H, K, 4, False) == 160 and dispatch_record_bytes(FP8_H, K, 4, True) == 208
+    want = expected_calls(world // per_node, fp8, backward=per_node == 1)
+    for r, line in enumerate(run_ranks(world, per_node, "calls_fp8" if fp8 else "calls", tmp_path)):
+        assert line.startswith("ok "), f"rank {r}: {line}"
+        assert json.loads(line[3:]) == want, f"rank {r}: {line}"

@@ -9,12 +9,20 @@ import torch
 
 from moe_a2a import reference as ref
 from moe_a2a.node_legs import (
+    RECORD_ALIGN,
     UNUSED,
+    as_bytes,
+    dispatch_record,
     experts_per_node,
+    gather_slots,
     in_node_tokens,
+    pack_records,
     pack_rows,
     plan_rows,
+    record_layout,
     sum_partials,
+    unpack_records,
+    wire_id_dtype,
 )
 from moe_a2a.nodes import NodeLayout
 
@@ -136,3 +144,52 @@ def test_local_exchange_is_the_one_rank_all_to_all(dtype):
             assert torch.equal(rows, x[(idx == e).nonzero()[:, 0]])
         out = ex.combine(d.expert_x, d)  # the fake GEMM at rank 0: y = x * 1
         assert torch.equal(out, ref.moe_reference(inputs, 0, 8, 1))
+
+
+@pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
+@pytest.mark.parametrize("hidden", [7, 64, 2880])
+def test_dispatch_records_hold_every_field_aligned(hidden, fp8):
+    """One byte record per (node, slot): row (fp8: its bytes, then fp32 scales), int32 ids, fp32
+    weights, each at an offset that is a multiple of its element size, the record a multiple of
+    16 bytes with zeros in the padding; unpacked, every field is a view of its dtype holding the
+    packed values bitwise (masked slots' -1 included), and in_node_tokens gets from it exactly the
+    tensors it gets from pack_rows' own."""
+    idx = torch.tensor([[0, 5, 9], [1, 2, UNUSED], [6, 7, 15], [UNUSED, 4, 12], [3, UNUSED, UNUSED]])
+    T, K, N, cap, E = 5, 3, 4, 3, 16
+    x = torch.randn(T, hidden, dtype=torch.bfloat16)
+    scale = None
+    if fp8:
+        x, scale = ref.quantize_fp8(x, torch.float8_e4m3fn)
+    w = torch.rand(T, K)
+    plan = plan_rows(idx, E, N, cap, me=1)
+    sent = pack_rows(x, idx, w, plan, E, N)
+    layout = dispatch_record(
+        x.dtype, hidden, K, w.dtype, experts_per_node(E, N), None if scale is None else 1 + (hidden - 1) // 128
+    )
+    assert wire_id_dtype(experts_per_node(E, N)) == torch.int32 and wire_id_dtype(2**31) == torch.int64
+    fields = [sent[0]] + ([] if scale is None else [gather_slots(scale, plan)]) + [sent[1], sent[2]]
+    row = hidden * x.element_size()
+    scales = 4 * (1 + (hidden - 1) // 128) if fp8 else 0
+    start = -(-row // 4) * 4  # the 4-byte fields after the row
+    assert layout.offsets == ((0, start, start + scales, start + scales + 4 * K) if fp8 else (0, start, start + 4 * K))
+    assert layout.size == -(-(start + scales + 8 * K) // 16) * 16 and layout.size % RECORD_ALIGN == 0
+    assert all(o % d.itemsize == 0 for o, d in zip(layout.offsets, layout.dtypes))
+    buf = pack_records(fields, layout)
+    assert buf.dtype == torch.uint8 and buf.shape == (N, cap, layout.size)
+    used = torch.zeros(layout.size, dtype=torch.bool)
+    for o, d, width in zip(layout.offsets, layout.dtypes, layout.widths):
+        used[o : o + width * d.itemsize] = True
+    assert (buf[..., ~used] == 0).all()  # the padding
+    back = unpack_records(buf, layout)
+    for got, want, d in zip(back, fields, layout.dtypes):
+        assert got.dtype == d and got.shape == want.shape and got.untyped_storage().data_ptr() == buf.data_ptr()
+        assert torch.equal(as_bytes(got), as_bytes(want.to(d)))
+    recv = (back[0], back[-2], back[-1])
+    for a, b in zip(in_node_tokens(x, idx, w, 1, *recv, E, N), in_node_tokens(x, idx, w, 1, *sent, E, N)):
+        assert a.dtype == b.dtype and torch.equal(as_bytes(a), as_bytes(b))
+
+
+def test_a_record_layout_places_each_field_at_its_element_size():
+    layout = record_layout([(torch.uint8, 3), (torch.int64, 1), (torch.bfloat16, 3), (torch.float32, 1)])
+    assert layout.offsets == (0, 8, 16, 24) and layout.size == 32
+    assert record_layout([(torch.float32, 4)]).size == 16 and record_layout([]).size == 0

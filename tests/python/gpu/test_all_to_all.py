@@ -8,6 +8,7 @@ combine with the challenge's tolerance and bitwise across repeated runs.
 import hooks
 import pytest
 import torch
+import torch._functorch.config as functorch_config
 import torch.distributed as dist
 from conftest import meet
 
@@ -212,10 +213,10 @@ def byte_range(t):
 @pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
 @pytest.mark.parametrize("ops", ["fused", "split"])
 def test_outputs_are_the_callers_and_do_not_overlap(ops, fp8, world, rank):
-    """What lifetime.md promises about a dispatch's outputs: expert_x is an allocation of its own,
-    every other output (and the route) lies in one other allocation without overlapping another,
-    each contiguous and 256-byte aligned; and an output kept alone stays valid and unchanged while
-    the rest is freed and later rounds run."""
+    """What lifetime.md promises about a dispatch's outputs: every one (and the route) is an
+    allocation of its own (a storage of its own: torch.compile's rule for a custom op's outputs),
+    none overlapping another, each contiguous and 256-byte aligned; and an output kept alone stays
+    valid and unchanged while the rest is freed and later rounds run."""
     E, K, H, T = 32, 4, 256, 16
     dtype = torch.bfloat16
     kw = {"dispatch_dtype": torch.float8_e4m3fn} if fp8 else {}
@@ -229,9 +230,9 @@ def test_outputs_are_the_callers_and_do_not_overlap(ops, fp8, world, rank):
         small.update(zip(("route." + n for n in d._route._fields), d._route))
         if fp8:
             small["expert_x_scale"] = d.expert_x_scale
-        pooled = {n: t for n, t in small.items() if ops == "fused" or n != "route.dest_mask"}  # dispatch_send's own
-        assert len({t.untyped_storage().data_ptr() for t in pooled.values()}) == 1, "the small outputs share one"
-        assert d.expert_x.untyped_storage().data_ptr() != next(iter(pooled.values())).untyped_storage().data_ptr()
+        storages = {n: t.untyped_storage()._cdata for n, t in [("expert_x", d.expert_x), *small.items()]}
+        assert len(set(storages.values())) == len(storages), f"outputs share a storage: {storages}"
+        assert all(t.untyped_storage().nbytes() == t.numel() * t.element_size() for t in small.values())
         ranges = sorted((byte_range(t), n) for n, t in [("expert_x", d.expert_x), *small.items()] if t.numel() > 0)
         for (a, an), (b, bn) in zip(ranges, ranges[1:]):
             assert a[1] <= b[0], f"{an} {a} overlaps {bn} {b}"
@@ -242,7 +243,7 @@ def test_outputs_are_the_callers_and_do_not_overlap(ops, fp8, world, rank):
         out = ep.combine(d.expert_x.to(dtype) if fp8 else d.expert_x, d)
         meta = d.expert_meta
         kept = meta.clone()
-        del d, small, pooled, out
+        del d, small, out
         for seed in (22, 23, 24):  # later rounds, other routings, reusing freed memory
             x, idx, w = to_device(ref.generate_all_inputs(world, E, K, H, T, dtype, seed=seed))[rank]
             d = ep.dispatch(x, idx, w)
@@ -283,6 +284,49 @@ def test_cuda_graph_replay_matches_eager(world, rank):
             )
 
 
+def custom_op_aliasing_raises():
+    """torch.compile's check that no output of a custom op aliases an input or another output
+    (run at a compiled graph's first call) raises, as it will in torch 2.12, instead of warning."""
+    return functorch_config.patch(error_on_custom_op_aliasing=True)
+
+
+@pytest.mark.parametrize("layout", ["padded", "packed"])
+def test_no_op_output_aliases_an_input_or_another_output(layout, world, rank):
+    """torch.compile's check, on every op's real outputs: every op of the library, the backward
+    rounds in autograd's order (tests/python/cpu/test_op_outputs.py checks the Meta kernels)."""
+    E, K, H, T = 32, 4, 256, 16
+    dtype = torch.bfloat16
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype, layout=layout) as ep:
+        engine, state = ep._engine, ep._state
+        x, idx, w = to_device(ref.generate_all_inputs(world, E, K, H, T, dtype, seed=31))[rank]
+        checked = []
+
+        def op(name, *args):
+            result = getattr(torch.ops.moe_a2a, name)(*args)
+            torch._library.utils._c_check_aliasing_constraint(f"moe_a2a::{name}", args, {}, result)
+            checked.append(name)
+            return result
+
+        *out, dest_mask = op("dispatch", engine, state, x, None, idx, w)
+        d = _DispatchOutputs(*out)
+        y = fake_grouped_gemm(d, rank)
+        route = (d.src_tokens, d.recv_token, d.recv_pos)
+        combined = op("combine", engine, state, y, d.expert_weights, *route, dest_mask)
+        fresh_state = torch.empty(1, dtype=torch.int64, device=x.device)  # as the backward rounds' (_backward_state)
+        op("combine_backward", engine, fresh_state, torch.ones_like(combined), y, d.expert_weights,
+           d.expert_offsets, d.expert_num_tokens, *route, dest_mask)  # fmt: skip
+        op("dispatch_backward", engine, fresh_state, torch.ones_like(y), *route, dest_mask)
+
+        dest_mask = op("dispatch_send", engine, state, x, None, idx, w)
+        d = _DispatchOutputs(*op("dispatch_recv", engine, state))
+        route = (d.src_tokens, d.recv_token, d.recv_pos)
+        op("combine_send", engine, state, fake_grouped_gemm(d, rank), d.expert_weights, *route)
+        op("combine_recv", engine, state, dest_mask)
+        ep.synchronize()
+        schemas = {s.name.split("::")[1] for s in torch._C._jit_get_all_schemas() if s.name.startswith("moe_a2a::")}
+        assert set(checked) == schemas, f"ops not checked: {schemas - set(checked)}"
+
+
 @pytest.mark.parametrize("ops", ["fused", "split"])
 def test_torch_compile_matches_eager(ops, world, rank):
     E, K, H, T = 64, 6, 2048, 32
@@ -308,7 +352,8 @@ def test_torch_compile_matches_eager(ops, world, rank):
         compiled = torch.compile(layer, fullgraph=True)
         for seed in (21, 22):
             inputs = to_device(ref.generate_all_inputs(world, E, K, H, T, dtype, seed=seed, num_tokens=T))
-            out = compiled(*inputs[rank])
+            with custom_op_aliasing_raises():  # checked at the compiled graph's first call
+                out = compiled(*inputs[rank])
             eager = layer(*inputs[rank])
             ep.synchronize()
             assert torch.equal(out.view(torch.int16), eager.view(torch.int16))

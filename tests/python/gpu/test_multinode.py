@@ -6,13 +6,15 @@ the CPU test's) checks every rank's combine against the one-node reference with 
 (0 included) and unused slots, the gradients of x and of the router weights against their closed
 forms, a CUDA graph of the whole round replayed on new inputs, the overflow report, and what
 every expert gets against the one-node reference's dispatch, with fp8 dispatch too (the bytes and
-scales of quantize_fp8 of each pair's token, quantized once on the sending rank).
+scales of quantize_fp8 of each pair's token, quantized once on the sending rank), and that each
+network leg is one all_to_all_single of the documented bytes, forward and backward.
 
 With two nodes, worker w (node n = w // world, local rank l = w % world) runs on GPU (l + n) %
 world: each node's ranks are on different GPUs, and so are each rail's, as NCCL needs; every GPU
 holds one worker of each node, so its two AllToAll kernels share the GPU by time slices (correct,
 not fast). Each test rank starts the workers of its own GPU."""
 
+import json
 import os
 import subprocess
 import sys
@@ -24,7 +26,7 @@ from worker_procs import free_port, worker_env
 from moe_a2a._collective import all_gather
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from multinode_worker import result_line  # noqa: E402
+from multinode_worker import expected_calls, result_line  # noqa: E402
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "multinode_worker.py")
 TIMEOUT_S = 120
@@ -98,3 +100,13 @@ def test_too_small_a_node_capacity_is_reported(rank, world):
     mine = [line for line in lines.values() if "node_capacity=2" in line]
     everyone = all_gather(len(mine), None)
     assert sum(everyone) > 0, f"no worker reported the overflow: {lines}"
+
+
+@pytest.mark.parametrize("case", ["calls", "calls_fp8"])
+def test_each_leg_is_one_all_to_all_single_of_the_documented_bytes(rank, world, case):
+    """Nodes of one rank (LocalExchange, NCCL between): dispatch, combine and the backward each
+    issue one all_to_all_single per leg, of the bytes docs/design/multinode.md states."""
+    want = expected_calls(world, case == "calls_fp8", backward=True)
+    for w, line in run_workers(rank, world, 1, case).items():
+        assert line.startswith("ok "), f"worker {w}: {line}"
+        assert json.loads(line[3:]) == want, f"worker {w}: {line}"
