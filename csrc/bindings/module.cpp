@@ -96,6 +96,28 @@ EpConfig make_config(const py::kwargs& kw) {
   return c;
 }
 
+// What validate_config's messages call each field: the AllToAll argument that sets it
+// (python/moe_a2a/all_to_all.py builds the config from them), which is what a Python user passed.
+const char* argument_name(moe_a2a::ConfigField f) {
+  using F = moe_a2a::ConfigField;
+  static constexpr std::pair<F, const char*> kNames[] = {{F::kNumExperts, "num_experts"},
+                                                         {F::kTopk, "experts_per_token"},
+                                                         {F::kHidden, "hidden_dim"},
+                                                         {F::kMaxTokens, "max_num_tokens"},
+                                                         {F::kPaddedCapacity, "max_recv_tokens_per_expert"},
+                                                         {F::kPackedCapacity, "max_recv_tokens"},
+                                                         {F::kLayout, "layout"},
+                                                         {F::kExpertAlignment, "expert_alignment"},
+                                                         {F::kNumBlocks, "num_sms"},
+                                                         {F::kDispatchSenders, "send_sms"},
+                                                         {F::kCombineSenders, "send_sms"},
+                                                         {F::kGroupsPerBlock, "groups_per_block"}};
+  static_assert(std::size(kNames) == static_cast<size_t>(F::kCount), "a name for every field");
+  for (const auto& [field, name] : kNames)
+    if (field == f) return name;
+  return moe_a2a::cxx_field_name(f);  // not reached: every field has its entry
+}
+
 // Device scratch for a self-test result of 64-bit words (Result: a struct of them), zeroed;
 // synchronous, for tests and microbenchmarks only.
 template <class Result = moe_a2a::SelftestResult>
@@ -205,7 +227,7 @@ PYBIND11_MODULE(_C, m) {
   // The config helpers take the config's fields as keyword arguments (make_config): world, rank,
   // num_experts, topk, hidden, max_tokens, capacity, dtype, layout, num_blocks, groups_per_block,
   // expert_alignment, fp8 ("none", "e4m3fn", "e4m3fnuz"), fp8_pow2_scales, dispatch_senders, combine_senders.
-  m.def("validate_config", [](const py::kwargs& kw) { return moe_a2a::validate(make_config(kw)); });
+  m.def("validate_config", [](const py::kwargs& kw) { return moe_a2a::validate(make_config(kw), argument_name); });
   m.def("default_capacity",
         [](size_t budget, const py::kwargs& kw) { return moe_a2a::default_expert_capacity(make_config(kw), budget); });
   m.def("ep_region_bytes", [](const py::kwargs& kw) { return make_config(kw).heap_layout().total; });

@@ -406,7 +406,8 @@ class AllToAll:
         self.send_sms = _sender_blocks(send_sms)
         self.expert_alignment = int(expert_alignment)
         # The config, in one place: the compiled core's EpConfig fields (csrc/bindings/module.cpp
-        # make_config), validated there with these names.
+        # make_config), validated there; its messages name the arguments above that set them
+        # (module.cpp argument_name).
         config = dict(
             world=self.world,
             rank=self.rank,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 
 namespace {
 
+using moe_a2a::ConfigField;
 using moe_a2a::EpConfig;
 using moe_a2a::kBufferAlign;
 
@@ -231,6 +233,23 @@ void expect_rejected(const EpConfig& c, const std::string& field) {
   EXPECT_NE(msg.find(field), std::string::npos) << "message '" << msg << "' does not name " << field;
 }
 
+// Calls field f "<f>", a name of the caller's choosing (the binding's are the Python arguments).
+const char* numbered(ConfigField f) {
+  static const char* const kNames[] = {"<0>", "<1>", "<2>", "<3>", "<4>",  "<5>",
+                                       "<6>", "<7>", "<8>", "<9>", "<10>", "<11>"};
+  static_assert(std::size(kNames) == static_cast<size_t>(ConfigField::kCount), "a name for every field");
+  return kNames[static_cast<int>(f)];
+}
+
+// ... and when what is wrong is a field, it is named by the caller's FieldName, never by hand.
+void expect_rejected(const EpConfig& c, ConfigField field) {
+  expect_rejected(c, moe_a2a::cxx_field_name(field));
+  const std::string msg = moe_a2a::validate(c, numbered);
+  EXPECT_NE(msg.find(numbered(field)), std::string::npos)
+      << "message '" << msg << "' does not name " << numbered(field);
+  EXPECT_EQ(msg.find(moe_a2a::cxx_field_name(field)), std::string::npos) << "message '" << msg << "' names it by hand";
+}
+
 TEST(EpConfig, ValidateRejectsBadConfigs) {
   const EpConfig good = make(8, {256, 8, 7168, 256});
   ASSERT_EQ(moe_a2a::validate(good), "");
@@ -249,30 +268,30 @@ TEST(EpConfig, ValidateRejectsBadConfigs) {
   for (int32_t e : {0, 4, 7, 12, 513, 1024}) {  // fewer than world, not divisible, too many
     c = good;
     c.num_experts = e;
-    expect_rejected(c, "num_experts");
+    expect_rejected(c, ConfigField::kNumExperts);
   }
   for (int32_t k : {0, -1, 17}) {
     c = good;
     c.topk = k;
-    expect_rejected(c, "experts_per_token");
+    expect_rejected(c, ConfigField::kTopk);
   }
   c = make(2, {4, 2, 2048, 16});
   c.topk = 5;  // more than num_experts
-  expect_rejected(c, "experts_per_token");
+  expect_rejected(c, ConfigField::kTopk);
   for (int32_t h : {0, 4, 2884, 16392, 32768, -8}) {
     c = good;
     c.hidden = h;
-    expect_rejected(c, "hidden_dim");
+    expect_rejected(c, ConfigField::kHidden);
   }
   for (int32_t t : {0, -1, 4097}) {
     c = good;
     c.max_tokens = t;
-    expect_rejected(c, "max_num_tokens");
+    expect_rejected(c, ConfigField::kMaxTokens);
   }
   for (int32_t cap : {0, -1, 8 * 256 * 8 + 1}) {  // padded: at most world * max_tokens * topk
     c = good;
     c.expert_capacity = cap;
-    expect_rejected(c, "max_recv_tokens_per_expert");
+    expect_rejected(c, ConfigField::kPaddedCapacity);
   }
   for (int32_t b : {1, 3, 8, 0}) {
     c = good;
@@ -284,24 +303,24 @@ TEST(EpConfig, ValidateRejectsBadConfigs) {
   EXPECT_EQ(moe_a2a::validate(c), "");
   c = good;
   c.layout = static_cast<moe_a2a::Layout>(2);
-  expect_rejected(c, "layout");
+  expect_rejected(c, ConfigField::kLayout);
   c = good;
   c.layout = moe_a2a::Layout::kPacked;
   c.expert_capacity = 8 * 256 * 8 + 1;  // past the packed maximum (topk rows per token)
-  expect_rejected(c, "max_recv_tokens");
+  expect_rejected(c, ConfigField::kPackedCapacity);
   c = good;
   c.expert_capacity = static_cast<int32_t>(c.worst_case_capacity()) * c.topk;  // duplicate ids: topk rows a token
   EXPECT_EQ(moe_a2a::validate(c), "");
   c.expert_capacity += 1;
-  expect_rejected(c, "max_recv_tokens_per_expert");
+  expect_rejected(c, ConfigField::kPaddedCapacity);
   // Blocks that only send: auto, 0 (every block does both) or up to num_blocks - 1 (one receiver left).
   for (int32_t senders : {-2, good.num_blocks, good.num_blocks + 5}) {  // -1 is kAutoSenders
     c = good;
     c.dispatch_senders = senders;
-    expect_rejected(c, "send_sms");
+    expect_rejected(c, ConfigField::kDispatchSenders);
     c = good;
     c.combine_senders = senders;
-    expect_rejected(c, "send_sms");
+    expect_rejected(c, ConfigField::kCombineSenders);
   }
   c = good;
   c.dispatch_senders = good.num_blocks - 1;
@@ -484,7 +503,7 @@ TEST(EpConfig, ValidateNeedsEnoughBlocksForTheGroups) {
   EpConfig c = make(2, {16, 2, 256, 4096});
   c.groups_per_block = 4;
   c.num_blocks = 3;  // 12 groups of 342 tokens: more than one thread per token
-  EXPECT_NE(moe_a2a::validate(c).find("num_sms"), std::string::npos);
+  expect_rejected(c, ConfigField::kNumBlocks);
   c.num_blocks = 4;  // 16 groups of 256
   EXPECT_EQ(moe_a2a::validate(c), "");
   c.num_blocks = 0;
@@ -541,7 +560,7 @@ TEST(EpConfig, ExpertAlignmentPadsThePackedSegments) {
   c.expert_capacity = static_cast<int32_t>(c.worst_case_capacity());
   EXPECT_EQ(moe_a2a::validate(c), "");
   c.expert_alignment = 0;
-  EXPECT_NE(moe_a2a::validate(c).find("expert_alignment"), std::string::npos);
+  expect_rejected(c, ConfigField::kExpertAlignment);
   c.expert_alignment = 16;
   c.layout = moe_a2a::Layout::kPadded;
   c.expert_capacity = 8;

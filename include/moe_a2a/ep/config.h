@@ -438,67 +438,102 @@ inline int32_t default_expert_capacity(const EpConfig& c, size_t budget_bytes) {
   return static_cast<int32_t>(cap < 1 ? 1 : cap);
 }
 
-// Empty string if the config is supported, else what is wrong (for the host to raise). The limits
-// in the messages come from the constants the checks use.
-inline std::string validate(const EpConfig& c) {
+// The EpConfig fields that validate's messages name. A message names one through a FieldName, so
+// that each field's name is decided where its users meet it: C++ callers read EpConfig's field names
+// (cxx_field_name), Python users the AllToAll argument that sets the field (csrc/bindings/module.cpp).
+// X(enum name, EpConfig field). The capacity is two entries because the Python API names it by layout.
+#define MOE_A2A_CONFIG_FIELDS(X)                                                           \
+  X(kNumExperts, num_experts)                                                              \
+  X(kTopk, topk)                                                                           \
+  X(kHidden, hidden)                                                                       \
+  X(kMaxTokens, max_tokens)                                                                \
+  X(kPaddedCapacity, expert_capacity) /* the padded layout's: rows per local expert */     \
+  X(kPackedCapacity, expert_capacity) /* the packed layout's: rows in all local experts */ \
+  X(kLayout, layout)                                                                       \
+  X(kExpertAlignment, expert_alignment)                                                    \
+  X(kNumBlocks, num_blocks)                                                                \
+  X(kDispatchSenders, dispatch_senders)                                                    \
+  X(kCombineSenders, combine_senders)                                                      \
+  X(kGroupsPerBlock, groups_per_block)
+
+enum class ConfigField {
+#define MOE_A2A_X(e, field) e,
+  MOE_A2A_CONFIG_FIELDS(MOE_A2A_X) kCount
+};
+#undef MOE_A2A_X
+using FieldName = const char* (*)(ConfigField);
+
+inline const char* cxx_field_name(ConfigField f) {
+  // Each entry names the member itself (sizeof), so renaming one without its entry does not compile.
+  static constexpr const char* kNames[] = {
+#define MOE_A2A_X(e, field) (static_cast<void>(sizeof(EpConfig::field)), #field),
+      MOE_A2A_CONFIG_FIELDS(MOE_A2A_X)
+#undef MOE_A2A_X
+  };
+  return kNames[static_cast<int>(f)];
+}
+
+// Empty string if the config is supported, else what is wrong (for the host to raise), naming the
+// fields by `name`. The limits in the messages come from the constants the checks use.
+inline std::string validate(const EpConfig& c, FieldName name = cxx_field_name) {
   auto bad = [](const std::string& what) { return what; };
   // " must be in [lo, hi], got v"
   const auto in = [](const std::string& lo, int hi, int v) {
     return " must be in [" + lo + ", " + std::to_string(hi) + "], got " + std::to_string(v);
   };
+  const std::string experts = name(ConfigField::kNumExperts), topk = name(ConfigField::kTopk),
+                    hidden = name(ConfigField::kHidden), tokens = name(ConfigField::kMaxTokens),
+                    layout = name(ConfigField::kLayout), alignment = name(ConfigField::kExpertAlignment),
+                    blocks = name(ConfigField::kNumBlocks);
   if (c.world < 2 || c.world > kMaxWorld) return bad("world size" + in("2", kMaxWorld, c.world));
   if (c.rank < 0 || c.rank >= c.world) return bad("rank " + std::to_string(c.rank) + " outside the world");
   if (c.num_experts < c.world || c.num_experts > kMaxExperts)
-    return bad("num_experts" + in("world", kMaxExperts, c.num_experts));
+    return bad(experts + in("world", kMaxExperts, c.num_experts));
   if (c.num_experts % c.world != 0)
-    return bad("num_experts (" + std::to_string(c.num_experts) + ") must be divisible by the world size (" +
+    return bad(experts + " (" + std::to_string(c.num_experts) + ") must be divisible by the world size (" +
                std::to_string(c.world) + ")");
   if (c.topk < 1 || c.topk > kMaxTopk || c.topk > c.num_experts)
-    return bad("experts_per_token must be in [1, min(" + std::to_string(kMaxTopk) + ", num_experts)], got " +
+    return bad(topk + " must be in [1, min(" + std::to_string(kMaxTopk) + ", " + experts + ")], got " +
                std::to_string(c.topk));
   if (c.hidden < 8 || c.hidden > kMaxHidden || c.hidden % 8 != 0)
-    return bad("hidden_dim must be a multiple of 8 in [8, " + std::to_string(kMaxHidden) + "], got " +
+    return bad(hidden + " must be a multiple of 8 in [8, " + std::to_string(kMaxHidden) + "], got " +
                std::to_string(c.hidden));
   if (c.max_tokens < 1 || c.max_tokens > kMaxTokensPerRank)
-    return bad("max_num_tokens" + in("1", kMaxTokensPerRank, c.max_tokens));
-  if (c.layout != Layout::kPadded && c.layout != Layout::kPacked) return bad("layout must be padded or packed");
+    return bad(tokens + in("1", kMaxTokensPerRank, c.max_tokens));
+  if (c.layout != Layout::kPadded && c.layout != Layout::kPacked) return bad(layout + " must be padded or packed");
   // before the capacity: the worst case depends on it
   if (c.expert_alignment < 1 || c.expert_alignment > kMaxExpertAlignment)
-    return bad("expert_alignment must be in [1, " + std::to_string(kMaxExpertAlignment) + "], got " +
-               std::to_string(c.expert_alignment));
+    return bad(alignment + in("1", kMaxExpertAlignment, c.expert_alignment));
   if (!c.packed() && c.expert_alignment != 1)
-    return bad("expert_alignment is for layout=\"packed\" (padded segments start at multiples of the capacity)");
+    return bad(alignment + " is for " + layout + "=\"packed\" (padded segments start at multiples of the capacity)");
   if (c.expert_capacity < 1 || static_cast<size_t>(c.expert_capacity) > c.max_capacity())
-    return bad(std::string(c.packed() ? "max_recv_tokens must be in [1, world * max_num_tokens * topk (+ alignment "
-                                        "padding)] = [1, "
-                                      : "max_recv_tokens_per_expert must be in [1, world * max_num_tokens * topk] = "
-                                        "[1, ") +
-               std::to_string(c.max_capacity()) + "], got " + std::to_string(c.expert_capacity));
+    return bad(std::string(name(c.packed() ? ConfigField::kPackedCapacity : ConfigField::kPaddedCapacity)) +
+               " must be in [1, world * " + tokens + " * " + topk + (c.packed() ? " (+ alignment padding)" : "") +
+               "] = [1, " + std::to_string(c.max_capacity()) + "], got " + std::to_string(c.expert_capacity));
   if (c.elem_bytes != 2 && c.elem_bytes != 4) return bad("token types must be 2 bytes (bf16, fp16) or 4 (fp32)");
   if (c.fp8 != Fp8Format::kNone && c.fp8 != Fp8Format::kE4M3Fn && c.fp8 != Fp8Format::kE4M3Fnuz)
     return bad("fp8 format must be none, e4m3fn or e4m3fnuz");
   if (c.fp8_rows() && c.hidden % 16 != 0)
-    return bad("fp8 dispatch needs hidden_dim to be a multiple of 16 (16-byte fp8 rows), got " +
+    return bad("fp8 dispatch needs " + hidden + " to be a multiple of 16 (16-byte fp8 rows), got " +
                std::to_string(c.hidden));
   if (!c.fp8_rows() && c.fp8_pow2_scales != 0) return bad("power-of-two scales are for fp8 dispatch");
   if (c.wire_row_bytes() > c.row_bytes()) return bad("an fp8 row and its scales must fit a token row");
   if (c.num_blocks < 1 || c.num_blocks > kMaxBlocks)
-    return bad("num_sms (blocks per kernel) must be in [1, " + std::to_string(kMaxBlocks) + "], got " +
-               std::to_string(c.num_blocks));
-  for (const int32_t senders : {c.dispatch_senders, c.combine_senders}) {
+    return bad(blocks + " (blocks per kernel)" + in("1", kMaxBlocks, c.num_blocks));
+  for (const ConfigField f : {ConfigField::kDispatchSenders, ConfigField::kCombineSenders}) {
+    const int32_t senders = f == ConfigField::kDispatchSenders ? c.dispatch_senders : c.combine_senders;
     if (senders != kAutoSenders && (senders < 0 || senders >= c.num_blocks))
-      return bad(
-          "send_sms (blocks that only send) must be \"auto\", 0 (every block sends and receives) or in "
-          "[1, num_sms), num_sms = " +
-          std::to_string(c.num_blocks) + ", got " + std::to_string(senders));
+      return bad(std::string(name(f)) +
+                 " (blocks that only send) must be \"auto\", 0 (every block sends and receives) or in [1, " + blocks +
+                 "), " + blocks + " = " + std::to_string(c.num_blocks) + ", got " + std::to_string(senders));
   }
   if (c.groups_per_block < 1 || c.groups_per_block > kMaxGroupsPerBlock)
-    return bad("groups_per_block" + in("1", kMaxGroupsPerBlock, c.groups_per_block));
+    return bad(name(ConfigField::kGroupsPerBlock) + in("1", kMaxGroupsPerBlock, c.groups_per_block));
   if (c.max_group_tokens() > kBlockThreads)
     return bad(
-        "num_sms = " + std::to_string(c.num_blocks) +
-        " is too few for max_num_tokens = " + std::to_string(c.max_tokens) + ": a token group would hold more than " +
-        std::to_string(kBlockThreads) + " tokens; use at least " +
+        blocks + " = " + std::to_string(c.num_blocks) + " is too few for " + tokens + " = " +
+        std::to_string(c.max_tokens) + ": a token group would hold more than " + std::to_string(kBlockThreads) +
+        " tokens; use at least " +
         std::to_string((c.max_tokens + kBlockThreads * c.groups_per_block - 1) / (kBlockThreads * c.groups_per_block)) +
         " blocks");
   return {};
