@@ -16,6 +16,7 @@ one kernel per phase) and x the NCCL baseline. World size comes from torchrun (2
 import os
 
 import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
+import microbench
 import scaffold
 import torch
 import torch.distributed as dist
@@ -213,9 +214,9 @@ class Routing:
         return summarize([a + b for a, b in zip(self.local_d, self.local_c)])["median"]
 
     def phase_bytes(self):
-        """Busiest GPU's bytes of one phase, median over the pool: what the floor moves (with fp8
-        dispatch the phases differ: their mean, so the floor's two phases move what ours do)."""
-        return int(summarize([(d + c) / 2 for d, c in zip(self.busiest_d, self.busiest_c)])["median"])
+        """Busiest GPU's bytes of one phase, median over the pool: what the floor moves
+        (microbench.floor_bytes)."""
+        return microbench.floor_bytes(self.busiest_d, self.busiest_c)
 
 
 def phase_row(us, routing, warmup, phase):
@@ -320,8 +321,6 @@ def shape_floor(ctx, routing, args):
     """The machine's floor for this shape's bytes (benchmarks/microbench.floor_for_bytes), or None."""
     if not args.floor:
         return None
-    import microbench
-
     # The floor uses no more blocks than moe_a2a was given.
     blocks = tuple(min(b, args.num_sms or b) for b in microbench.FLOOR_BLOCKS)
     return microbench.floor_for_bytes(ctx, routing.phase_bytes(), blocks=blocks)
@@ -330,8 +329,6 @@ def shape_floor(ctx, routing, args):
 def get_micro(ctx, args):
     """B, B_hbm and L for the speed of light (and the floor table unless --no-floor), measured
     in this run by microbench.run, or BENCHMARKS.md's values with --no-microbench (labelled)."""
-    import microbench
-
     if args.no_microbench:
         a = microbench.ASSUMED
         return {
@@ -463,13 +460,8 @@ def add_floor(rows, floor):
     for r in rows:
         if r.get("phase") not in TWO_PHASE:
             continue
-        if "error" in floor:
-            r["floor_exchange_status"] = floor["error"]
-            continue
-        r.update(
-            floor_exchange_us=floor["us"], floor_exchange_blocks=floor["blocks"], floor_exchange_bytes=floor["bytes"]
-        )
-        if "graph_us_median" in r:
+        r.update(microbench.floor_fields(floor))
+        if "graph_us_median" in r and "error" not in floor:
             r["graph_x_floor"] = r["graph_us_median"] / floor["us"]
 
 

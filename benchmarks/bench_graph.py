@@ -26,6 +26,7 @@ shows each unequal spec's graph d+c next to the equal pair at its larger count (
 """
 
 import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
+import microbench
 import perf_report
 import scaffold
 import torch
@@ -149,15 +150,10 @@ def bench_shape(ctx, shape, args, micro, flusher, fp8=None, counts="max"):
     system.synchronize()
     system.close()
     floor = shape_floor(ctx, routing, args)
-    if floor is not None and "error" not in floor:
-        row.update(
-            floor_exchange_us=floor["us"],
-            floor_exchange_blocks=floor["blocks"],
-            floor_exchange_bytes=floor["bytes"],
-            graph_x_floor=row["graph_us_median"] / floor["us"],
-        )
-    elif floor is not None:
-        row["floor_exchange_status"] = floor["error"]
+    if floor is not None:
+        row.update(microbench.floor_fields(floor))
+    if "floor_exchange_us" in row:
+        row["graph_x_floor"] = row["graph_us_median"] / row["floor_exchange_us"]
     return row
 
 

@@ -16,12 +16,21 @@ gives the median and p10-p90 over iterations, with fresh tokens from a pool and 
 every iteration (benchmarks/common.py). TFLOP/s counts the experts' GEMMs of the average rank
 (T x K rows: every rank receives T x K rows on average) against the max-over-ranks time.
 
+A second table puts each backward round next to the forward round it mirrors, gives the
+all-to-all's share of fwd+bwd, and each pair of all-to-all rounds (forward: dispatch + combine;
+backward: combine-bwd + dispatch-bwd, about the bytes of one d+c too: MIRROR_LEGEND) over the
+machine's floor for one d+c of the layer's bytes (--floor, default on): microbench.floor_for_bytes
+(a bare exchange, one kernel per phase, CUDA-graph steady state), measured once per T after the
+layer is freed, for the bytes each way of one phase of the pool's routes (busiest GPU, median
+over the pool: microbench.routes_floor_bytes, the rule bench_graph's floor uses).
+
 Memory per rank: E/world experts x 3 matrices of H x F (11 GiB in bf16 at world 2 for the
 default shape), their gradients for fwd+bwd, and the packed buffers sized by max_recv_tokens,
 which is the worst case T x world x K rows capped by --recv-budget-mib.
 """
 
 import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
+import microbench
 import scaffold
 import torch
 from common import fmt, summarize
@@ -57,6 +66,9 @@ def parse_args(argv=None):
     common.add_device_timing_args(p, 1000.0, "default 1000; fwd+bwd launches more than that covers at small T")
     scaffold.add_switch(
         p, "--check", "compare the experts' fast path with one matmul per expert once per T (default on)"
+    )
+    scaffold.add_switch(
+        p, "--floor", "measure the machine's floor for each T's bytes, after the layer is freed (default on)"
     )
     scaffold.add_out(p, "bench_moe_layer.json / .csv")
     args = p.parse_args(argv)
@@ -137,22 +149,66 @@ def table_rows(rows):
 # a dot product per (token, k)).
 MIRRORS = (("combine-bwd", "dispatch"), ("dispatch-bwd", "combine"))
 A2A_PHASES = ("dispatch", "combine", "dispatch-bwd", "combine-bwd")
-MIRROR_HEADERS = ["T/rank", "combine-bwd / dispatch", "dispatch-bwd / combine", "all-to-all share of fwd+bwd"]
+# The pairs of rounds that each cross the links like one dispatch + combine: the forward pair, and
+# the backward pair (combine's backward sends the output gradients like a dispatch, plus K floats
+# per token back; dispatch's backward is a combine of gradients). The floor of one d+c for the
+# layer's bytes is therefore each pair's floor.
+PAIRS = (("dispatch", "combine"), ("combine-bwd", "dispatch-bwd"))
+MIRROR_HEADERS = [
+    "T/rank",
+    "combine-bwd / dispatch",
+    "dispatch-bwd / combine",
+    "all-to-all share of fwd+bwd",
+    "floor us",
+    "KB each way",
+    "(d + c) / floor",
+    "(c-bwd + d-bwd) / floor",
+]
+MIRROR_LEGEND = (
+    "each backward round over its forward mirror (medians), the all-to-all's share of a training step, and\n"
+    "each pair of all-to-all rounds (the sum of its medians) over the machine's floor for its bytes, measured in\n"
+    "this run (a bare exchange of one dispatch + combine, one kernel per phase, graph steady state; KB each way\n"
+    "per phase from the layer's routes). The backward pair moves about the bytes of one d + c (combine-bwd\n"
+    "sends the output gradients like a dispatch, plus K floats per token back; dispatch-bwd is a combine),\n"
+    "so the floor of a d + c is its floor too. The pairs are eager device time: launches are included."
+)
+
+
+def pair_over_floor(median, pair, floor_us):
+    """The sum of the medians of a pair of phases over the floor's us, or None when a phase of the
+    pair did not run or there is no floor. median: {phase: us}."""
+    if not floor_us or any(p not in median for p in pair):
+        return None
+    return sum(median[p] for p in pair) / floor_us
 
 
 def mirror_rows(rows):
-    """Per token count: each backward round's median over its forward mirror's, and the four
-    all-to-all rounds' share of a training step (their medians summed over fwd+bwd's); "-" where a
-    phase did not run."""
-    median = {(r["tokens"], r["phase"]): r["us_median"] for r in rows if "us_median" in r}
+    """Per token count: each backward round's median over its forward mirror's, the four
+    all-to-all rounds' share of a training step (their medians summed over fwd+bwd's), the floor
+    (us, KB each way per phase) and each pair of PAIRS over it; "-" where a phase did not run or
+    the floor was not measured."""
     out = []
     for T in dict.fromkeys(r["tokens"] for r in rows):
-        ratios = [median[T, b] / median[T, f] if (T, b) in median and (T, f) in median else None for b, f in MIRRORS]
-        a2a = [median.get((T, p)) for p in A2A_PHASES]
-        step = median.get((T, "fwd+bwd"))
+        of_T = [r for r in rows if r["tokens"] == T]
+        median = {r["phase"]: r["us_median"] for r in of_T if "us_median" in r}
+        ratios = [median[b] / median[f] if b in median and f in median else None for b, f in MIRRORS]
+        a2a = [median.get(p) for p in A2A_PHASES]
+        step = median.get("fwd+bwd")
         share = f"{100 * sum(a2a) / step:.1f}%" if step and None not in a2a else None
-        out.append([T] + [fmt(x, 2) for x in ratios] + [fmt(share)])
+        floor_us = next((r["floor_exchange_us"] for r in of_T if "floor_exchange_us" in r), None)
+        nbytes = next((r["floor_exchange_bytes"] for r in of_T if "floor_exchange_bytes" in r), None)
+        kb = nbytes / 1e3 if nbytes is not None else None
+        pairs = [pair_over_floor(median, p, floor_us) for p in PAIRS]
+        out.append(
+            [T] + [fmt(x, 2) for x in ratios] + [fmt(share), fmt(floor_us), fmt(kb)] + [fmt(x, 2) for x in pairs]
+        )
     return out
+
+
+def floor_notes(rows):
+    """One line per token count whose floor was not measured, with the reason."""
+    why = {r["tokens"]: r["floor_exchange_status"] for r in rows if "floor_exchange_status" in r}
+    return [f"T={T}: floor not measured: {w}" for T, w in why.items()]
 
 
 # ----------------------------------------------------------------------------- measuring
@@ -224,6 +280,11 @@ def bench_tokens(ctx, args, T, flusher):
         grad_out = torch.randn(T, args.hidden, generator=gen, device=ctx.device).to(args.dtype_t)
         with torch.no_grad():
             routes = [route(x, layer.router_weight, args.topk, layer.normalize_topk) for x in pool]
+        if args.floor:  # the floor's bytes from every rank's expert ids (collective); measured in layer_floor
+            gathered = [common.gather_rows(ctx, idx) for idx, _ in routes]
+            base["floor_exchange_bytes"] = microbench.routes_floor_bytes(
+                gathered, args.experts, ctx.world, args.hidden, args.dtype_t
+            )
         if ctx.rank == 0:
             print(f"  T={T}: capacity {ep.capacity}, weights {base['weight_gib_per_rank']:.1f} GiB/rank", flush=True)
         if args.check:
@@ -311,6 +372,20 @@ def bench_tokens(ctx, args, T, flusher):
     return rows  # the layer's weights are freed with this frame
 
 
+def layer_floor(ctx, rows):
+    """Collective. The row fields (microbench.floor_fields) of the machine's floor for the bytes
+    bench_tokens recorded in `rows` (the same on every rank: counted from the gathered routes).
+    Called after the layer is freed, so its heap never competes with the weights."""
+    nbytes = next((r["floor_exchange_bytes"] for r in rows if "floor_exchange_bytes" in r), None)
+    if nbytes is None:
+        return {"floor_exchange_status": "not measured: the layer failed before its routes were counted"}
+    try:
+        floor = microbench.floor_for_bytes(ctx, nbytes)
+    except Exception as e:  # the heap's allocation (collective: the same on every rank)
+        floor = {"bytes": nbytes, "error": f"{type(e).__name__}: {e}"}
+    return microbench.floor_fields(floor)
+
+
 def main(argv=None):
     args = parse_args(argv)
     mod, why = common.import_moe_a2a()  # before NCCL starts: moe_a2a pins multicast off too
@@ -323,7 +398,17 @@ def main(argv=None):
 
     def bench_case(T):
         rows = bench_tokens(ctx, args, T, flusher)
-        torch.cuda.empty_cache()  # the next T builds its own layer
+        torch.cuda.empty_cache()  # the layer is freed: the floor's heap and the next T's layer come after it
+        if args.floor:
+            fields = layer_floor(ctx, rows)
+            for r in rows:
+                r.update(fields)
+            if ctx.rank == 0:
+                us = fields.get("floor_exchange_us")
+                said = f"{us:.1f} us per d+c" if us is not None else fields["floor_exchange_status"]
+                print(
+                    f"  T={T}: floor {said} ({fmt(rows[0].get('floor_exchange_bytes'), 0)} bytes each way)", flush=True
+                )
         return rows
 
     rows = scaffold.run_cases(
@@ -341,8 +426,10 @@ def main(argv=None):
             "median time"
         )
         common.print_table(HEADERS, table_rows(rows))
-        print("\neach backward round over its forward mirror (medians), and the all-to-all's share of a training step")
+        print("\n" + MIRROR_LEGEND)
         common.print_table(MIRROR_HEADERS, mirror_rows(rows))
+        for line in floor_notes(rows):
+            print(line)
         scaffold.write_results(
             args.out, "bench_moe_layer", {"meta": common.metadata(ctx), "config": scaffold.settings(args), "rows": rows}
         )

@@ -252,6 +252,33 @@ def floor_for_bytes(ctx, nbytes, blocks=FLOOR_BLOCKS, iters_per_graph=100, repla
     }
 
 
+def floor_bytes(dispatch_bytes, combine_bytes):
+    """The bytes each way of one phase of the floor for a pool of routings: per entry the busiest
+    GPU's bytes of dispatch and of combine (moe_a2a.sol.PhaseBytes.busiest; with fp8 dispatch the
+    two differ: their mean, so the floor's two phases move what ours do), median over the entries."""
+    return int(summarize([(d + c) / 2 for d, c in zip(dispatch_bytes, combine_bytes)])["median"])
+
+
+def routes_floor_bytes(routings, experts, world, hidden, elem_bytes, dispatch_dtype=None):
+    """floor_bytes of a pool given every rank's expert ids: routings[j][r] is rank r's [T_r, K]
+    topk ids of entry j (common.gather_rows), experts owned in contiguous blocks (moe_a2a.sol)."""
+    sol = common.sol_model()
+    d, c = zip(*(sol.phase_bytes(r, experts, world, hidden, elem_bytes, dispatch_dtype) for r in routings))
+    return floor_bytes([p.busiest for p in d], [p.busiest for p in c])
+
+
+def floor_fields(floor):
+    """A row's fields for a floor_for_bytes result: floor_exchange_us / _blocks / _bytes, or
+    floor_exchange_status with the error that stopped it."""
+    if "error" in floor:
+        return {"floor_exchange_status": floor["error"]}
+    return {
+        "floor_exchange_us": floor["us"],
+        "floor_exchange_blocks": floor["blocks"],
+        "floor_exchange_bytes": floor["bytes"],
+    }
+
+
 def run(ctx, sizes_mib=(64, 256), iters=20, flag_iters=1000, floor=True, hbm_mib=256):
     """Collective. Returns the measurements plus B_GBps and L_us for the speed of light:
     B = SM-driven peer store bandwidth with every GPU storing at once (largest size);

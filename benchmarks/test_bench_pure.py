@@ -138,6 +138,27 @@ def test_routing_rows_use_moe_a2a_sol(monkeypatch):
     assert r.phase_bytes() == 4000
 
 
+def test_floor_bytes_is_one_rule():
+    """The floor's bytes each way of one phase: per entry the mean of dispatch's and combine's
+    busiest GPU, median over the entries; Routing.phase_bytes (bench_all2all, bench_graph) and
+    routes_floor_bytes (bench_moe_layer, from the gathered expert ids) give the same number."""
+    import microbench
+
+    assert microbench.floor_bytes([10, 20, 30], [30, 40, 10]) == 20  # means 20, 30, 20
+    entry = [torch.tensor([[0, 1], [0, 2]]), torch.tensor([[3, 2], [1, 3], [2, 0]])]
+    assert microbench.routes_floor_bytes([entry] * 3, 4, 2, 1000, torch.float16) == 4000
+    fp8 = microbench.routes_floor_bytes([entry], 4, 2, 1000, torch.float16, dispatch_dtype=torch.float8_e4m3fn)
+    assert fp8 == (2064 + 4000) // 2  # test_routing_fp8_dispatch's phase_bytes()
+    empty = [torch.zeros(0, 2, dtype=torch.int64)] * 2
+    assert microbench.routes_floor_bytes([empty, entry, entry], 4, 2, 1000, torch.float16) == 4000
+    assert microbench.floor_fields({"bytes": 8, "us": 5.0, "blocks": 32}) == {
+        "floor_exchange_us": 5.0,
+        "floor_exchange_blocks": 32,
+        "floor_exchange_bytes": 8,
+    }
+    assert microbench.floor_fields({"bytes": 8, "error": "no extension"}) == {"floor_exchange_status": "no extension"}
+
+
 def test_routing_fp8_dispatch(monkeypatch):
     """With fp8 dispatch the same case moves 1032-byte rows to the experts (1000 fp8 bytes and 8
     scales) and 2000-byte rows back: dispatch is link-bound at 2064 bytes, combine as before."""
@@ -549,6 +570,7 @@ def test_moe_layer_bench_cli_and_sizing():
         ]
     )
     assert a.phase_list == ["dispatch", "fwd+bwd"] and a.dtype_t == torch.float32 and not a.check
+    assert bm.parse_args([]).floor and not bm.parse_args(["--no-floor"]).floor
     for bad in (
         ["--tokens", "0"],
         ["--shape", "8,9,64,32"],
@@ -589,13 +611,56 @@ def test_moe_layer_bench_report():
     medians = {"dispatch": 50.0, "combine": 40.0, "combine-bwd": 110.0, "dispatch-bwd": 44.0, "fwd+bwd": 1220.0}
     full = [bm.phase_row(dict(base, tokens=512), p, [us] * 3) for p, us in medians.items()]
     mirrors = bm.mirror_rows(rows + full)
-    assert mirrors[0] == [128, "-", "-", "-"]  # no backward round ran at 128
-    assert mirrors[1] == [512, "2.20", "1.10", "20.0%"]
-    common.print_table(bm.MIRROR_HEADERS, mirrors)
+    assert mirrors[0] == [128, "-", "-", "-", "-", "-", "-", "-"]  # no backward round ran at 128, no floor
+    assert mirrors[1] == [512, "2.20", "1.10", "20.0%", "-", "-", "-", "-"]
+    # each pair of rounds over the floor of one d+c for the layer's bytes (same floor for both)
+    assert bm.pair_over_floor(medians, ("dispatch", "combine"), 30.0) == pytest.approx(3.0)
+    assert bm.pair_over_floor(medians, ("combine-bwd", "dispatch-bwd"), 30.0) == pytest.approx(154 / 30)
+    assert bm.pair_over_floor({"dispatch": 5.0}, ("dispatch", "combine"), 30.0) is None  # combine did not run
+    assert bm.pair_over_floor(medians, ("dispatch", "combine"), None) is None  # no floor
+    floor = {"floor_exchange_us": 30.0, "floor_exchange_blocks": 32, "floor_exchange_bytes": 1_835_008}
+    measured = [dict(r, **floor) for r in full]
+    assert bm.mirror_rows(measured) == [[512, "2.20", "1.10", "20.0%", "30.0", "1835.0", "3.00", "5.13"]]
+    # --phases subset: a pair with a phase that did not run shows "-"; a failed floor keeps the bytes
+    some = [r for r in measured if r["phase"] in ("dispatch", "combine", "combine-bwd")]
+    assert bm.mirror_rows(some)[0][-2:] == ["3.00", "-"]
+    failed = [dict(r, floor_exchange_bytes=4000, floor_exchange_status="RuntimeError: heap") for r in full]
+    assert bm.mirror_rows(failed)[0][4:] == ["-", "4.0", "-", "-"]
+    assert bm.floor_notes(failed + measured) == ["T=512: floor not measured: RuntimeError: heap"]
+    assert len(bm.MIRROR_HEADERS) == len(mirrors[0])
+    common.print_table(bm.MIRROR_HEADERS, mirrors + bm.mirror_rows(measured))
     with tempfile.TemporaryDirectory() as d:
         stem = scaffold.write_results(d, "bench_moe_layer", {"meta": common.metadata(), "config": {}, "rows": rows})
         assert open(stem + ".csv").readline().startswith("tokens,world,phase")
         assert os.path.getsize(stem + ".json") > 0
+
+
+def test_moe_layer_floor_fields(monkeypatch):
+    """layer_floor: the floor for the bytes bench_tokens recorded, as row fields; a failure (the
+    heap's allocation raising) and a layer that failed before routing become a status string."""
+    import bench_moe_layer as bm
+
+    rows = [{"tokens": 8, "phase": "dispatch", "floor_exchange_bytes": 4000}]
+    seen = []
+
+    def floor(ctx, nbytes):
+        seen.append(nbytes)
+        return {"bytes": nbytes, "us": 9.0, "blocks": 32, "us_p10": 8.0, "us_p90": 10.0}
+
+    monkeypatch.setattr(bm.microbench, "floor_for_bytes", floor)
+    assert bm.layer_floor(_Ctx(), rows) == {
+        "floor_exchange_us": 9.0,
+        "floor_exchange_blocks": 32,
+        "floor_exchange_bytes": 4000,
+    }
+    assert seen == [4000]
+
+    def fail(ctx, nbytes):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(bm.microbench, "floor_for_bytes", fail)
+    assert bm.layer_floor(_Ctx(), rows) == {"floor_exchange_status": "RuntimeError: out of memory"}
+    assert "not measured" in bm.layer_floor(_Ctx(), [{"tokens": 8, "phase": "dispatch"}])["floor_exchange_status"]
 
 
 def test_hf_model_bench_cli_and_sizing():

@@ -106,6 +106,11 @@ class PhaseBytes:
     def total(self) -> int:
         return sum(self.bytes_out)
 
+    @property
+    def busiest(self) -> int:
+        """The busiest rank's max(bytes out, bytes in): what its links must carry in this phase."""
+        return max((max(o, i) for o, i in zip(self.bytes_out, self.bytes_in)), default=0)
+
     @classmethod
     def from_matrix(cls, matrix) -> "PhaseBytes":
         m = [[int(v) for v in row] for row in matrix]
@@ -394,7 +399,7 @@ def bounds(
                 bound=bound,
                 link_us=sol_time_us(p.bytes_out, p.bytes_in, bw_GBps, bw_GBps, 0.0),
                 local_us=max(loc, default=0) / (hbm_GBps * 1e3),
-                link_bytes=max(max(o, i) for o, i in zip(p.bytes_out, p.bytes_in)),
+                link_bytes=p.busiest,
                 local_bytes=max(loc, default=0),
             )
         )

@@ -59,6 +59,9 @@ def test_bytes_hand_example_world3_with_empty_rank():
     assert dispatch.bytes_in == [4, 8, 4]
     assert combine.bytes_out == [4, 8, 4]
     assert combine.bytes_in == [12, 4, 0]
+    # busiest: rank 0 sends 12 bytes in dispatch and receives them in combine
+    assert dispatch.busiest == combine.busiest == 12
+    assert sol.PhaseBytes.from_matrix([]).busiest == 0
 
 
 def test_sol_time_formula():
