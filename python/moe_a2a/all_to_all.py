@@ -267,6 +267,98 @@ def _sender_blocks(send_sms) -> Tuple[int, int]:
     return (blocks[0], blocks[-1])
 
 
+def _check_arguments(dtype, layout: str, num_buffers, profile, dispatch_dtype) -> None:
+    """AllToAll's checks of its plain arguments, before anything is loaded or allocated."""
+    if dtype not in _DTYPES:
+        raise TypeError(f"moe_a2a: dtype must be torch.bfloat16, torch.float16 or torch.float32, got {dtype}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"moe_a2a: layout must be one of {LAYOUTS}, got {layout!r}")
+    if not 1 <= int(num_buffers) <= MAX_BUFFERS:
+        raise ValueError(f"moe_a2a: num_buffers must be in [1, {MAX_BUFFERS}], got {num_buffers}")
+    if profile and int(num_buffers) != 1:
+        raise ValueError("moe_a2a: profile=True records one buffer's rounds; use num_buffers=1 to profile")
+    check_dispatch_dtype(dispatch_dtype)
+
+
+def _capacity_argument(layout: str, max_recv_tokens, max_recv_tokens_per_expert):
+    """The capacity argument that `layout` takes (packed: max_recv_tokens; padded:
+    max_recv_tokens_per_expert), None when it was not given; giving the other one raises."""
+    packed = layout == "packed"
+    asked, wrong = (
+        (max_recv_tokens, max_recv_tokens_per_expert) if packed else (max_recv_tokens_per_expert, max_recv_tokens)
+    )
+    if wrong is not None:
+        right, other = (
+            ("max_recv_tokens", "max_recv_tokens_per_expert")
+            if packed
+            else ("max_recv_tokens_per_expert", "max_recv_tokens")
+        )
+        raise ValueError(f"moe_a2a: layout={layout!r} takes {right}, not {other}")
+    return asked
+
+
+def _check_profiler(profile: bool, profile_capacity) -> None:
+    """AllToAll(profile=, profile_capacity=): apart from _check_arguments, as it asks the loaded
+    extension whether the build has the profiler."""
+    if profile and not ext().profiler_compiled_in():
+        raise RuntimeError(
+            "moe_a2a: AllToAll(profile=True) needs the in-kernel profiler, which this build does not have. "
+            "Rebuild with it: MOE_A2A_PROFILE=1 python setup.py build_ext --inplace --force "
+            "(or MOE_A2A_PROFILE=1 pip install --no-build-isolation -e .)"
+        )
+    if profile and not 1 <= int(profile_capacity) <= (1 << 20):
+        raise ValueError(f"moe_a2a: profile_capacity must be in [1, 2^20], got {profile_capacity}")
+
+
+def _tuning_from_env(groups_per_block, send_sms) -> Tuple[int, Tuple[int, int]]:
+    """AllToAll(groups_per_block=, send_sms=) as the config takes them; one not given (None) comes
+    from MOE_A2A_GROUPS_PER_BLOCK or MOE_A2A_SEND_SMS, else its default."""
+    if groups_per_block is None:
+        groups_per_block = int(os.environ.get("MOE_A2A_GROUPS_PER_BLOCK", DEFAULT_GROUPS_PER_BLOCK))
+    if send_sms is None:
+        send_sms = os.environ.get("MOE_A2A_SEND_SMS", "auto")
+    return int(groups_per_block), _sender_blocks(send_sms)
+
+
+def _core_config(ep) -> dict:
+    """The config, in one place: the compiled core's EpConfig fields (csrc/bindings/module.cpp
+    make_config) from an AllToAll's settings, all but the capacity (_choose_capacity). The core
+    validates it (validate_config); its messages name the AllToAll arguments that set the fields
+    (module.cpp argument_name)."""
+    return dict(
+        world=ep.world,
+        rank=ep.rank,
+        num_experts=ep.num_experts,
+        topk=ep.experts_per_token,
+        hidden=ep.hidden_dim,
+        max_tokens=ep.max_num_tokens,
+        dtype=_DTYPES[ep.dtype],
+        layout=ep.layout,
+        num_blocks=ep.num_sms,
+        groups_per_block=ep.groups_per_block,
+        dispatch_senders=ep.send_sms[0],
+        combine_senders=ep.send_sms[1],
+        expert_alignment=ep.expert_alignment,
+        fp8=FP8_FORMATS.get(ep.dispatch_dtype, "none"),
+        fp8_pow2_scales=int(ep.fp8_pow2_scales),
+    )
+
+
+def _choose_capacity(asked: Optional[int], config: dict) -> int:
+    """The capacity asked for, else the core's default for DEFAULT_OUTPUT_BUDGET_BYTES."""
+    if asked is not None:
+        return int(asked)
+    if config["num_experts"] % max(config["world"], 1) == 0 and config["num_experts"] >= config["world"]:
+        return ext().default_capacity(DEFAULT_OUTPUT_BUDGET_BYTES, **config)
+    return 1  # validate_config names the real problem
+
+
+def _validate(config: dict) -> None:
+    problem = ext().validate_config(**config)
+    if problem:
+        raise ValueError(f"moe_a2a: {problem}")
+
+
 def _needs_grad(*tensors) -> bool:
     # A loop, not any() over a generator: this runs on every call, and the generator cost about
     # a tenth of dispatch()'s own Python time.
@@ -358,23 +450,8 @@ class AllToAll:
         self._group = GroupRef(group, "AllToAll")
         self.rank = dist.get_rank(group)
         self.world = dist.get_world_size(group)
-        if dtype not in _DTYPES:
-            raise TypeError(f"moe_a2a: dtype must be torch.bfloat16, torch.float16 or torch.float32, got {dtype}")
-        if layout not in LAYOUTS:
-            raise ValueError(f"moe_a2a: layout must be one of {LAYOUTS}, got {layout!r}")
-        if not 1 <= int(num_buffers) <= MAX_BUFFERS:
-            raise ValueError(f"moe_a2a: num_buffers must be in [1, {MAX_BUFFERS}], got {num_buffers}")
-        if profile and int(num_buffers) != 1:
-            raise ValueError("moe_a2a: profile=True records one buffer's rounds; use num_buffers=1 to profile")
-        check_dispatch_dtype(dispatch_dtype)
-        wrong = max_recv_tokens_per_expert if layout == "packed" else max_recv_tokens
-        if wrong is not None:
-            right, other = (
-                ("max_recv_tokens", "max_recv_tokens_per_expert")
-                if layout == "packed"
-                else ("max_recv_tokens_per_expert", "max_recv_tokens")
-            )
-            raise ValueError(f"moe_a2a: layout={layout!r} takes {right}, not {other}")
+        _check_arguments(dtype, layout, num_buffers, profile, dispatch_dtype)
+        asked_capacity = _capacity_argument(layout, max_recv_tokens, max_recv_tokens_per_expert)
         self.layout = layout
         self.num_experts = int(num_experts)
         self.experts_per_token = int(experts_per_token)
@@ -383,57 +460,37 @@ class AllToAll:
         self.dtype = dtype
         self.dispatch_dtype = dispatch_dtype
         self.fp8_pow2_scales = bool(fp8_pow2_scales)
-        C = ext()
         _check_dispatch_outputs_match_core()
         self.profile = bool(profile)
-        if self.profile and not C.profiler_compiled_in():
-            raise RuntimeError(
-                "moe_a2a: AllToAll(profile=True) needs the in-kernel profiler, which this build does not have. "
-                "Rebuild with it: MOE_A2A_PROFILE=1 python setup.py build_ext --inplace --force "
-                "(or MOE_A2A_PROFILE=1 pip install --no-build-isolation -e .)"
-            )
-        if self.profile and not 1 <= int(profile_capacity) <= (1 << 20):
-            raise ValueError(f"moe_a2a: profile_capacity must be in [1, 2^20], got {profile_capacity}")
-        name = _DTYPES[dtype]
+        _check_profiler(self.profile, profile_capacity)
         dev = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
         sms = torch.cuda.get_device_properties(dev).multi_processor_count
         self.num_sms = sms if num_sms is None else int(num_sms)
-        if groups_per_block is None:
-            groups_per_block = int(os.environ.get("MOE_A2A_GROUPS_PER_BLOCK", DEFAULT_GROUPS_PER_BLOCK))
-        self.groups_per_block = int(groups_per_block)
-        if send_sms is None:
-            send_sms = os.environ.get("MOE_A2A_SEND_SMS", "auto")
-        self.send_sms = _sender_blocks(send_sms)
+        self.groups_per_block, self.send_sms = _tuning_from_env(groups_per_block, send_sms)
         self.expert_alignment = int(expert_alignment)
-        # The config, in one place: the compiled core's EpConfig fields (csrc/bindings/module.cpp
-        # make_config), validated there; its messages name the arguments above that set them
-        # (module.cpp argument_name).
-        config = dict(
-            world=self.world,
-            rank=self.rank,
-            num_experts=self.num_experts,
-            topk=self.experts_per_token,
-            hidden=self.hidden_dim,
-            max_tokens=self.max_num_tokens,
-            dtype=name,
-            layout=layout,
-            num_blocks=self.num_sms,
-            groups_per_block=self.groups_per_block,
-            dispatch_senders=self.send_sms[0],
-            combine_senders=self.send_sms[1],
-            expert_alignment=self.expert_alignment,
-            fp8=FP8_FORMATS.get(dispatch_dtype, "none"),
-            fp8_pow2_scales=int(self.fp8_pow2_scales),
-        )
-        asked = max_recv_tokens if layout == "packed" else max_recv_tokens_per_expert
-        if asked is not None:
-            self.capacity = int(asked)
-        elif self.num_experts % max(self.world, 1) == 0 and self.num_experts >= self.world:
-            self.capacity = C.default_capacity(DEFAULT_OUTPUT_BUDGET_BYTES, **config)
-        else:
-            self.capacity = 1  # validate_config names the real problem
+        config = _core_config(self)
+        self.capacity = _choose_capacity(asked_capacity, config)
         config["capacity"] = self.capacity
         self.num_buffers = int(num_buffers)
+        # Sameness first: validate_config reads only the config, so once it is the same everywhere it
+        # raises on every rank or on none, and no rank waits in the heap's collectives for one that raised.
+        self._require_same_everywhere(config, timeout_s, group, dev)
+        _validate(config)
+        self.experts_per_rank = self.num_experts // self.world
+        offsets = self._allocate_heap(config, group, device)
+        self._config, self._region_offsets = config, offsets  # the tests' hooks read them (tests/python/gpu/hooks.py)
+        self._create_engines(offsets, config, timeout_s)
+        if self.profile:
+            self._start_profiler(profile_capacity)
+        # Orders this all-to-all's ops for torch.compile (schemas mark it mutated).
+        self._state = torch.zeros(1, dtype=torch.int64, device=self.device)
+        self._round = 0  # dispatches so far; dispatch n is round n, in buffer (n - 1) % num_buffers
+        self._open = [None] * self.num_buffers  # per buffer: the round dispatched there and not yet combined
+        self._closed = False
+
+    def _require_same_everywhere(self, config: dict, timeout_s: float, group, dev: torch.device) -> None:
+        """Collective: raises on every rank unless every rank has the same config (but its rank),
+        num_buffers, timeout_s and profile."""
         same_everywhere = {k: v for k, v in config.items() if k != "rank"}
         require_same(
             f"the AllToAll config ({', '.join(same_everywhere)}, num_buffers, timeout_s, profile)",
@@ -441,34 +498,40 @@ class AllToAll:
             group,
             dev,
         )
-        problem = C.validate_config(**config)
-        if problem:
-            raise ValueError(f"moe_a2a: {problem}")
-        self.experts_per_rank = self.num_experts // self.world
 
+    def _allocate_heap(self, config: dict, group, device) -> list:
+        """Collective: the symmetric heap, one region per buffer and the profiler's mailbox; returns
+        the regions' offsets (the mailbox is allocated by _start_profiler)."""
+        C = ext()
         region = C.ep_region_bytes(**config)
         mailbox = C.profiler_mailbox_bytes() if self.profile else 0  # clock-sync ping-pong
         self.heap = SymmetricHeap(group, self.num_buffers * region + mailbox, device)
         self.device = self.heap.device
         offsets = [self.heap.alloc_bytes(region, 256) for _ in range(self.num_buffers)]
         self.heap_bytes = self.num_buffers * region
-        self._config, self._region_offsets = config, offsets  # the tests' hooks read them (tests/python/gpu/hooks.py)
-        # One engine per buffer: its own heap region, workspace, epochs and round order.
-        self._engines = []
-        self._finalizer = weakref.finalize(self, _close_engines, self._engines, self.heap, DEFAULT_CLOSE_TIMEOUT_S)
-        for offset in offsets:  # closes at garbage collection or interpreter exit unless close() ran first
-            self._engines.append(C.create_engine(self.heap._heap, offset, float(timeout_s), **config))
-        if self.profile:
-            C.engine_enable_profiler(self._engine, int(profile_capacity), self.heap.alloc_bytes(mailbox, 256))
-            # Imported here, not at the top: `python -m moe_a2a.trace` must find it unimported.
-            from . import trace
+        return offsets
 
-            trace._register(self)
-        # Orders this all-to-all's ops for torch.compile (schemas mark it mutated).
-        self._state = torch.zeros(1, dtype=torch.int64, device=self.device)
-        self._round = 0  # dispatches so far; dispatch n is round n, in buffer (n - 1) % num_buffers
-        self._open = [None] * self.num_buffers  # per buffer: the round dispatched there and not yet combined
-        self._closed = False
+    def _create_engines(self, offsets: list, config: dict, timeout_s: float) -> None:
+        """One engine per buffer: its own heap region, workspace, epochs and round order."""
+        self._engines = []
+        # Closes the engines in the list and the heap at garbage collection or interpreter exit, unless
+        # close() ran first; registered before the first engine, so one that fails to build leaves
+        # those built before it to the finalizer.
+        self._finalizer = weakref.finalize(self, _close_engines, self._engines, self.heap, DEFAULT_CLOSE_TIMEOUT_S)
+        for offset in offsets:
+            self._engines.append(ext().create_engine(self.heap._heap, offset, float(timeout_s), **config))
+
+    def _start_profiler(self, profile_capacity: int) -> None:
+        """Turns the in-kernel profiler on in buffer 0's engine (profile=True allows one buffer), with
+        the mailbox _allocate_heap reserved, and registers this AllToAll for moe_a2a.trace."""
+        C = ext()
+        C.engine_enable_profiler(
+            self._engine, int(profile_capacity), self.heap.alloc_bytes(C.profiler_mailbox_bytes(), 256)
+        )
+        # Imported here, not at the top: `python -m moe_a2a.trace` must find it unimported.
+        from . import trace
+
+        trace._register(self)
 
     @property
     def _engine(self) -> int:
