@@ -11,6 +11,8 @@ For each T (tokens per rank; every rank sends exactly T), device time in us of
     fwd+bwd    the layer's forward and backward (fixed output gradient; parameter grads reset untimed)
     dispatch-bwd   the backward round of dispatch alone (grad of x from a gradient of expert_x)
     combine-bwd    the backward round of combine alone (grads of the expert output and topk_weights)
+    combine-bwd-y  the same with topk_weights needing no gradient (a frozen router): only the expert
+                   output's gradient, and the round does not read the expert output
 Each is timed with CUDA events on every rank, then the max over ranks per iteration; the table
 gives the median and p10-p90 over iterations, with fresh tokens from a pool and L2 flushed before
 every iteration (benchmarks/common.py). TFLOP/s counts the experts' GEMMs of the average rank
@@ -35,9 +37,9 @@ import scaffold
 import torch
 from common import fmt, summarize
 
-PHASES = ("forward", "dispatch", "combine", "experts", "fwd+bwd", "dispatch-bwd", "combine-bwd")
+PHASES = ("forward", "dispatch", "combine", "experts", "fwd+bwd", "dispatch-bwd", "combine-bwd", "combine-bwd-y")
 # Phases that build an autograd graph (the rest run under no_grad).
-GRAD_PHASES = ("fwd+bwd", "dispatch-bwd", "combine-bwd")
+GRAD_PHASES = ("fwd+bwd", "dispatch-bwd", "combine-bwd", "combine-bwd-y")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 DEFAULT_SHAPE = "256,8,7168,2048"  # DeepSeek-V3: n_routed_experts, top-k, hidden_size, moe_intermediate_size
 MIN_ITERS = 10
@@ -146,8 +148,8 @@ def table_rows(rows):
 
 # Each backward round next to the forward round it mirrors: the same bytes the other way (the
 # backward of dispatch is a combine of gradients, the backward of combine a dispatch of them plus
-# a dot product per (token, k)).
-MIRRORS = (("combine-bwd", "dispatch"), ("dispatch-bwd", "combine"))
+# a dot product per (token, k); without the router's gradient, no dot product).
+MIRRORS = (("combine-bwd", "dispatch"), ("dispatch-bwd", "combine"), ("combine-bwd-y", "dispatch"))
 A2A_PHASES = ("dispatch", "combine", "dispatch-bwd", "combine-bwd")
 # The pairs of rounds that each cross the links like one dispatch + combine: the forward pair, and
 # the backward pair (combine's backward sends the output gradients like a dispatch, plus K floats
@@ -158,6 +160,7 @@ MIRROR_HEADERS = [
     "T/rank",
     "combine-bwd / dispatch",
     "dispatch-bwd / combine",
+    "combine-bwd-y / dispatch",
     "all-to-all share of fwd+bwd",
     "floor us",
     "KB each way",
@@ -317,9 +320,9 @@ def bench_tokens(ctx, args, T, flusher):
                 ep.combine(d.expert_x, d)
             return x, d.expert_x, torch.ones_like(d.expert_x)
 
-        def combine_graph(i):  # untimed: dispatch, then a combine that needs both gradients
-            idx, w = routes[get(i)]
-            w = w.detach().requires_grad_(True)
+        def combine_graph(i, router_grad=True):  # untimed: dispatch, then a combine that needs y's gradient
+            idx, w = routes[get(i)]  # and, with router_grad, the weights'
+            w = w.detach().requires_grad_(router_grad)
             d = ep.dispatch(pool[get(i)], idx, w)
             y = d.expert_x.detach().requires_grad_(True)
             return ep.combine(y, d), y, w
@@ -342,6 +345,10 @@ def bench_tokens(ctx, args, T, flusher):
             "fwd+bwd": dict(fn=lambda x: layer(x).backward(grad_out), prepare=fwd_bwd_prep),
             "dispatch-bwd": dict(fn=lambda g: torch.autograd.grad(g[1], g[0], g[2]), prepare=dispatch_graph),
             "combine-bwd": dict(fn=lambda g: torch.autograd.grad(g[0], (g[1], g[2]), grad_out), prepare=combine_graph),
+            "combine-bwd-y": dict(
+                fn=lambda g: torch.autograd.grad(g[0], g[1], grad_out),
+                prepare=lambda i: combine_graph(i, router_grad=False),
+            ),
         }
         for phase in args.phase_list:
             spec = timed[phase]

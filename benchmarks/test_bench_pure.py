@@ -609,10 +609,11 @@ def test_moe_layer_bench_report():
     common.print_table(bm.HEADERS, table)
     # each backward round over its forward mirror, and the all-to-all's share of fwd+bwd
     medians = {"dispatch": 50.0, "combine": 40.0, "combine-bwd": 110.0, "dispatch-bwd": 44.0, "fwd+bwd": 1220.0}
+    medians["combine-bwd-y"] = 60.0  # not part of the share of a training step
     full = [bm.phase_row(dict(base, tokens=512), p, [us] * 3) for p, us in medians.items()]
     mirrors = bm.mirror_rows(rows + full)
-    assert mirrors[0] == [128, "-", "-", "-", "-", "-", "-", "-"]  # no backward round ran at 128, no floor
-    assert mirrors[1] == [512, "2.20", "1.10", "20.0%", "-", "-", "-", "-"]
+    assert mirrors[0] == [128, "-", "-", "-", "-", "-", "-", "-", "-"]  # no backward round ran at 128, no floor
+    assert mirrors[1] == [512, "2.20", "1.10", "1.20", "20.0%", "-", "-", "-", "-"]
     # each pair of rounds over the floor of one d+c for the layer's bytes (same floor for both)
     assert bm.pair_over_floor(medians, ("dispatch", "combine"), 30.0) == pytest.approx(3.0)
     assert bm.pair_over_floor(medians, ("combine-bwd", "dispatch-bwd"), 30.0) == pytest.approx(154 / 30)
@@ -620,12 +621,12 @@ def test_moe_layer_bench_report():
     assert bm.pair_over_floor(medians, ("dispatch", "combine"), None) is None  # no floor
     floor = {"floor_exchange_us": 30.0, "floor_exchange_blocks": 32, "floor_exchange_bytes": 1_835_008}
     measured = [dict(r, **floor) for r in full]
-    assert bm.mirror_rows(measured) == [[512, "2.20", "1.10", "20.0%", "30.0", "1835.0", "3.00", "5.13"]]
+    assert bm.mirror_rows(measured) == [[512, "2.20", "1.10", "1.20", "20.0%", "30.0", "1835.0", "3.00", "5.13"]]
     # --phases subset: a pair with a phase that did not run shows "-"; a failed floor keeps the bytes
     some = [r for r in measured if r["phase"] in ("dispatch", "combine", "combine-bwd")]
     assert bm.mirror_rows(some)[0][-2:] == ["3.00", "-"]
     failed = [dict(r, floor_exchange_bytes=4000, floor_exchange_status="RuntimeError: heap") for r in full]
-    assert bm.mirror_rows(failed)[0][4:] == ["-", "4.0", "-", "-"]
+    assert bm.mirror_rows(failed)[0][5:] == ["-", "4.0", "-", "-"]
     assert bm.floor_notes(failed + measured) == ["T=512: floor not measured: RuntimeError: heap"]
     assert len(bm.MIRROR_HEADERS) == len(mirrors[0])
     common.print_table(bm.MIRROR_HEADERS, mirrors + bm.mirror_rows(measured))

@@ -328,12 +328,14 @@ at::Tensor dispatch_backward(int64_t id, at::Tensor& state, const at::Tensor& gr
 
 // ---- backward of combine: one launch; returns (grad expert_y, grad topk_weights), two allocations
 // (autograd may keep the weights' gradient as a leaf's .grad, which must not hold grad_expert_y).
+// Without weight_grads the second is empty ([0, topk]) and the expert ranks skip this rank's dot
+// products (kernels.h, CombineBackwardArgs).
 std::tuple<at::Tensor, at::Tensor> combine_backward(int64_t id, at::Tensor& state, const at::Tensor& grad_out,
                                                     const at::Tensor& expert_y, const at::Tensor& expert_weights,
                                                     const at::Tensor& expert_offsets,
                                                     const at::Tensor& expert_num_tokens, const at::Tensor& src_tokens,
                                                     const at::Tensor& recv_token, const at::Tensor& recv_pos,
-                                                    const at::Tensor& dest_mask) {
+                                                    const at::Tensor& dest_mask, bool weight_grads) {
   (void)state;
   EpEngine& e = engine_by_id(id);
   const EpConfig& c = e.config();
@@ -345,10 +347,11 @@ std::tuple<at::Tensor, at::Tensor> combine_backward(int64_t id, at::Tensor& stat
   check_tensor(expert_offsets, "expert_offsets", e, {c.experts_per_rank() + 1}, at::kInt);
   check_tensor(expert_num_tokens, "expert_num_tokens", e, {c.experts_per_rank()}, at::kInt);
   at::Tensor grad_expert_y = at::empty_like(expert_y);  // the kernel writes every row
-  at::Tensor grad_topk_weights = at::empty({route.num_tokens, c.topk}, dest_mask.options().dtype(at::kFloat));
+  at::Tensor grad_topk_weights =
+      at::empty({weight_grads ? route.num_tokens : 0, c.topk}, dest_mask.options().dtype(at::kFloat));
   CombineBackwardArgs args{};
   args.grad_out = grad_out.data_ptr();
-  args.grad_topk_weights = grad_topk_weights.data_ptr<float>();
+  args.grad_topk_weights = weight_grads ? grad_topk_weights.data_ptr<float>() : nullptr;
   args.route = route;
   args.expert_y = expert_y.data_ptr();
   args.expert_weights = expert_weights.data_ptr<float>();
@@ -393,9 +396,9 @@ std::tuple<at::Tensor, at::Tensor> combine_backward_meta(int64_t id, at::Tensor&
                                                          const at::Tensor& expert_y, const at::Tensor&,
                                                          const at::Tensor&, const at::Tensor&, const at::Tensor&,
                                                          const at::Tensor&, const at::Tensor&,
-                                                         const at::Tensor& dest_mask) {
-  return {at::empty_like(expert_y),
-          at::empty({dest_mask.size(0), config_by_id(id).topk}, dest_mask.options().dtype(at::kFloat))};
+                                                         const at::Tensor& dest_mask, bool weight_grads) {
+  return {at::empty_like(expert_y), at::empty({weight_grads ? dest_mask.size(0) : 0, config_by_id(id).topk},
+                                              dest_mask.options().dtype(at::kFloat))};
 }
 
 }  // namespace
@@ -431,11 +434,12 @@ TORCH_LIBRARY(moe_a2a, m) {
   m.def(
       "dispatch_backward(int engine, Tensor(a!) state, Tensor grad_expert_x, Tensor src_tokens, "
       "Tensor recv_token, Tensor recv_pos, Tensor dest_mask) -> Tensor");
-  // backward of combine: one launch; returns (grad expert_y, grad topk_weights)
+  // backward of combine: one launch; returns (grad expert_y, grad topk_weights: [0, topk] without
+  // weight_grads)
   m.def(
       "combine_backward(int engine, Tensor(a!) state, Tensor grad_out, Tensor expert_y, Tensor expert_weights, "
       "Tensor expert_offsets, Tensor expert_num_tokens, Tensor src_tokens, Tensor recv_token, Tensor recv_pos, "
-      "Tensor dest_mask) -> (Tensor, Tensor)");
+      "Tensor dest_mask, bool weight_grads=True) -> (Tensor, Tensor)");
 }
 
 #define MOE_A2A_IMPL_ALL(m, suffix)                                 \

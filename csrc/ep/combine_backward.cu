@@ -3,6 +3,8 @@
 //   grad w[t,k] = <grad_out[t], y(t,k)>       (computed where y is, sent back to t's rank)
 // Every block runs three steps, one after the other: send_output_grads (token side; then
 // zero_rows_of_no_expert), answer_output_grads (expert side), receive_weight_grads (token side).
+// A rank whose topk_weights need no gradient passes grad_topk_weights = nullptr: its grad
+// signals say so, and the expert ranks skip its dot products (and their read of y).
 // What each writes, publishes and waits for, and why the signals are per rank and published by
 // the last block of the grid: docs/design/protocol.md (the table, and "Backward rounds").
 #include "ep_device.cuh"
@@ -30,7 +32,10 @@ MOE_A2A_DEVICE void send_output_grads(const EpBuffers& b, const CombineBackwardA
   }
 
   if (last_block_done(b.done_counter(DoneCounter::kOutputGradSend))) {
-    if (threadIdx.x < cfg.world) publish(b.grad_signal(threadIdx.x, me), epoch, round_error_bit(b, epoch));
+    // The payload asks the expert ranks for this rank's weight gradients (1) or not (0): each
+    // rank decides for itself, from whether its topk_weights need a gradient.
+    const uint32_t asks = a.grad_topk_weights != nullptr ? 1u : 0u;
+    if (threadIdx.x < cfg.world) publish(b.grad_signal(threadIdx.x, me), epoch, round_error_bit(b, epoch) | asks);
   }
 }
 
@@ -95,6 +100,8 @@ MOE_A2A_DEVICE bool answer_output_grads(const EpBuffers& b, const CombineBackwar
 
   // One wave per (slot, k) of every source: the weight gradient of a (row, k) is a dot product
   // over the whole row, so the wave that walks the row's chunks finishes it with one wave sum.
+  // A source that asked for no weight gradients (its grad signal's payload) gets none: its
+  // rows' y, the round's largest read, is not loaded.
   const int chunks = chunks_per_row(vecs);
   const Vec16* y = static_cast<const Vec16*>(a.expert_y);
   const int tasks = sh.first_row[cfg.world] * cfg.topk;
@@ -110,23 +117,26 @@ MOE_A2A_DEVICE bool answer_output_grads(const EpBuffers& b, const CombineBackwar
     if (p < 0 || static_cast<size_t>(p) >= out_rows) continue;  // k's expert is on another rank
     const Vec16* grad_out = b.recv_x(me, src, token);
     const float w = a.expert_weights[p];
+    const bool weight_grad = (sh.payload[src] & kFlagCountMask) != 0;
     float dot = 0.0f;
     for (int chunk = 0; chunk < chunks; ++chunk) {
       Vec16 gv[kUnroll], yv[kUnroll], out[kUnroll];
       load_chunk(grad_out, chunk, vecs, gv);
-      load_chunk(y + static_cast<size_t>(p) * vecs, chunk, vecs, yv);
+      if (weight_grad) load_chunk(y + static_cast<size_t>(p) * vecs, chunk, vecs, yv);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         if (chunk * kChunkVecs + lane_id() + u * kWaveSize >= vecs) continue;  // lanes past the row
-        dot += dot_vec<kType>(gv[u], yv[u]);
+        if (weight_grad) dot += dot_vec<kType>(gv[u], yv[u]);
         float acc[8] = {};
         fma_vec<kType>(acc, w, gv[u]);
         out[u] = pack_vec<kType>(acc);
       }
       store_chunk(grad_y + static_cast<size_t>(p) * vecs, chunk, vecs, out);
     }
-    dot = wave_sum(dot);
-    if (lane_id() == 0) b.comb_w(src, token)[k] = dot;
+    if (weight_grad) {
+      dot = wave_sum(dot);
+      if (lane_id() == 0) b.comb_w(src, token)[k] = dot;
+    }
   }
 
   if (last_block_done(b.done_counter(DoneCounter::kWeightGradSend))) {
@@ -135,13 +145,15 @@ MOE_A2A_DEVICE bool answer_output_grads(const EpBuffers& b, const CombineBackwar
   return true;
 }
 
-// False after a timeout.
+// False after a timeout. The wait ends the round on every rank, so it runs whether or not this
+// rank asked for weight gradients (protocol.md, "Why nothing is overwritten too early").
 MOE_A2A_DEVICE bool receive_weight_grads(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh,
                                          uint64_t epoch) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   const auto signal = [&](int src) { return b.wgrad_signal(me, src); };
   if (!await_ranks(b.c, signal, all_ranks(cfg.world), epoch, WaitSite::kWeightGrad, -1, sh.payload)) return false;
+  if (a.grad_topk_weights == nullptr) return true;
   const int n = a.route.num_tokens * cfg.topk;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
     const auto [t, k] = pair_of(b.c, i);

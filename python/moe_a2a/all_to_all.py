@@ -175,8 +175,12 @@ def _dispatch_backward_round(engine: int, grad_expert_x, route: _Route):
     )
 
 
-def _combine_backward_round(engine: int, grad_out, expert_y, expert_weights, offsets, counts, route: _Route):
-    """The backward of combine (one kernel): returns (grad expert_y, grad topk_weights)."""
+def _combine_backward_round(
+    engine: int, grad_out, expert_y, expert_weights, offsets, counts, route: _Route, weight_grads: bool = True
+):
+    """The backward of combine (one kernel): returns (grad expert_y, grad topk_weights). Without
+    weight_grads the second is empty and the expert ranks do not read expert_y for this rank's
+    rows (each rank decides for itself; the kernel tells the others)."""
     state = _backward_state(route.dest_mask)
     return torch.ops.moe_a2a.combine_backward(
         engine,
@@ -190,6 +194,7 @@ def _combine_backward_round(engine: int, grad_out, expert_y, expert_weights, off
         route.recv_token,
         route.recv_pos,
         route.dest_mask,
+        weight_grads,
     )
 
 
@@ -240,10 +245,13 @@ class _CombineFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         expert_y, expert_weights, offsets, counts, *route = ctx.saved_tensors
+        # topk_weights (input 3) without a gradient to compute: the round skips the weights'
+        # dot products and their read of expert_y, the largest read of the round.
+        weight_grads = ctx.needs_input_grad[3]
         grad_y, grad_w = _combine_backward_round(
-            ctx.engine, grad_out, expert_y, expert_weights, offsets, counts, _Route(*route)
+            ctx.engine, grad_out, expert_y, expert_weights, offsets, counts, _Route(*route), weight_grads
         )
-        return (None, None, grad_y, grad_w, None, None, None) + (None,) * len(route)
+        return (None, None, grad_y, grad_w if weight_grads else None, None, None, None) + (None,) * len(route)
 
 
 def _close_engines(engines, heap: SymmetricHeap, timeout_s: float) -> None:
@@ -630,7 +638,8 @@ class AllToAll:
         return self._dispatched(round_, out, dest_mask, topk_weights)
 
     def combine(self, expert_y: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:
-        """Differentiable with respect to expert_y and to the topk_weights given to dispatch.
+        """Differentiable with respect to expert_y and to the topk_weights given to dispatch (when
+        these need no gradient, the backward computes none and skips its read of expert_y).
         expert_y's gradient, in the rows of no expert: 0 where an expert's GEMM reads them
         (padded: past each expert's count; packed: a segment's alignment padding); packed rows
         past the last segment, which no expert reads, are undefined, as in expert_x."""

@@ -126,7 +126,8 @@ struct CombineArgs {
 struct CombineBackwardArgs {
   // token side
   const void* grad_out;      // [num_tokens, hidden]
-  float* grad_topk_weights;  // [num_tokens, topk]
+  float* grad_topk_weights;  // [num_tokens, topk]; nullptr: none wanted (the expert ranks skip
+                             // this rank's dot products, told by its grad signals)
   SendRoute route;
   // expert side
   const void* expert_y;              // [output_rows, hidden] saved by the forward pass

@@ -80,6 +80,10 @@ def test_no_output_aliases_an_input_or_another_output(engine):
     # the backward rounds, in autograd's order
     op("combine_backward", engine, meta(1, dtype=torch.int64), torch.empty_like(combined), y, d.expert_weights,
        d.expert_offsets, d.expert_num_tokens, *route, dest_mask)  # fmt: skip
+    # without weight gradients: an empty second output
+    _, grad_w = op("combine_backward", engine, meta(1, dtype=torch.int64), torch.empty_like(combined), y,
+                   d.expert_weights, d.expert_offsets, d.expert_num_tokens, *route, dest_mask, False)  # fmt: skip
+    assert grad_w.shape == (0, 2)
     op("dispatch_backward", engine, meta(1, dtype=torch.int64), y, *route, dest_mask)
 
     dest_mask = op("dispatch_send", engine, state, x, None, idx, w)

@@ -77,6 +77,33 @@ def test_router_gradient_without_input_gradient(world, rank):
         assert x.grad is None
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_each_rank_asks_for_its_own_weight_gradients(dtype, world, rank):
+    """A rank whose topk_weights need no gradient tells the expert ranks (its grad signal), and
+    they skip its dot products and their read of expert_y. Rounds where the even ranks ask, then
+    the odd ones, then none, then all: a rank that asked gets the closed form, one that did not
+    gets None, and x's gradient is right on every rank in every round (the rows' gradients do
+    not depend on who asked; a weight gradient after a round that computed none is fresh)."""
+    E, K, H, T = 8 * world, 4, 512, 24
+    inputs = ref.generate_all_inputs(world, E, K, H, T, dtype, seed=74)
+    inputs = [ref.Routing(r.x.float().to(dtype), r.topk_idx, r.topk_weights) for r in inputs]
+    asks_in_round = [rank % 2 == 0, rank % 2 == 1, False, True]
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype, layout="packed") as ep:
+        for step, asks in enumerate(asks_in_round):
+            x = inputs[rank].x.cuda().requires_grad_()
+            w = inputs[rank].topk_weights.cuda().requires_grad_(asks)
+            g = torch.randn(x.shape, generator=torch.Generator().manual_seed(100 * step + rank)).to(dtype)
+            out, _ = one_round(ep, x, inputs[rank].topk_idx.cuda(), w, rank)
+            (out.float() * g.cuda().float()).sum().backward()
+            ep.synchronize()
+            _, want_gx, want_gw, gw_magnitude = closed_form(inputs[rank], g, E // world, dtype)
+            torch.testing.assert_close(x.grad.cpu().double(), want_gx, **TOL[dtype])
+            if asks:
+                assert_dot_products_close(w.grad.cpu().double(), want_gw, gw_magnitude)
+            else:
+                assert w.grad is None, f"round {step}: rank {rank} asked for no weight gradient but got one"
+
+
 @pytest.mark.parametrize("layout,alignment", [("padded", 1), ("packed", 1), ("packed", 4)])
 def test_rows_an_experts_gemm_reads_get_the_right_gradient(layout, alignment, world, rank):
     """Every row an expert's GEMM reads gets its exact gradient: the router weight of its
