@@ -21,7 +21,7 @@ import sys
 
 import pytest
 import torch
-from worker_procs import free_port, worker_env
+from worker_procs import file_rendezvous, worker_env
 
 from moe_a2a._collective import all_gather
 
@@ -36,12 +36,12 @@ def run_workers(rank, world, per_node, case):
     """Starts the workers of this test rank's GPU, of 2 x world workers in nodes of world ranks
     (per_node=world) or of world nodes of one rank (per_node=1); returns each one's result line."""
     workers = 2 * world if per_node == world else world
-    port = all_gather(free_port() if rank == 0 else None, None)[0]
+    init = file_rendezvous(rank)
     gpu = torch.cuda.current_device()
     mine = [w for w in range(workers) if (w % per_node + w // per_node) % world == rank]
     procs = {
         w: subprocess.Popen(
-            [sys.executable, WORKER, str(w), str(workers), str(per_node), f"tcp://127.0.0.1:{port}", case, str(gpu)],
+            [sys.executable, WORKER, str(w), str(workers), str(per_node), init, case, str(gpu)],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
