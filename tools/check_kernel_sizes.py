@@ -34,7 +34,8 @@ BUDGETS = [
     ("csrc/ep/dispatch.cu", r"dispatch_kernel<\(SendCodec\)[123], \(Fp8Format\)2>", 167),  # e4m3fnuz: 139.2-156.1
     ("csrc/ep/combine.cu", r"combine_kernel<\(TokenType\)[01]>", 76),  # bf16 / fp16: 70.9-71.1
     ("csrc/ep/combine.cu", r"combine_kernel<\(TokenType\)2>", 63),  # fp32: 58.2
-    ("csrc/ep/combine_backward.cu", r"combine_backward_kernel<", 32),  # 27.8-29.5
+    # Arrival-driven (wip/bwd-arrival, 2026-11-26): 29.0-32.4, not yet timed against main on GPUs.
+    ("csrc/ep/combine_backward.cu", r"combine_backward_kernel<", 35),  # 29.0-32.4
 ]
 
 

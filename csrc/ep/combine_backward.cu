@@ -1,27 +1,32 @@
 // The backward of combine: one round, one kernel. For out[t] = sum_k w[t,k] * y(t,k):
 //   grad y(t,k) = w[t,k] * grad_out[t]        (on the expert's rank, into grad_expert_y)
 //   grad w[t,k] = <grad_out[t], y(t,k)>       (computed where y is, sent back to t's rank)
-// Every block runs three steps, one after the other: send_output_grads (token side; then
-// zero_rows_of_no_expert), answer_output_grads (expert side), receive_weight_grads (token side).
-// A rank whose topk_weights need no gradient passes grad_topk_weights = nullptr: its grad
+// Every block runs three steps: send_group_grads for each of its token groups (token side; then
+// zero_rows_of_no_expert), answer_group for each of its items (expert side: group g of every
+// source, as the groups arrive, like dispatch's receive half), receive_weight_grads (token side).
+// A rank whose topk_weights need no gradient passes grad_topk_weights = nullptr: its group
 // signals say so, and the expert ranks skip its dot products (and their read of y).
-// What each writes, publishes and waits for, and why the signals are per rank and published by
-// the last block of the grid: docs/design/protocol.md (the table, and "Backward rounds").
+// What each writes, publishes and waits for: docs/design/protocol.md (the table, and "Backward
+// rounds").
 #include "ep_device.cuh"
 
 namespace moe_a2a {
 namespace {
 
-MOE_A2A_DEVICE void send_output_grads(const EpBuffers& b, const CombineBackwardArgs& a, uint64_t epoch) {
+// Step 1 for token group g of this rank: each token's gradient to every rank it went to, into
+// recv_x[me][t] there (by token, not by slot: the expert side finds it through the forward's
+// route), then the group's signal on every rank, also those that got no row (a payload of 1 asks
+// for the group's weight gradients).
+MOE_A2A_DEVICE void send_group_grads(const EpBuffers& b, const CombineBackwardArgs& a, int g, uint64_t epoch) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   const uint32_t ranks = all_ranks(cfg.world);
   const int vecs = b.vecs_per_row();
   const int chunks = chunks_per_row(vecs);
   const Vec16* grad = static_cast<const Vec16*>(a.grad_out);
-  const int waves = gridDim.x * kWavesPerBlock;
-  for (int task = blockIdx.x * kWavesPerBlock + wave_id(); task < a.route.num_tokens * chunks; task += waves) {
-    const int t = task / chunks, chunk = task % chunks;
+  const TokenRange tokens = cfg.token_group(a.route.num_tokens, g);
+  for (int task = wave_id(); task < (tokens.end - tokens.begin) * chunks; task += kWavesPerBlock) {
+    const int t = tokens.begin + task / chunks, chunk = task % chunks;
     const uint32_t mask = static_cast<uint32_t>(a.route.dest_mask[t]) & ranks;
     if (mask == 0) continue;
     Vec16 v[kUnroll];
@@ -30,13 +35,9 @@ MOE_A2A_DEVICE void send_output_grads(const EpBuffers& b, const CombineBackwardA
       if ((mask >> r) & 1u) store_chunk(b.recv_x(r, me, t), chunk, vecs, v);
     }
   }
-
-  if (last_block_done(b.done_counter(DoneCounter::kOutputGradSend))) {
-    // The payload asks the expert ranks for this rank's weight gradients (1) or not (0): each
-    // rank decides for itself, from whether its topk_weights need a gradient.
-    const uint32_t asks = a.grad_topk_weights != nullptr ? 1u : 0u;
-    if (threadIdx.x < cfg.world) publish(b.grad_signal(threadIdx.x, me), epoch, round_error_bit(b, epoch) | asks);
-  }
+  __syncthreads();  // every thread's stores of the group before each signal's release
+  const uint32_t asks = a.grad_topk_weights != nullptr ? 1u : 0u;
+  if (threadIdx.x < cfg.world) publish(b.group_signal(threadIdx.x, me, g), epoch, round_error_bit(b, epoch) | asks);
 }
 
 // Whether flat row `row` (packed: below the last expert's end) holds no (token, k): padded,
@@ -81,43 +82,33 @@ MOE_A2A_DEVICE void zero_rows_of_no_expert(const EpBuffers& b, const CombineBack
 
 struct CombineBackwardShared {
   int src_tokens[kMaxWorld];
-  int first_row[kMaxWorld + 1];
   uint32_t payload[kMaxWorld];
 };
 
-// False after a timeout.
+// Step 2 for the slots of source src's token group (its slots are the group's token range, the
+// rows first, then empty slots: dispatch's numbering): one wave per (slot, k). The weight
+// gradient of a (row, k) is a dot product over the whole row, so the wave that walks the row's
+// chunks finishes it with one wave sum. Without weight_grad (the source asked for none), y, the
+// round's largest read, is not loaded.
 template <TokenType kType>
-MOE_A2A_DEVICE bool answer_output_grads(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh,
-                                        uint64_t epoch) {
+MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a, int src, TokenRange slots,
+                                bool weight_grad) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   const int vecs = b.vecs_per_row();
-  const size_t out_rows = cfg.output_rows();
-  Vec16* grad_y = static_cast<Vec16*>(a.grad_expert_y);
-  const auto signal = [&](int src) { return b.grad_signal(me, src); };
-  if (!await_ranks(b.c, signal, all_ranks(cfg.world), epoch, WaitSite::kOutputGrad, -1, sh.payload)) return false;
-  load_route_tokens(b.c, a.recv_route, sh.src_tokens, sh.first_row);
-
-  // One wave per (slot, k) of every source: the weight gradient of a (row, k) is a dot product
-  // over the whole row, so the wave that walks the row's chunks finishes it with one wave sum.
-  // A source that asked for no weight gradients (its grad signal's payload) gets none: its
-  // rows' y, the round's largest read, is not loaded.
   const int chunks = chunks_per_row(vecs);
+  const size_t out_rows = cfg.output_rows();
   const Vec16* y = static_cast<const Vec16*>(a.expert_y);
-  const int tasks = sh.first_row[cfg.world] * cfg.topk;
-  const int waves = gridDim.x * kWavesPerBlock;
-  for (int task = blockIdx.x * kWavesPerBlock + wave_id(); task < tasks; task += waves) {
-    const auto [g, k] = pair_of(b.c, task);
-    int src, slot;
-    row_source(sh.first_row, cfg.world, g, src, slot);
-    const size_t row = b.row_index(src, slot);
+  Vec16* grad_y = static_cast<Vec16*>(a.grad_expert_y);
+  for (int task = wave_id(); task < (slots.end - slots.begin) * cfg.topk; task += kWavesPerBlock) {
+    const auto [i, k] = pair_of(b.c, task);
+    const size_t row = b.row_index(src, slots.begin + i);
     const int token = a.recv_route.token[row];
     if (token < 0 || token >= cfg.max_tokens) continue;  // an empty slot
     const int p = a.recv_route.pos[row * cfg.topk + k];
     if (p < 0 || static_cast<size_t>(p) >= out_rows) continue;  // k's expert is on another rank
     const Vec16* grad_out = b.recv_x(me, src, token);
     const float w = a.expert_weights[p];
-    const bool weight_grad = (sh.payload[src] & kFlagCountMask) != 0;
     float dot = 0.0f;
     for (int chunk = 0; chunk < chunks; ++chunk) {
       Vec16 gv[kUnroll], yv[kUnroll], out[kUnroll];
@@ -138,9 +129,31 @@ MOE_A2A_DEVICE bool answer_output_grads(const EpBuffers& b, const CombineBackwar
       if (lane_id() == 0) b.comb_w(src, token)[k] = dot;
     }
   }
+}
 
-  if (last_block_done(b.done_counter(DoneCounter::kWeightGradSend))) {
-    if (threadIdx.x < cfg.world) publish(b.wgrad_signal(threadIdx.x, me), epoch, round_error_bit(b, epoch));
+// Step 2 for token group g of every source that has one, whatever has arrived in one batch, until
+// every source's group is in. False after a timeout.
+template <TokenType kType>
+MOE_A2A_DEVICE bool answer_group(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int g,
+                                 uint64_t epoch) {
+  const EpConfig& cfg = b.c.cfg;
+  uint32_t pending = 0;
+#pragma unroll 1  // a few ranks: a loop, not eight copies (protocol.md, "Code size")
+  for (int s = 0; s < cfg.world; ++s) {
+    if (g < cfg.num_groups(sh.src_tokens[s])) pending |= 1u << s;
+  }
+  while (pending != 0) {
+    const auto signal = [&](int src) { return b.group_signal(cfg.rank, src, g); };
+    const uint32_t arrived = await_some_ranks(b.c, signal, pending, epoch, WaitSite::kOutputGrad, g, sh.payload);
+    if (arrived == 0) return false;
+    pending &= ~arrived;
+#pragma unroll 1
+    for (int s = 0; s < cfg.world; ++s) {
+      if ((arrived >> s) & 1u) {
+        answer_rows<kType>(b, a, s, cfg.token_group(sh.src_tokens[s], g), (sh.payload[s] & kFlagCountMask) != 0);
+      }
+    }
+    __syncthreads();  // sh.payload is rewritten by the next wait
   }
   return true;
 }
@@ -169,9 +182,22 @@ __global__ void __launch_bounds__(kEpBlock) combine_backward_kernel(EpContext c,
   ProfilerTrack prof(c.profiler, ProfilerEvent::kCombineBackward);
   const EpBuffers b{c};
   const uint64_t epoch = b.current_epoch();
-  send_output_grads(b, a, epoch);
+  const int block = static_cast<int>(blockIdx.x), blocks = static_cast<int>(gridDim.x);
+  for (int g = block; g < b.c.cfg.num_groups(a.route.num_tokens); g += blocks) send_group_grads(b, a, g, epoch);
   zero_rows_of_no_expert(b, a);
-  if (!answer_output_grads<kType>(b, a, sh, epoch)) return;  // timed out: engine failed
+  // Every block sends all its groups before it waits for any (no wait stands between two sends).
+  load_route_tokens(b.c, a.recv_route, sh.src_tokens);
+  int most_tokens = 0;  // of any source: the most groups (num_groups grows with the count)
+#pragma unroll 1
+  for (int s = 0; s < b.c.cfg.world; ++s) most_tokens = max(most_tokens, sh.src_tokens[s]);
+  for (int g = block; g < b.c.cfg.num_groups(most_tokens); g += blocks) {
+    if (!answer_group<kType>(b, a, sh, g, epoch)) return;  // timed out: engine failed
+  }
+  if (last_block_done(b.done_counter(DoneCounter::kWeightGradSend))) {
+    if (threadIdx.x < b.c.cfg.world) {
+      publish(b.wgrad_signal(threadIdx.x, b.c.cfg.rank), epoch, round_error_bit(b, epoch));
+    }
+  }
   if (!receive_weight_grads(b, a, sh, epoch)) return;
   end_round(b);
 }

@@ -130,9 +130,6 @@ struct EpBuffers {
   MOE_A2A_DEVICE Signal* start_signal(int owner, int src) const {
     return rank_signal(owner, c.heap_layout.start_signal, src);
   }
-  MOE_A2A_DEVICE Signal* grad_signal(int owner, int src) const {
-    return rank_signal(owner, c.heap_layout.grad_signal, src);
-  }
   MOE_A2A_DEVICE Signal* wgrad_signal(int owner, int src) const {
     return rank_signal(owner, c.heap_layout.wgrad_signal, src);
   }

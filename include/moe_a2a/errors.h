@@ -23,7 +23,7 @@ enum class ErrorCode : uint32_t {
   X(kDispatchRows, "dispatch-recv", "rows of token group")                      \
   X(kCombinePartials, "combine-recv", "partial sums of combine unit")           \
   X(kDispatchGradReady, "combine-send (backward of dispatch)", "combine start") \
-  X(kOutputGrad, "combine-backward", "output gradients")                        \
+  X(kOutputGrad, "combine-backward", "output gradients of token group")         \
   X(kWeightGrad, "combine-backward", "weight gradients")                        \
   X(kCombineStart, "combine-recv", "combine start")
 

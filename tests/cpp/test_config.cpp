@@ -99,7 +99,6 @@ std::vector<Region> heap_regions(const EpConfig& c) {
       {"group_signal", l.group_signal, w * groups * sig},
       {"partial_signal", l.partial_signal, w * static_cast<size_t>(c.max_combine_units()) * sig},
       {"start_signal", l.start_signal, w * sig},
-      {"grad_signal", l.grad_signal, w * sig},
       {"wgrad_signal", l.wgrad_signal, w * sig},
   };
 }
@@ -150,7 +149,7 @@ TEST(EpConfig, RecvXSizeIsExact) {
   EXPECT_EQ(c.max_groups(), 132);                                     // min(max_tokens, 132 blocks x 1 group)
   EXPECT_EQ(l.partial_signal - l.group_signal, 8u * 132 * 8);
   EXPECT_EQ(l.start_signal - l.partial_signal, 8u * 132 * 8);
-  EXPECT_EQ(l.total - l.start_signal, 3 * kBufferAlign);
+  EXPECT_EQ(l.total - l.start_signal, 2 * kBufferAlign);  // start and wgrad signals
 }
 
 TEST(EpConfig, ChallengeShapeLayouts) {
@@ -203,7 +202,7 @@ TEST(EpConfig, NoInt32OverflowAtTheLargestConfig) {
   EXPECT_GT(l.total, static_cast<size_t>(std::numeric_limits<int32_t>::max()));
   const size_t group_signals = 8u * 132 * 8;  // 132 blocks x 1 group, 8 sources, 8 bytes each
   EXPECT_EQ(l.total, 2 * token_buf + rows * 4 + rows * 16 * 4 * 2 + counts + weight_grads + flagged +
-                         2 * group_signals + 4 * kBufferAlign);
+                         2 * group_signals + 3 * kBufferAlign);
 
   // Padded dispatch output: 64 local experts x 32768 rows x 32 KiB.
   EXPECT_EQ(c.expert_x_bytes(), uint64_t{64} * 32768 * 32768);

@@ -35,7 +35,9 @@
 //     count_signal  [world src]                 recv_count of src is in place; payload: src's
 //                                               token count
 //     group_signal  [world src][max_groups]     rows of src's token group g are in place;
-//                                               payload: how many
+//                                               payload: how many (backward of combine: the
+//                                               group's output gradients are in recv_x;
+//                                               payload: 1 if src asks for weight gradients)
 //     partial_signal[world src][max_combine_units]  src's partial sums for this rank's combine
 //                                               unit u (a token group, or at small T a part
 //                                               of one: see combine_parts) are in comb_x
@@ -45,7 +47,6 @@
 //                                               dispatch: src may write comb_x; a token rank
 //                                               with flagged partial sums: instead of
 //                                               partial_signal)
-//     grad_signal   [world src]                 backward of combine: output gradients in recv_x
 //     wgrad_signal  [world src]                 backward of combine: weight gradients in comb_w
 // Workspace (local memory, only this GPU touches it):
 //   block_epoch[num_blocks]   rounds completed, one counter per block of the EP grid (every
@@ -104,8 +105,8 @@ inline constexpr int kFlaggedTokens = 4;
 inline constexpr size_t kFlaggedRowAlign = 64 * 16;
 
 // Steps that publish once per grid (the last block to finish publishes), each with its own
-// done counter: the two sending steps of combine_backward (grad_out out, weight gradients back).
-enum class DoneCounter : int { kOutputGradSend = 0, kWeightGradSend = 1, kCount = 2 };
+// done counter: combine_backward's weight gradients back.
+enum class DoneCounter : int { kWeightGradSend = 0, kCount = 1 };
 inline constexpr int kNumDoneCounters = static_cast<int>(DoneCounter::kCount);
 
 // How dispatch lays out the rows it delivers (the rows of expert_x, seen as [rows, hidden]):
@@ -159,7 +160,7 @@ struct RegionCursor {
 
 struct HeapLayout {
   size_t recv_x, recv_token, recv_expert, recv_weight, recv_count, comb_x, comb_w, comb_flagged;
-  size_t count_signal, group_signal, partial_signal, start_signal, grad_signal, wgrad_signal;
+  size_t count_signal, group_signal, partial_signal, start_signal, wgrad_signal;
   size_t total;
 };
 
@@ -404,7 +405,6 @@ struct EpConfig {
     l.group_signal = take(signals * max_groups());
     l.partial_signal = take(signals * max_combine_units());
     l.start_signal = take(signals);
-    l.grad_signal = take(signals);
     l.wgrad_signal = take(signals);
     l.total = cursor.end;
     return l;
