@@ -109,6 +109,12 @@ def parse_args(argv=None):
         default=None,
         help="with --trace: trace moe_a2a with fp8 dispatch in this format (AllToAll(dispatch_dtype=))",
     )
+    p.add_argument(
+        "--max-counts",
+        action="store_true",
+        help="every rank holds the shape's max tokens (bench_graph.py --counts max); default: each rank's\n"
+        "count drawn uniformly in 1..max per input, as the challenge draws them",
+    )
     scaffold.add_switch(p, "--check", "verify each system against moe_a2a.reference once per shape (default on)")
     args = p.parse_args(argv)
     args.shape_list = common.parse_shapes(args.shapes, args.dtype, args.seed)
@@ -466,7 +472,7 @@ def add_floor(rows, floor):
 
 
 def bench_shape(ctx, shape, args, micro, flusher):
-    pool = common.InputPool(ctx, shape, args.pool)
+    pool = common.InputPool(ctx, shape, args.pool, num_tokens=shape.max_tokens if args.max_counts else None)
     routing = Routing(ctx, shape, pool, micro)
     base = {
         "shape": shape.label,

@@ -43,6 +43,10 @@ extern "C" __global__ void probe_atomic_or_relaxed_block(uint32_t v, uint32_t* o
 extern "C" __global__ void probe_atomic_cas_sys_u32(uint32_t* p, uint32_t expected, uint32_t desired, uint32_t* out) {
   *out = atomic_cas_sys(p, expected, desired);
 }
+extern "C" __global__ void probe_atomic_cas_relaxed_gpu_u64(uint64_t* p, uint64_t expected, uint64_t desired,
+                                                            uint64_t* out) {
+  *out = atomic_cas_relaxed_gpu(p, expected, desired);
+}
 
 extern "C" __global__ void probe_fence_acq_rel_sys() { fence_acq_rel_sys(); }
 extern "C" __global__ void probe_fence_acq_rel_gpu() { fence_acq_rel_gpu(); }

@@ -135,6 +135,8 @@ forbid probe_atomic_add_relaxed_block '^global_atomic' "$CACHE_OPS"
 expect probe_atomic_or_relaxed_block '^ds_or_b32\b'
 forbid probe_atomic_or_relaxed_block '^global_atomic' "$CACHE_OPS"
 expect probe_atomic_cas_sys_u32 "$WB_SYS" '^global_atomic_cmpswap\b.*\bsc1\b' "$WAIT_VM" "$INV_SYS"
+expect probe_atomic_cas_relaxed_gpu_u64 '^global_atomic_cmpswap_x2\b'
+forbid probe_atomic_cas_relaxed_gpu_u64 '^global_atomic_cmpswap.*\bsc1\b' "$CACHE_OPS"
 # --- fences --------------------------------------------------------------------------------------
 expect probe_fence_acq_rel_sys "$WB_SYS" "$INV_SYS"
 expect probe_fence_acq_rel_gpu '^buffer_wbl2 sc1$' '^buffer_inv sc1$'

@@ -33,6 +33,7 @@ struct DispatchShared {
   int dest[kRowBatch][kMaxTopk];  // row of expert_x for each (row, k) of a batch, or -1
   uint32_t payload[kMaxWorld];
   SourceRows batch;  // the token groups being placed
+  int drawn;         // draw_item's item, for every thread
 };
 
 // How the send half turns a row of x into a wire row: copies it (the token type, or fp8 bytes
@@ -583,6 +584,25 @@ MOE_A2A_DEVICE bool receive_part(const EpBuffers& b, const DispatchArgs& a, Disp
   return true;
 }
 
+// A split launch's receive items past the receiving blocks' first ones (receiving block j's first
+// is item j, j < `first_shared`) go to whichever block asks first: a sending block once it has sent
+// all its groups, a receiving block once it has placed its item. They are drawn in order, so the
+// groups that arrive first are placed first, and no block keeps a share of them while another
+// idles. The ticket word is signal_word(epoch, items drawn): the first block to draw in a round
+// finds another round's epoch there and starts the count over (a failed swap: another block did,
+// or drew after it), so nothing resets it between rounds.
+MOE_A2A_DEVICE int draw_item(const EpBuffers& b, DispatchShared& sh, uint64_t epoch, int first_shared) {
+  if (threadIdx.x == 0) {
+    uint64_t* ticket = b.recv_ticket();
+    const uint64_t fresh = signal_word(epoch, 0u);
+    const uint64_t seen = ld_relaxed_sys(ticket);
+    if (signal_epoch(seen) != signal_epoch(fresh)) atomic_cas_relaxed_gpu(ticket, seen, fresh);
+    sh.drawn = first_shared + static_cast<int>(signal_payload(atomic_add_relaxed_gpu(ticket, uint64_t{1})));
+  }
+  __syncthreads();
+  return sh.drawn;  // read before the next draw: receive_part synchronises the block in between
+}
+
 template <SendCodec kCodec, Fp8Format kFmt>
 __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, DispatchArgs a, Role role) {
   __shared__ DispatchShared sh;
@@ -635,8 +655,13 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   }
   // Step i: send this block's next group, then receive its i-th item (a block that runs both
   // halves receives item u after sending group u + G, so that the link and its local copies
-  // overlap).
-  for (int u = recv.first; u < src_items || next < my_groups; u += recv.stride, next += send.stride) {
+  // overlap). A split's blocks have sent everything by now; the receive items past each
+  // receiving block's first are drawn (draw_item), where there are any.
+  const bool draws = share.split && src_items > recv.blocks;
+  const auto draw_or_end = [&] { return draws ? draw_item(b, sh, epoch, recv.blocks) : src_items; };
+  const int first_item = share.split && recv.first >= recv.blocks ? draw_or_end() : recv.first;
+  for (int u = first_item; u < src_items || next < my_groups;
+       u = share.split ? draw_or_end() : u + recv.stride, next += send.stride) {
     if (next < my_groups) send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, epoch, prof);
     if (u < src_items && !receive_part(b, a, sh, group_part(u, parts, chunks), epoch, prof)) return;
   }

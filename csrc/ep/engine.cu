@@ -203,6 +203,9 @@ void EpEngine::set_rounds_for_test(uint64_t rounds) {
   const uint64_t no_error = rounds;  // an error mark of an epoch no later round will have
   MOE_A2A_GPU_CHECK(
       hipMemcpy(ctx_.workspace + ctx_.ws_layout.round_error, &no_error, sizeof(no_error), hipMemcpyHostToDevice));
+  const uint64_t no_ticket = signal_word(rounds, 0u);  // of an epoch no later round has: the next draw starts over
+  MOE_A2A_GPU_CHECK(
+      hipMemcpy(ctx_.workspace + ctx_.ws_layout.recv_ticket, &no_ticket, sizeof(no_ticket), hipMemcpyHostToDevice));
   // The signals are the region's last ones (config.h): [count_signal, total).
   const size_t first = ctx_.heap_layout.count_signal;
   const size_t count = (ctx_.heap_layout.total - first) / sizeof(Signal);

@@ -145,6 +145,7 @@ struct EpBuffers {
   MOE_A2A_DEVICE uint64_t* block_epoch() const { return ws<uint64_t>(c.ws_layout.block_epoch) + blockIdx.x; }
   MOE_A2A_DEVICE uint64_t* round_error() const { return ws<uint64_t>(c.ws_layout.round_error); }
   MOE_A2A_DEVICE uint64_t* timed_out() const { return ws<uint64_t>(c.ws_layout.timed_out); }
+  MOE_A2A_DEVICE uint64_t* recv_ticket() const { return ws<uint64_t>(c.ws_layout.recv_ticket); }
   MOE_A2A_DEVICE uint32_t* done_counter(DoneCounter k) const {
     return ws<uint32_t>(c.ws_layout.done_counter) + static_cast<int>(k);
   }
@@ -392,7 +393,8 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void row_source(const int* first_row, int world, i
 // receive items past those, R + i, R + i + G, ..., only once it has sent all its items
 // (sends_first: a wait between two sends could wait for a peer's sending block that waits the same
 // way for one of this rank's unsent items: a deadlock, e.g. two ranks, 8 blocks, one sending block each).
-// Launches of one half use every block for it. A block outside a half has runs = false (its
+// Dispatch uses only each receiving block's first item from this (j < R, recv.blocks) and draws the
+// rest (`split`; draw_item in dispatch.cu). Launches of one half use every block for it. A block outside a half has runs = false (its
 // caller counts no items of that half for it) and first >= 0, so the loops need no other test.
 struct HalfShare {
   bool runs;  // this block takes part in the half
@@ -402,15 +404,17 @@ struct HalfShare {
 struct BlockShares {
   HalfShare send, recv;
   bool sends_first;  // every send item before any receive item, not one of each in turn
+  bool split;        // some blocks only send: a fused launch with senders > 0
 };
 MOE_A2A_DEVICE MOE_A2A_INLINE BlockShares block_shares(Role role, int senders) {
   const int b = static_cast<int>(blockIdx.x), blocks = static_cast<int>(gridDim.x);
   if (role != Role::kBoth || senders == 0)
-    return {{sends(role), b, blocks, blocks}, {receives(role), b, blocks, blocks}, false};
+    return {{sends(role), b, blocks, blocks}, {receives(role), b, blocks, blocks}, false, false};
   constexpr HalfShare kNone{false, 0, 1, 1};
   const int receivers = blocks - senders;
   const HalfShare recv{true, b < senders ? receivers + b : b - senders, blocks, receivers};
-  return b < senders ? BlockShares{{true, b, senders, senders}, recv, true} : BlockShares{kNone, recv, false};
+  return b < senders ? BlockShares{{true, b, senders, senders}, recv, true, true}
+                     : BlockShares{kNone, recv, false, true};
 }
 
 // Ranks whose bit is set among the lowest `world`.

@@ -110,6 +110,7 @@ std::vector<Region> workspace_regions(const EpConfig& c) {
       {"round_error", l.round_error, sizeof(uint64_t)},
       {"timed_out", l.timed_out, sizeof(uint64_t)},
       {"done_counter", l.done_counter, moe_a2a::kNumDoneCounters * sizeof(uint32_t)},
+      {"recv_ticket", l.recv_ticket, sizeof(uint64_t)},
   };
 }
 
@@ -610,8 +611,9 @@ TEST(EpConfig, Fp8ValidateNamesTheProblem) {
   EXPECT_NE(moe_a2a::validate(p).find("fp8 format"), std::string::npos);
 }
 
-// send_sms="auto": a split only where each half has a block for every item it takes.
-TEST(EpConfig, AutomaticSendersSplitOnlyWhereEveryItemHasABlock) {
+// send_sms="auto": a split where each half has a block for every item it takes, and dispatch's
+// halves at large batches.
+TEST(EpConfig, AutomaticSendersSplitWhereEveryItemHasABlockOrTheBatchIsLarge) {
   EpConfig c = make(2, {256, 8, 7168, 4096});  // 132 blocks, 7 chunks a row on NVIDIA
   ASSERT_EQ(c.dispatch_senders, moe_a2a::kAutoSenders);
   ASSERT_EQ(c.combine_senders, moe_a2a::kAutoSenders);
@@ -619,7 +621,9 @@ TEST(EpConfig, AutomaticSendersSplitOnlyWhereEveryItemHasABlock) {
   EXPECT_EQ(c.dispatch_sender_blocks(1), 2);    // one group and the counting block
   EXPECT_EQ(c.dispatch_sender_blocks(65), 66);  // 66 senders, 66 receivers
   EXPECT_EQ(c.dispatch_sender_blocks(66), 0);
-  EXPECT_EQ(c.dispatch_sender_blocks(4096), 0);
+  EXPECT_EQ(c.dispatch_sender_blocks(moe_a2a::kSplitDispatchTokens - 1), 0);
+  EXPECT_EQ(c.dispatch_sender_blocks(moe_a2a::kSplitDispatchTokens), 66);  // large batches: halves
+  EXPECT_EQ(c.dispatch_sender_blocks(4096), 66);
   // combine: (this rank's units, the most units of any source)
   const auto units = [&c](int tokens) { return c.combine_units(tokens, 7); };
   EXPECT_EQ(units(1), 7);   // one token: a unit per chunk

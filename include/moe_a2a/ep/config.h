@@ -60,6 +60,10 @@
 //                             kernel already queued gives up at once instead of waiting out
 //                             its own timeout
 //   done_counter[kNumDoneCounters]  blocks finished, for the kernels that publish once per grid
+//   recv_ticket              dispatch's receive items shared by whichever block is free first
+//                             when blocks are set aside for sending: signal_word(epoch, items
+//                             drawn) of the last round that drew one (csrc/ep/dispatch.cu,
+//                             draw_item)
 // What one round needs later (which rows went where) is not kept here but in tensors the
 // caller holds (see kernels.h), so that a backward pass can replay a round long after later
 // rounds reused these buffers.
@@ -95,6 +99,10 @@ inline constexpr int kMaxBlocks = 1024;
 inline constexpr int kMaxExpertAlignment = 1024;
 // EpConfig::dispatch_senders / combine_senders: pick the sending blocks per launch.
 inline constexpr int kAutoSenders = -1;
+// From this many tokens on, an automatic dispatch sets half its blocks aside for sending
+// (EpConfig::dispatch_sender_blocks): on two H100s at DeepSeek-V3, 1024 and 4096 tokens, the link
+// and the expansion into expert_x then overlap; below, every block sending and receiving was faster.
+inline constexpr int kSplitDispatchTokens = 1024;
 // A rank with at most this many tokens gets its combine partial sums as flagged words
 // (EpConfig::flagged_partials; docs/design/protocol.md, "Flagged partial sums"): twice the bytes,
 // summed as they land instead of after a signal. On the one-GPU proxy (DeepSeek-V3 shape) that was
@@ -165,7 +173,7 @@ struct HeapLayout {
 };
 
 struct WorkspaceLayout {
-  size_t block_epoch, round_error, timed_out, done_counter;
+  size_t block_epoch, round_error, timed_out, done_counter, recv_ticket;
   size_t total;
 };
 
@@ -297,16 +305,19 @@ struct EpConfig {
     return num_groups(tokens) * combine_parts(tokens, chunks);
   }
   // ---- sending and receiving blocks of a fused launch ----
-  // Automatic: split only when each half has a block for every item it takes, counted where the
-  // launch knows them (a split with fewer blocks than items would serialise items); otherwise
-  // every block does both. Dispatch: this rank's groups + the counting block (the receive items
-  // depend on the peers' counts). Combine: the most units any source has (the send half answers
-  // every source) + this rank's own units. Not part of the protocol: every rank decides for itself
-  // (docs/design/protocol.md, "Sending and receiving blocks").
+  // Automatic: split when each half has a block for every item it takes, counted where the launch
+  // knows them (a split with fewer blocks than items would serialise items); otherwise every block
+  // does both, except that dispatch splits in halves from kSplitDispatchTokens on, its receive
+  // items shared by whichever block is free (draw_item in csrc/ep/dispatch.cu). Dispatch: this
+  // rank's groups + the counting block (the receive items depend on the peers' counts). Combine:
+  // the most units any source has (the send half answers every source) + this rank's own units. Not
+  // part of the protocol: every rank decides for itself (docs/design/protocol.md, "Sending and
+  // receiving blocks").
   MOE_A2A_HD int32_t dispatch_sender_blocks(int32_t tokens) const {
     if (dispatch_senders != kAutoSenders) return dispatch_senders;
     const int32_t s = num_groups(tokens) + 1;
-    return 2 * s <= num_blocks ? s : 0;
+    if (2 * s <= num_blocks) return s;
+    return tokens >= kSplitDispatchTokens ? num_blocks / 2 : 0;
   }
   // `my_units`: this rank's combine units; `src_units`: the most units any source (this rank
   // included) has, i.e. the send half's items.
@@ -417,6 +428,7 @@ struct EpConfig {
     l.round_error = take(sizeof(uint64_t));
     l.timed_out = take(sizeof(uint64_t));
     l.done_counter = take(kNumDoneCounters * sizeof(uint32_t));
+    l.recv_ticket = take(sizeof(uint64_t));
     l.total = cursor.end;
     return l;
   }

@@ -56,6 +56,11 @@ MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t atomic_cas_sys(uint32_t* p, uint32_t expe
                                        __HIP_MEMORY_SCOPE_SYSTEM);
   return expected;  // the value found: equals the argument when the swap happened
 }
+MOE_A2A_DEVICE MOE_A2A_INLINE uint64_t atomic_cas_relaxed_gpu(uint64_t* p, uint64_t expected, uint64_t desired) {
+  __hip_atomic_compare_exchange_strong(p, &expected, desired, __ATOMIC_RELAXED, __ATOMIC_RELAXED,
+                                       __HIP_MEMORY_SCOPE_AGENT);
+  return expected;
+}
 
 // Counters in shared memory, seen only by this block.
 MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t atomic_add_relaxed_block(uint32_t* p, uint32_t v) {
@@ -111,6 +116,14 @@ MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t atomic_cas_sys(uint32_t* p, uint32_t expe
   asm volatile("atom.acq_rel.sys.cas.b32 %0, [%1], %2, %3;"
                : "=r"(old)
                : "l"(p), "r"(expected), "r"(desired)
+               : "memory");
+  return old;
+}
+MOE_A2A_DEVICE MOE_A2A_INLINE uint64_t atomic_cas_relaxed_gpu(uint64_t* p, uint64_t expected, uint64_t desired) {
+  uint64_t old;
+  asm volatile("atom.relaxed.gpu.cas.b64 %0, [%1], %2, %3;"
+               : "=l"(old)
+               : "l"(p), "l"(expected), "l"(desired)
                : "memory");
   return old;
 }

@@ -583,13 +583,16 @@ def test_too_few_blocks_for_max_tokens_raises(world):
         moe_a2a.AllToAll(dist.group.WORLD, 8 * world, 2, 256, 4096, torch.bfloat16, num_sms=1)
 
 
+@pytest.mark.parametrize(
+    "blocks", [{}, dict(num_sms=8, send_sms=(3, 0))], ids=["default", "drawn-items"]
+)  # drawn-items: 8 token groups for 5 receiving blocks, so dispatch draws items (draw_item)
 @pytest.mark.parametrize("start", [2**32 - 3, 2**40 - 3, 2**64 - 3], ids=["epoch32", "epoch40", "epoch64"])
-def test_rounds_across_epoch_wrap(start, world, rank):
+def test_rounds_across_epoch_wrap(start, blocks, world, rank):
     """Every kind of round, run across the point where a 32-bit epoch wrapped (the old protocol
-    passed every wait there), across the wrap of the 40 epoch bits a signal word holds, and
-    across the wrap of the 64-bit round counter: data checked each round."""
+    passed every wait there), across the wrap of the 40 epoch bits a signal word (and dispatch's
+    ticket word) holds, and across the wrap of the 64-bit round counter: data checked each round."""
     E, K, H, T = 8 * world, 4, 1024, 32
-    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float32, layout="packed") as ep:
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float32, layout="packed", **blocks) as ep:
         hooks.set_rounds(ep, start)
         for i in range(8):  # forward rounds, then both backward rounds
             inputs = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=90 + i)
