@@ -137,11 +137,7 @@ template <TokenType kType>
 MOE_A2A_DEVICE bool answer_group(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int g,
                                  uint64_t epoch) {
   const EpConfig& cfg = b.c.cfg;
-  uint32_t pending = 0;
-#pragma unroll 1  // a few ranks: a loop, not eight copies (protocol.md, "Code size")
-  for (int s = 0; s < cfg.world; ++s) {
-    if (g < cfg.num_groups(sh.src_tokens[s])) pending |= 1u << s;
-  }
+  uint32_t pending = sources_with_group(cfg, sh.src_tokens, g);
   while (pending != 0) {
     const auto signal = [&](int src) { return b.group_signal(cfg.rank, src, g); };
     const uint32_t arrived = await_some_ranks(b.c, signal, pending, epoch, WaitSite::kOutputGrad, g, sh.payload);
@@ -187,9 +183,8 @@ __global__ void __launch_bounds__(kEpBlock) combine_backward_kernel(EpContext c,
   zero_rows_of_no_expert(b, a);
   // Every block sends all its groups before it waits for any (no wait stands between two sends).
   load_route_tokens(b.c, a.recv_route, sh.src_tokens);
-  int most_tokens = 0;  // of any source: the most groups (num_groups grows with the count)
-#pragma unroll 1
-  for (int s = 0; s < b.c.cfg.world; ++s) most_tokens = max(most_tokens, sh.src_tokens[s]);
+  // Of any source: the most groups (num_groups grows with the count).
+  const int most_tokens = max_over_sources(b.c.cfg.world, [&](int s) { return sh.src_tokens[s]; });
   for (int g = block; g < b.c.cfg.num_groups(most_tokens); g += blocks) {
     if (!answer_group<kType>(b, a, sh, g, epoch)) return;  // timed out: engine failed
   }

@@ -553,10 +553,7 @@ MOE_A2A_DEVICE bool receive_part(const EpBuffers& b, const DispatchArgs& a, Disp
                                  uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const int g = part.group;
-  uint32_t pending = 0;
-  for (int s = 0; s < cfg.world; ++s) {
-    if (g < cfg.num_groups(sh.src_tokens[s])) pending |= 1u << s;
-  }
+  uint32_t pending = sources_with_group(cfg, sh.src_tokens, g);
   while (pending != 0) {
     const uint64_t wait_start = prof.now();
     const auto signal = [&](int src) { return b.group_signal(cfg.rank, src, g); };
@@ -648,8 +645,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   int parts = 1, src_items = 0;
   if (recv.runs) {
     if (!receive_counts(b, a, sh, recv, epoch, prof)) return;  // timed out: engine failed
-    int src_groups = 0;
-    for (int s = 0; s < cfg.world; ++s) src_groups = max(src_groups, cfg.num_groups(sh.src_tokens[s]));
+    const int src_groups = max_over_sources(cfg.world, [&](int s) { return cfg.num_groups(sh.src_tokens[s]); });
     parts = parts_per_group(src_groups, recv.blocks, chunks);
     src_items = src_groups * parts;
   }

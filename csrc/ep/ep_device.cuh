@@ -323,6 +323,16 @@ MOE_A2A_DEVICE MOE_A2A_INLINE int max_over_sources(int world, F f) {
   return wave_shfl(v, 0);
 }
 
+// The sources (a bit each) that have a token group g, from each source's token count.
+MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t sources_with_group(const EpConfig& cfg, const int* src_tokens, int g) {
+  uint32_t with = 0;
+#pragma unroll 1  // a few ranks: a loop, not eight copies (protocol.md, "Code size")
+  for (int s = 0; s < cfg.world; ++s) {
+    if (g < cfg.num_groups(src_tokens[s])) with |= 1u << s;
+  }
+  return with;
+}
+
 // Every block of a round's last kernel calls this once at its end (all threads): this block's
 // round is over, so its epoch advances. Needs no other block.
 MOE_A2A_DEVICE inline void end_round(const EpBuffers& b) {
