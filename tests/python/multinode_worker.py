@@ -94,10 +94,12 @@ class GatherExchange:
         pass
 
 
-def result_line(output: str) -> str:
-    """The worker's result in its output (NCCL may print warnings after it), or its last line."""
+def result_line(output: str, case: str) -> str:
+    """The worker's result for `case` ("ok ..." or "error ...", printed as "[case] ..." among
+    whatever NCCL prints), or, if it printed none, its last line."""
     lines = output.strip().splitlines() or [""]
-    return next((line for line in reversed(lines) if line.startswith(("ok ", "error "))), lines[-1])
+    tag = f"[{case}] "
+    return next((line[len(tag) :] for line in reversed(lines) if line.startswith(tag)), lines[-1])
 
 
 def rel(a, b):
@@ -289,23 +291,8 @@ def check_graph(ep, rank, world, device):
     return "ok " + " ".join(f"{e:.3g}" for e in errors)
 
 
-def main():
-    rank, world, per_node, init, case = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-    gpu = int(sys.argv[6]) if len(sys.argv) > 6 else None
-    if gpu is None:
-        device = torch.device("cpu")
-        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
-        if per_node > 1:
-            moe_a2a.all_to_all.AllToAll = GatherExchange
-    else:
-        # No device_id: NCCL makes a communicator for a group at its first collective, and only
-        # the node and rail groups have any (two ranks of this test may share a GPU in the world).
-        device = torch.device("cuda", gpu)
-        torch.cuda.set_device(device)
-        dist.init_process_group("nccl", init_method=init, rank=rank, world_size=world)
-    # Every rank leaves together, so the store's host (rank 0) does not go first: gloo, which
-    # needs no GPU per rank.
-    leaving = dist.new_group(backend="gloo")
+def run_case(case, rank, world, per_node, device) -> str:
+    """One case on a MultiNodeAllToAll of its own: its result line."""
     fp8 = case in ("fp8", "calls_fp8")
     hidden = FP8_H if fp8 else H
     inputs = make_inputs(world, seed=9, hidden=hidden)
@@ -323,19 +310,45 @@ def main():
     )
     try:
         if case in ("dispatch", "fp8"):
-            print(check_dispatch(ep, inputs, rank, world, per_node, device, fp8=case == "fp8"), flush=True)
-        elif case in ("calls", "calls_fp8"):
-            print(check_calls(ep, inputs, rank, world, per_node, device, fp8=fp8), flush=True)
-        elif case == "backward":
-            print(check_backward(ep, inputs, rank, world, device), flush=True)
-        elif case == "graph":
-            print(check_graph(ep, rank, world, device), flush=True)
-        else:
-            print(check_forward(ep, inputs, rank, world, device), flush=True)
+            return check_dispatch(ep, inputs, rank, world, per_node, device, fp8=case == "fp8")
+        if case in ("calls", "calls_fp8"):
+            return check_calls(ep, inputs, rank, world, per_node, device, fp8=fp8)
+        if case == "backward":
+            return check_backward(ep, inputs, rank, world, device)
+        if case == "graph":
+            return check_graph(ep, rank, world, device)
+        return check_forward(ep, inputs, rank, world, device)
     except RuntimeError as e:
-        print(f"error {e}", flush=True)
+        return f"error {e}"
     finally:
         ep.close()
+
+
+def main():
+    """rank, world, per_node, init, cases[, gpu]: `cases` a comma-separated list, run in order in
+    this one process (one start-up for all), each printed as "[case] <result>". A case that may
+    leave ranks apart (overflow: only the ranks that sent too much raise) goes last."""
+    rank, world, per_node, init = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    cases = sys.argv[5].split(",")
+    gpu = int(sys.argv[6]) if len(sys.argv) > 6 else None
+    if gpu is None:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+        if per_node > 1:
+            moe_a2a.all_to_all.AllToAll = GatherExchange
+    else:
+        # No device_id: NCCL makes a communicator for a group at its first collective, and only
+        # the node and rail groups have any (two ranks of this test may share a GPU in the world).
+        device = torch.device("cuda", gpu)
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", init_method=init, rank=rank, world_size=world)
+    # Every rank leaves together, so the store's host (rank 0) does not go first: gloo, which
+    # needs no GPU per rank.
+    leaving = dist.new_group(backend="gloo")
+    try:
+        for case in cases:
+            print(f"[{case}] {run_case(case, rank, world, per_node, device)}", flush=True)
+    finally:
         dist.barrier(group=leaving)
         dist.destroy_process_group()
 

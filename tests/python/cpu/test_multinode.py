@@ -36,7 +36,7 @@ def run_ranks(world, per_node, case, tmp_path):
     ]
     outs = [p.communicate(timeout=180)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
-    return [result_line(o) for o in outs]
+    return [result_line(o, case) for o in outs]
 
 
 @pytest.mark.parametrize("world", [4, 8])
