@@ -18,8 +18,10 @@ namespace {
 struct CombineShared {
   int src_tokens[kMaxWorld];
   int pos[kRowBatch][kMaxTopk];
+  float weight[kRowBatch][kMaxTopk];  // the router weight of each pos (1: unweighted, or none here)
   int token[kRowBatch];
   uint32_t mask[kEpBlock];  // receive half: the ranks each token of the group went to
+  int own_slot[kEpBlock];   // receive half, own_direct: each token's slot in its own rows (recv_route)
   uint32_t payload[kMaxWorld];
   SourceRows batch;          // the token groups being answered
   int src_parts[kMaxWorld];  // send half: combine_parts of each source's token count
@@ -40,15 +42,16 @@ MOE_A2A_DEVICE bool await_every_start(const EpBuffers& b, CombineShared& sh, uin
   return await_ranks(b.c, signal, all_ranks(cfg.world), epoch, site, -1, sh.payload);
 }
 
-// Unit `u` of every source that has one, as one batch (sh.batch), with the chunks of each
-// source's rows (sh.chunk_first/count) and the most chunks of any (sh.chunk_span). Wave 0;
+// Unit `u` of every source in `sources` that has one, as one batch (sh.batch), with the chunks of
+// each source's rows (sh.chunk_first/count) and the most chunks of any (sh.chunk_span). Wave 0;
 // lane s is source s.
-MOE_A2A_DEVICE MOE_A2A_INLINE void gather_unit_batch(const EpConfig& cfg, CombineShared& sh, int u, int chunks) {
+MOE_A2A_DEVICE MOE_A2A_INLINE void gather_unit_batch(const EpConfig& cfg, CombineShared& sh, int u, int chunks,
+                                                     uint32_t sources) {
   if (wave_id() != 0) return;
   const int s = lane_id();
   const int tokens = s < cfg.world ? sh.src_tokens[s] : 0;
   const int parts = s < cfg.world ? sh.src_parts[s] : 1;  // written by this lane (combine_kernel)
-  const bool here = u < cfg.num_groups(tokens) * parts;
+  const bool here = ((sources >> s) & 1u) && u < cfg.num_groups(tokens) * parts;
   GroupPart unit{0, 0, 0};
   TokenRange group{0, 0};
   if (here) {
@@ -65,8 +68,10 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void gather_unit_batch(const EpConfig& cfg, Combin
   if (lane_id() == 0) sh.chunk_span = span;
 }
 
-// sh.pos[r][k] and sh.token[r] of batch rows [batch, batch + n): where each (row, k)'s expert
-// output is (-1: none here) and the row's token (-1: an empty slot). One thread per (row, k).
+// sh.pos[r][k], sh.weight[r][k] and sh.token[r] of batch rows [batch, batch + n): where each
+// (row, k)'s expert output is (-1: none here), its weight, and the row's token (-1: an empty
+// slot). One thread per (row, k). The weights are loaded here, once a row, not by each of its
+// chunks' tasks, where each load was one more memory latency before the rows' loads.
 MOE_A2A_DEVICE MOE_A2A_INLINE void load_positions(const EpBuffers& b, const CombineArgs& a, CombineShared& sh,
                                                   int batch, int n) {
   const EpConfig& cfg = b.c.cfg;
@@ -84,14 +89,29 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void load_positions(const EpBuffers& b, const Comb
     if (!used) p = -1;
     if (static_cast<size_t>(p) >= cfg.output_rows()) p = -1;  // also p < 0
     sh.pos[r][k] = p;
+    sh.weight[r][k] = a.expert_weights == nullptr || p < 0 ? 1.0f : a.expert_weights[p];
     if (k == 0) sh.token[r] = used ? token : -1;
   }
 }
 
+// Chunk `chunk` of a row's partial sum: lane k holds (row, k)'s position in expert_y (-1: none
+// here) and its weight; the experts are summed in order of k, kSumInFlight loads at a time, in
+// fp32, rounded once to the token type (as comb_x holds it).
+template <TokenType kType>
+MOE_A2A_DEVICE MOE_A2A_INLINE void row_partial(const Vec16* y, int p, float w, int chunk, int vecs,
+                                               Vec16 (&packed)[kUnroll]) {
+  const LaneMask here = wave_ballot(p >= 0);
+  const auto kth = [&](int j) { return nth_set_bit(here, j); };
+  float acc[kUnroll][8] = {};
+  sum_row_chunks<kType>(
+      acc, popcount(here), [&](int j) { return y + static_cast<size_t>(wave_shfl(p, kth(j))) * vecs; },
+      [&](int j) { return wave_shfl(w, kth(j)); }, chunk, vecs);
+#pragma unroll
+  for (int v = 0; v < kUnroll; ++v) packed[v] = pack_vec<kType>(acc[v]);
+}
+
 // The partial sums of batch rows [batch, batch + n) (positions from load_positions), each stored
-// into its source's comb_x or comb_flagged. Tasks (row, chunk of the unit) over the waves; lane k
-// holds (row, k)'s position and weight, and the experts the row has here are summed in order of k,
-// kSumInFlight loads at a time.
+// into its source's comb_x or comb_flagged. Tasks (row, chunk of the unit) over the waves.
 template <TokenType kType>
 MOE_A2A_DEVICE MOE_A2A_INLINE void sum_partials(const EpBuffers& b, const CombineArgs& a, const CombineShared& sh,
                                                 int batch, int n, int span, int vecs, uint32_t flag,
@@ -109,16 +129,9 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void sum_partials(const EpBuffers& b, const Combin
     const int src = in.src[i];
     ProfilerSpan send_span(prof, ProfilerEvent::kCombineSendRow, src);
     const int p = lane_id() < cfg.topk ? sh.pos[r][lane_id()] : -1;
-    const float w = a.expert_weights == nullptr || p < 0 ? 1.0f : a.expert_weights[p];
-    const LaneMask here = wave_ballot(p >= 0);
-    const auto kth = [&](int j) { return nth_set_bit(here, j); };
-    float acc[kUnroll][8] = {};
-    sum_row_chunks<kType>(
-        acc, popcount(here), [&](int j) { return y + static_cast<size_t>(wave_shfl(p, kth(j))) * vecs; },
-        [&](int j) { return wave_shfl(w, kth(j)); }, chunk, vecs);
+    const float w = lane_id() < cfg.topk ? sh.weight[r][lane_id()] : 1.0f;
     Vec16 packed[kUnroll];
-#pragma unroll
-    for (int v = 0; v < kUnroll; ++v) packed[v] = pack_vec<kType>(acc[v]);
+    row_partial<kType>(y, p, w, chunk, vecs, packed);
     if (cfg.flagged_partials(sh.src_tokens[src])) {
       store_chunk_flagged(b.comb_flagged(src, cfg.rank, sh.token[r]), chunk, vecs, packed, flag);
     } else {
@@ -127,15 +140,15 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void sum_partials(const EpBuffers& b, const Combin
   }
 }
 
-// The partial sums of combine unit `u` of every source that has one, in one batch, then one
-// partial signal to each of those sources.
+// The partial sums of combine unit `u` of every source in `sources` that has one, in one batch,
+// then one partial signal to each of those sources.
 template <TokenType kType>
-MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, int u, uint64_t epoch,
-                                  ProfilerTrack& prof) {
+MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, int u, uint32_t sources,
+                                  uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const int vecs = b.vecs_per_row();
   uint64_t route_start = prof.now();
-  gather_unit_batch(cfg, sh, u, chunks_per_row(vecs));
+  gather_unit_batch(cfg, sh, u, chunks_per_row(vecs), sources);
   __syncthreads();
   const SourceRows& in = sh.batch;
   const int rows = in.first[in.count];
@@ -182,11 +195,114 @@ MOE_A2A_DEVICE bool sum_flagged_partials(const EpBuffers& b, float (&acc)[kUnrol
   return true;
 }
 
+// Own rows (`own_direct`, combine_kernel): this rank's own tokens' rows are summed where their
+// sum is needed, on the token side, instead of through comb_x[me]. Each token's slot among this
+// rank's own rows of its group (the slot dispatch gave it, number_slots): its place among the
+// group's tokens that went to this rank. Wave 0, into sh.own_slot; the caller synchronises.
+MOE_A2A_DEVICE MOE_A2A_INLINE void number_own_slots(const EpConfig& cfg, CombineShared& sh, TokenRange group) {
+  if (wave_id() != 0) return;
+  int running = group.begin;
+  for (int base = 0; base < group.end - group.begin; base += kWaveSize) {
+    const int i = base + lane_id();
+    const bool mine = i < group.end - group.begin && ((sh.mask[i] >> cfg.rank) & 1u);
+    const LaneMask bits = wave_ballot(mine);
+    if (mine) sh.own_slot[i] = running + popcount(bits & lanes_below());
+    running += popcount(bits);
+  }
+}
+
+// sh.pos[r][k] and sh.weight[r][k] of this rank's own rows for tokens group.begin + [first,
+// first + n) of the unit (load_positions, for the token side); -1 where a token did not come here.
+MOE_A2A_DEVICE MOE_A2A_INLINE void load_own_positions(const EpBuffers& b, const CombineArgs& a, CombineShared& sh,
+                                                      int first, int n) {
+  const EpConfig& cfg = b.c.cfg;
+  for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
+    const auto [r, k] = pair_of(b.c, j);
+    int p = -1;
+    if ((sh.mask[first + r] >> cfg.rank) & 1u) {
+      p = a.recv_route.pos[b.row_index(cfg.rank, sh.own_slot[first + r]) * cfg.topk + k];
+      if (static_cast<size_t>(p) >= cfg.output_rows()) p = -1;  // also p < 0
+    }
+    sh.pos[r][k] = p;
+    sh.weight[r][k] = a.expert_weights == nullptr || p < 0 ? 1.0f : a.expert_weights[p];
+  }
+}
+
+// acc = chunk `chunk` of out[t]: the sum, in ascending rank order, of the peers' partials in `mask`
+// from comb_x and of this rank's own (row_partial of batch row r's positions): bitwise the sum
+// from comb_x. The lowest peer's chunk is loaded before the own rows, so that their loads are in
+// flight together; further peers (world > 2) one at a time.
+template <TokenType kType>
+MOE_A2A_DEVICE MOE_A2A_INLINE void sum_with_own_rows(const EpBuffers& b, const CombineArgs& a, const CombineShared& sh,
+                                                     float (&acc)[kUnroll][8], uint32_t mask, int t, int r, int chunk,
+                                                     int vecs) {
+  const EpConfig& cfg = b.c.cfg;
+  const int me = cfg.rank;
+  const uint32_t peers = mask & ~(1u << me);
+  const int first = peers != 0 ? __ffs(static_cast<int>(peers)) - 1 : -1;
+  Vec16 first_peer[kUnroll];
+  if (first >= 0) load_chunk(b.comb_x(me, first, t), chunk, vecs, first_peer);
+  const int p = lane_id() < cfg.topk ? sh.pos[r][lane_id()] : -1;
+  const float w = lane_id() < cfg.topk ? sh.weight[r][lane_id()] : 1.0f;
+  Vec16 own[kUnroll];
+  row_partial<kType>(static_cast<const Vec16*>(a.expert_y), p, w, chunk, vecs, own);
+  for (uint32_t left = mask; left != 0; left &= left - 1) {
+    const int rank = __ffs(static_cast<int>(left)) - 1;
+    Vec16 v[kUnroll];
+    if (rank == first) {
+#pragma unroll
+      for (int c = 0; c < kUnroll; ++c) v[c] = first_peer[c];
+    } else if (rank == me) {
+#pragma unroll
+      for (int c = 0; c < kUnroll; ++c) v[c] = own[c];
+    } else {
+      load_chunk(b.comb_x(me, rank, t), chunk, vecs, v);
+    }
+#pragma unroll
+    for (int c = 0; c < kUnroll; ++c) fma_vec<kType>(acc[c], 1.0f, v[c]);
+  }
+}
+
+// acc rounded to the token type, into chunk `chunk` of out[t].
+template <TokenType kType>
+MOE_A2A_DEVICE MOE_A2A_INLINE void store_sum(const CombineArgs& a, int t, int chunk, int vecs,
+                                             const float (&acc)[kUnroll][8]) {
+  Vec16 packed[kUnroll];
+#pragma unroll
+  for (int c = 0; c < kUnroll; ++c) packed[c] = pack_vec<kType>(acc[c]);
+  store_chunk(static_cast<Vec16*>(a.out) + static_cast<size_t>(t) * vecs, chunk, vecs, packed);
+}
+
+// receive_unit's sums with this rank's own rows (own_direct), once the peers' partials are in: in
+// batches of kRowBatch tokens, each batch's own positions loaded first (load_own_positions).
+template <TokenType kType>
+MOE_A2A_DEVICE void reduce_with_own_rows(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, TokenRange group,
+                                         GroupPart unit, ProfilerTrack& prof) {
+  const int vecs = b.vecs_per_row();
+  number_own_slots(b.c.cfg, sh, group);
+  __syncthreads();
+  const int tokens = group.end - group.begin;
+  for (int first = 0; first < tokens; first += kRowBatch) {
+    const int n = min(kRowBatch, tokens - first);
+    load_own_positions(b, a, sh, first, n);
+    __syncthreads();
+    for (int task = wave_id(); task < n * unit.chunk_count; task += kWavesPerBlock) {
+      const int r = task / unit.chunk_count, chunk = unit.chunk_first + task % unit.chunk_count;
+      const int t = group.begin + first + r;
+      ProfilerSpan reduce_span(prof, ProfilerEvent::kCombineReduce, t);
+      float acc[kUnroll][8] = {};
+      sum_with_own_rows<kType>(b, a, sh, acc, sh.mask[first + r], t, r, chunk, vecs);
+      store_sum<kType>(a, t, chunk, vecs, acc);
+    }
+    __syncthreads();  // sh.pos and sh.weight are the next batch's; sh.mask the next unit's
+  }
+}
+
 // Out[t] for this rank's combine unit `u` (`unit`: its chunks of its group's tokens), once every
 // rank's partials for it are in. False after a timeout.
 template <TokenType kType>
 MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, int u, GroupPart unit,
-                                 uint64_t epoch, ProfilerTrack& prof) {
+                                 bool own_direct, uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   const int vecs = b.vecs_per_row();
@@ -209,10 +325,14 @@ MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, Combi
   } else {
     const uint64_t wait_start = prof.now();
     const auto signal = [&](int r) { return b.partial_signal(me, r, u); };
-    if (!await_ranks(b.c, signal, ranks, epoch, WaitSite::kCombinePartials, u, sh.payload)) return false;
+    const uint32_t senders = own_direct ? ranks & ~(1u << me) : ranks;  // own rows: summed below
+    if (!await_ranks(b.c, signal, senders, epoch, WaitSite::kCombinePartials, u, sh.payload)) return false;
     prof.record_wait(ProfilerEvent::kCombineWait, wait_start, cfg.world);
   }
-  Vec16* out = static_cast<Vec16*>(a.out);
+  if (own_direct) {
+    reduce_with_own_rows<kType>(b, a, sh, group, unit, prof);
+    return true;
+  }
   for (int task = wave_id(); task < (group.end - group.begin) * unit.chunk_count; task += kWavesPerBlock) {
     const int i = task / unit.chunk_count, chunk = unit.chunk_first + task % unit.chunk_count;
     const int t = group.begin + i;
@@ -230,10 +350,7 @@ MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, Combi
           acc, __popc(mask), [&](int j) { return b.comb_x(me, nth_set_bit(mask, j), t); }, [](int) { return 1.0f; },
           chunk, vecs);
     }
-    Vec16 packed[kUnroll];
-#pragma unroll
-    for (int c = 0; c < kUnroll; ++c) packed[c] = pack_vec<kType>(acc[c]);
-    store_chunk(out + static_cast<size_t>(t) * vecs, chunk, vecs, packed);
+    store_sum<kType>(a, t, chunk, vecs, acc);
   }
   // Flagged: every rank's start signal instead of its partial signals, which it does not publish for
   // this rank (send_partials): what the wait proves is that every peer is done reading what this
@@ -280,6 +397,19 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
   const HalfShare& send = share.send;
   const HalfShare& recv = share.recv;
   if (!send.runs) src_units = 0;
+  // A launch that sends and receives sums this rank's own rows on the token side, where the sum is
+  // needed, not through comb_x[me], from kOwnRowsDirectTokens on, when no peer has fewer than 3/4
+  // of this rank's tokens (protocol.md, "Own rows"): its token side then waits for the peers'
+  // partials of its units, and with more own tokens than a peer's it would wait idle while they
+  // answer, then sum its own rows.
+  const int tokens = a.route.num_tokens;
+  bool own_direct = role == Role::kBoth && tokens >= kOwnRowsDirectTokens && !cfg.flagged_partials(tokens);
+  if (own_direct) {
+    const int me = cfg.rank;
+    own_direct =
+        max_over_sources(cfg.world, [&](int s) { return s == me ? 0 : 3 * tokens - 4 * sh.src_tokens[s]; }) <= 0;
+  }
+  const uint32_t answered = all_ranks(cfg.world) & ~(own_direct ? 1u << cfg.rank : 0u);  // send half's sources
 
   if (send.runs) {
     // This rank's combine has started: every read of the round's earlier kernels here is done (its
@@ -293,7 +423,7 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
     if (a.await_ready && !await_every_start(b, sh, epoch, WaitSite::kDispatchGradReady)) return;  // engine failed
   }
   const auto send_step = [&](int u) {
-    if (u < src_units) send_partials<kType>(b, a, sh, u, epoch, prof);
+    if (u < src_units) send_partials<kType>(b, a, sh, u, answered, epoch, prof);
   };
   // Step i: send the partials of this block's next unit of every source, then receive its i-th
   // unit (a block that runs both halves receives unit u after sending u + G: every rank sent
@@ -303,7 +433,7 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
   for (; next < src_units && (next == send.first || share.sends_first); next += send.stride) send_step(next);
   for (int u = recv.first; u < my_units || next < src_units; u += recv.stride, next += send.stride) {
     send_step(next);
-    if (u < my_units && !receive_unit<kType>(b, a, sh, u, group_part(u, my_parts, chunks), epoch, prof)) {
+    if (u < my_units && !receive_unit<kType>(b, a, sh, u, group_part(u, my_parts, chunks), own_direct, epoch, prof)) {
       return;
     }
   }

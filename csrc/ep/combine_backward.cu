@@ -13,10 +13,10 @@
 namespace moe_a2a {
 namespace {
 
-// Step 1 for token group g of this rank: each token's gradient to every rank it went to, into
+// Step 1 for token group g of this rank: each token's gradient to every peer it went to, into
 // recv_x[me][t] there (by token, not by slot: the expert side finds it through the forward's
-// route), then the group's signal on every rank, also those that got no row (a payload of 1 asks
-// for the group's weight gradients).
+// route; this rank's own expert side reads grad_out itself), then the group's signal on every
+// rank, also those that got no row (a payload of 1 asks for the group's weight gradients).
 MOE_A2A_DEVICE void send_group_grads(const EpBuffers& b, const CombineBackwardArgs& a, int g, uint64_t epoch) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
@@ -27,7 +27,7 @@ MOE_A2A_DEVICE void send_group_grads(const EpBuffers& b, const CombineBackwardAr
   const TokenRange tokens = cfg.token_group(a.route.num_tokens, g);
   for (int task = wave_id(); task < (tokens.end - tokens.begin) * chunks; task += kWavesPerBlock) {
     const int t = tokens.begin + task / chunks, chunk = task % chunks;
-    const uint32_t mask = static_cast<uint32_t>(a.route.dest_mask[t]) & ranks;
+    const uint32_t mask = static_cast<uint32_t>(a.route.dest_mask[t]) & ranks & ~(1u << me);
     if (mask == 0) continue;
     Vec16 v[kUnroll];
     load_chunk(grad + static_cast<size_t>(t) * vecs, chunk, vecs, v);
@@ -107,7 +107,10 @@ MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a
     if (token < 0 || token >= cfg.max_tokens) continue;  // an empty slot
     const int p = a.recv_route.pos[row * cfg.topk + k];
     if (p < 0 || static_cast<size_t>(p) >= out_rows) continue;  // k's expert is on another rank
-    const Vec16* grad_out = b.recv_x(me, src, token);
+    // This rank's own tokens' gradients are read where they are (send_group_grads sends them nowhere).
+    if (src == me && token >= a.route.num_tokens) continue;
+    const Vec16* grad_out = src == me ? static_cast<const Vec16*>(a.grad_out) + static_cast<size_t>(token) * vecs
+                                      : b.recv_x(me, src, token);
     const float w = a.expert_weights[p];
     float dot = 0.0f;
     for (int chunk = 0; chunk < chunks; ++chunk) {

@@ -248,9 +248,11 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void send_chunk(const EpBuffers& b, const Dispatch
 
 // Token group `g` to every rank. `numbered_to`: the tokens [0, numbered_to) whose pairs
 // sh.numbered holds (this block's previous group's end; 0 and zeros before its first).
+// With `own_direct` (dispatch_kernel) this rank's own rows stay in x: its signal goes out as soon
+// as the group's metadata is stored, before the rows to the peers.
 template <SendCodec kCodec, Fp8Format kFmt>
 MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, int g, int& numbered_to,
-                               uint64_t epoch, ProfilerTrack& prof) {
+                               bool own_direct, uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const TokenRange tokens = cfg.token_group(a.route.num_tokens, g);
   const SendingGroup grp{g, tokens, tokens.end - tokens.begin, static_cast<size_t>(tokens.begin) * cfg.topk};
@@ -289,11 +291,19 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   const uint64_t meta_start = prof.now();
   write_metadata(b, a, sh, grp, first_id, first_weight);  // 3.
   if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchMeta, meta_start, g);
+  const int me = cfg.rank;
+  if (own_direct) {  // 3b. This rank's rows are in x already: the metadata is all it waits for.
+    __syncthreads();
+    if (threadIdx.x == me)
+      publish(b.group_signal(me, me, g), epoch, static_cast<uint32_t>(sh.rows[me]) | round_error_bit(b, epoch));
+  }
+  const uint32_t copied_to =
+      all_ranks(cfg.world) & ~(own_direct ? 1u << me : 0u);  // ranks whose rows go through recv_x
 
   // 4. Rows: each chunk is loaded once (the task's first chunk was, above) and sent.
   for (int task = first_task; task < grp.n * chunks; task += kWavesPerBlock) {
     const int i = task / chunks, chunk = task % chunks;
-    const uint32_t mask = sh.mask[i] & all_ranks(cfg.world);  // not the unused slots' bits
+    const uint32_t mask = sh.mask[i] & copied_to;  // not the unused slots' bits
     if (mask == 0) continue;
     ProfilerSpan row_span(prof, ProfilerEvent::kDispatchSendRow, tokens.begin + i);
     Vec16 v[kUnroll];
@@ -310,8 +320,8 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   //    barrier, then a release per signal), also to ranks that got no row.
   const uint64_t publish_start = prof.now();
   __syncthreads();
-  if (threadIdx.x < cfg.world) {
-    publish(b.group_signal(threadIdx.x, cfg.rank, g), epoch,
+  if (threadIdx.x < cfg.world && ((copied_to >> threadIdx.x) & 1u)) {
+    publish(b.group_signal(threadIdx.x, me, g), epoch,
             static_cast<uint32_t>(sh.rows[threadIdx.x]) | round_error_bit(b, epoch));
   }
   if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchPublish, publish_start, g);
@@ -420,11 +430,17 @@ MOE_A2A_DEVICE bool receive_counts(const EpBuffers& b, const DispatchArgs& a, Di
   return true;
 }
 
-// Row r of the batch sh.batch, from slot `slot` of source in.src[i].
-MOE_A2A_DEVICE MOE_A2A_INLINE Vec16* batch_row(const EpBuffers& b, const SourceRows& in, int r) {
+// Row r of the batch sh.batch where its payload is read: slot `slot` of source in.src[i] in
+// recv_x, or, for this rank's own rows where they stay in x (`own_direct`, dispatch_kernel), the
+// row of x of the token that slot names.
+MOE_A2A_DEVICE MOE_A2A_INLINE const Vec16* batch_row(const EpBuffers& b, const DispatchArgs& a, const SourceRows& in,
+                                                     int r, bool own_direct) {
   int i, slot;
   in.locate(r, i, slot);
-  return b.recv_x(b.c.cfg.rank, in.src[i], slot);
+  const int me = b.c.cfg.rank;
+  if (!own_direct || in.src[i] != me) return b.recv_x(me, in.src[i], slot);
+  const size_t token = static_cast<size_t>(*b.recv_token(me, me, slot));
+  return reinterpret_cast<const Vec16*>(static_cast<const uint8_t*>(a.x) + token * b.c.cfg.out_row_bytes());
 }
 
 // Positions of batch rows [batch, batch + n): one thread per (row, k) that names a local expert,
@@ -478,7 +494,7 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void copy_to_experts(const EpBuffers& b, const Dis
   }
   if (cfg.fp8_rows() && chunk == 0) {  // the row's scales, after its bytes
     const int blocks = cfg.scale_blocks();
-    const float* scales = wire_scales(batch_row(b, sh.batch, batch + r), cfg.hidden);
+    const float* scales = wire_scales(batch_row(b, a, sh.batch, batch + r, false), cfg.hidden);  // fp8: staged
     for (int j = lane_id(); j < blocks; j += kWaveSize) {
       const float s = scales[j];
       for (int k = 0; k < cfg.topk; ++k) {
@@ -508,7 +524,7 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void mark_empty_slots(const EpBuffers& b, const Di
 // of them: positions, then the part's chunks of the payload. The first part (the one with
 // chunk 0) also writes the metadata and the route.
 MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, GroupPart part,
-                               ProfilerTrack& prof) {
+                               bool own_direct, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const int vecs = static_cast<int>(cfg.out_row_bytes() / sizeof(Vec16));  // the wire row's payload
   const int chunks = part.chunk_count;
@@ -520,8 +536,8 @@ MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, Dispat
     // depend on the positions: loaded now, while they are computed.
     Vec16 first_chunk[kUnroll];
     if (wave_id() < n * chunks) {
-      load_chunk(batch_row(b, sh.batch, batch + wave_id() / chunks), part.chunk_first + wave_id() % chunks, vecs,
-                 first_chunk);
+      load_chunk(batch_row(b, a, sh.batch, batch + wave_id() / chunks, own_direct),
+                 part.chunk_first + wave_id() % chunks, vecs, first_chunk);
     }
     const uint64_t place_start = prof.now();
     place_positions(b, a, sh, batch, n, first_part);
@@ -537,7 +553,7 @@ MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, Dispat
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) v[u] = first_chunk[u];
       } else {
-        load_chunk(batch_row(b, sh.batch, batch + r), chunk, vecs, v);
+        load_chunk(batch_row(b, a, sh.batch, batch + r, own_direct), chunk, vecs, v);
       }
       copy_to_experts(b, a, sh, batch, r, chunk, vecs, v);
     }
@@ -550,7 +566,7 @@ MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, Dispat
 // Part `part` of group part.group of every source that has one: whatever has arrived is placed
 // in one batch, until every source's group is in. False after a timeout.
 MOE_A2A_DEVICE bool receive_part(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, GroupPart part,
-                                 uint64_t epoch, ProfilerTrack& prof) {
+                                 bool own_direct, uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const int g = part.group;
   uint32_t pending = sources_with_group(cfg, sh.src_tokens, g);
@@ -576,7 +592,7 @@ MOE_A2A_DEVICE bool receive_part(const EpBuffers& b, const DispatchArgs& a, Disp
     }
     __syncthreads();
     if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchBatch, batch_start, __popc(arrived));
-    place_rows(b, a, sh, part, prof);
+    place_rows(b, a, sh, part, own_direct, prof);
   }
   return true;
 }
@@ -610,9 +626,14 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   const EpBuffers b{c};
   const EpConfig& cfg = c.cfg;
   const uint64_t epoch = b.current_epoch();
-  const BlockShares share = block_shares(role, cfg.dispatch_sender_blocks(a.route.num_tokens));
+  const BlockShares share =
+      block_shares(role, cfg.dispatch_sender_blocks(a.route.num_tokens, kCodec != SendCodec::kCopy));
   const HalfShare& send = share.send;
   const HalfShare& recv = share.recv;
+  // A launch that sends and receives, copying rows as they are, reads this rank's own rows from x
+  // instead of staging them in recv_x, from kOwnRowsDirectTokens on (protocol.md, "Dispatch").
+  const bool own_direct = role == Role::kBoth && kCodec == SendCodec::kCopy && !cfg.fp8_rows() &&
+                          a.route.num_tokens >= kOwnRowsDirectTokens;
 
   const int my_groups = send.runs ? cfg.num_groups(a.route.num_tokens) : 0;
   int numbered_to = 0;  // see send_group
@@ -638,7 +659,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   // (one call site: the kernel's code size is on the critical path, protocol.md "Code size").
   int next = send.first;  // this block's next group to send
   for (; next < my_groups && (next == send.first || share.sends_first); next += send.stride)
-    send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, epoch, prof);
+    send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, own_direct, epoch, prof);
   // Receive items: every source's groups, each split into `parts` parts by chunk where the
   // receiving blocks outnumber the groups (item u is part u % parts of group u / parts).
   const int chunks = chunks_per_row(static_cast<int>(cfg.out_row_bytes() / sizeof(Vec16)));
@@ -658,8 +679,8 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   const int first_item = share.split && recv.first >= recv.blocks ? draw_or_end() : recv.first;
   for (int u = first_item; u < src_items || next < my_groups;
        u = share.split ? draw_or_end() : u + recv.stride, next += send.stride) {
-    if (next < my_groups) send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, epoch, prof);
-    if (u < src_items && !receive_part(b, a, sh, group_part(u, parts, chunks), epoch, prof)) return;
+    if (next < my_groups) send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, own_direct, epoch, prof);
+    if (u < src_items && !receive_part(b, a, sh, group_part(u, parts, chunks), own_direct, epoch, prof)) return;
   }
 }
 

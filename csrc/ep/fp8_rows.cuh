@@ -107,5 +107,8 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void store_fp8_chunk(uint8_t* wire, int hidden, in
 MOE_A2A_DEVICE MOE_A2A_INLINE float* wire_scales(void* wire, int hidden) {
   return reinterpret_cast<float*>(static_cast<uint8_t*>(wire) + hidden);
 }
+MOE_A2A_DEVICE MOE_A2A_INLINE const float* wire_scales(const void* wire, int hidden) {
+  return reinterpret_cast<const float*>(static_cast<const uint8_t*>(wire) + hidden);
+}
 
 }  // namespace moe_a2a

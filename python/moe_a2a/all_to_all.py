@@ -446,11 +446,11 @@ class AllToAll:
         receive. 0: every block sends its share, then receives its share. "auto": split when every
         item of each half (a token group, a combine unit) gets a block of its own, which at a few
         tokens per rank starts the receive half while the tokens are being sent, and dispatch in
-        halves from 1024 tokens per rank on, so that the link and the copies into expert_x overlap;
-        else 0. An int sets both kernels, a pair (dispatch, combine) each (for experiments:
-        docs/design/protocol.md, "Sending and receiving blocks"). The split calls (dispatch_send,
-        ...) always use every block. Part of the config: the same on every rank. self.send_sms
-        holds the pair, -1 for "auto".
+        halves from 1024 tokens per rank on, so that the link and the copies into expert_x overlap
+        (not where it quantizes rows into fp8); else 0. An int sets both kernels, a pair
+        (dispatch, combine) each (for experiments: docs/design/protocol.md, "Sending and receiving
+        blocks"). The split calls (dispatch_send, ...) always use every block. Part of the config:
+        the same on every rank. self.send_sms holds the pair, -1 for "auto".
 
         profile=True turns the in-kernel profiler on (needs a build with MOE_A2A_PROFILE=1);
         profile_capacity is the number of records each wave of each block keeps, later ones

@@ -624,6 +624,8 @@ TEST(EpConfig, AutomaticSendersSplitWhereEveryItemHasABlockOrTheBatchIsLarge) {
   EXPECT_EQ(c.dispatch_sender_blocks(moe_a2a::kSplitDispatchTokens - 1), 0);
   EXPECT_EQ(c.dispatch_sender_blocks(moe_a2a::kSplitDispatchTokens), 66);  // large batches: halves
   EXPECT_EQ(c.dispatch_sender_blocks(4096), 66);
+  EXPECT_EQ(c.dispatch_sender_blocks(4096, /*quantizes=*/true), 0);  // fp8 from the token type: every block both
+  EXPECT_EQ(c.dispatch_sender_blocks(1, /*quantizes=*/true), 2);     // a few tokens split as before
   // combine: (this rank's units, the most units of any source)
   const auto units = [&c](int tokens) { return c.combine_units(tokens, 7); };
   EXPECT_EQ(units(1), 7);   // one token: a unit per chunk

@@ -13,6 +13,9 @@
 //                                                 its first wire_row_bytes(): the row as is,
 //                                                 or with fp8 rows the hidden fp8 bytes, then
 //                                                 scale_blocks() fp32 scales (16-byte padded).
+//                                                 recv_x[me] and comb_x[me] (a rank's own rows)
+//                                                 stay unused where they move without the heap
+//                                                 (kOwnRowsDirectTokens).
 //   recv_token  [world src][max_tokens]           source token of each slot's row
 //   recv_expert [world src][max_tokens][topk]     where each k goes (place_word): -1 if k's
 //                                                 expert lives on another rank, else the local
@@ -103,6 +106,13 @@ inline constexpr int kAutoSenders = -1;
 // (EpConfig::dispatch_sender_blocks): on two H100s at DeepSeek-V3, 1024 and 4096 tokens, the link
 // and the expansion into expert_x then overlap; below, every block sending and receiving was faster.
 inline constexpr int kSplitDispatchTokens = 1024;
+// From this many tokens a rank's fused dispatch and combine move its own rows without the heap:
+// dispatch's receive half reads them from x, not from recv_x[me], and combine's token side sums
+// them from expert_y, not through comb_x[me] (docs/design/protocol.md, "Own rows"). That saves
+// a write and a read of every own row where the expansion's HBM traffic bounds the round; at a few
+// tokens it was slower (the own rows' signal came before the peers', and a block placed them in a
+// batch of their own).
+inline constexpr int kOwnRowsDirectTokens = 1024;
 // A rank with at most this many tokens gets its combine partial sums as flagged words
 // (EpConfig::flagged_partials; docs/design/protocol.md, "Flagged partial sums"): twice the bytes,
 // summed as they land instead of after a signal. On the one-GPU proxy (DeepSeek-V3 shape) that was
@@ -308,16 +318,18 @@ struct EpConfig {
   // Automatic: split when each half has a block for every item it takes, counted where the launch
   // knows them (a split with fewer blocks than items would serialise items); otherwise every block
   // does both, except that dispatch splits in halves from kSplitDispatchTokens on, its receive
-  // items shared by whichever block is free (draw_item in csrc/ep/dispatch.cu). Dispatch: this
+  // items shared by whichever block is free (draw_item in csrc/ep/dispatch.cu), where it copies
+  // rows: where it `quantizes` them into fp8 the quantizing senders bound it (4096 tokens, 2 x H100:
+  // 291 us in halves, 258 with every block both). Dispatch: this
   // rank's groups + the counting block (the receive items depend on the peers' counts). Combine:
   // the most units any source has (the send half answers every source) + this rank's own units. Not
   // part of the protocol: every rank decides for itself (docs/design/protocol.md, "Sending and
   // receiving blocks").
-  MOE_A2A_HD int32_t dispatch_sender_blocks(int32_t tokens) const {
+  MOE_A2A_HD int32_t dispatch_sender_blocks(int32_t tokens, bool quantizes = false) const {
     if (dispatch_senders != kAutoSenders) return dispatch_senders;
     const int32_t s = num_groups(tokens) + 1;
     if (2 * s <= num_blocks) return s;
-    return tokens >= kSplitDispatchTokens ? num_blocks / 2 : 0;
+    return tokens >= kSplitDispatchTokens && !quantizes ? num_blocks / 2 : 0;
   }
   // `my_units`: this rank's combine units; `src_units`: the most units any source (this rank
   // included) has, i.e. the send half's items.
