@@ -631,7 +631,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   const HalfShare& send = share.send;
   const HalfShare& recv = share.recv;
   // A launch that sends and receives, copying rows as they are, reads this rank's own rows from x
-  // instead of staging them in recv_x, from kOwnRowsDirectTokens on (protocol.md, "Dispatch").
+  // instead of staging them in recv_x, from kOwnRowsDirectTokens on (protocol.md, "Own rows").
   const bool own_direct = role == Role::kBoth && kCodec == SendCodec::kCopy && !cfg.fp8_rows() &&
                           a.route.num_tokens >= kOwnRowsDirectTokens;
 

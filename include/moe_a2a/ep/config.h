@@ -109,9 +109,9 @@ inline constexpr int kSplitDispatchTokens = 1024;
 // From this many tokens a rank's fused dispatch and combine move its own rows without the heap:
 // dispatch's receive half reads them from x, not from recv_x[me], and combine's token side sums
 // them from expert_y, not through comb_x[me] (docs/design/protocol.md, "Own rows"). That saves
-// a write and a read of every own row where the expansion's HBM traffic bounds the round; at a few
-// tokens it was slower (the own rows' signal came before the peers', and a block placed them in a
-// batch of their own).
+// a write and a read of every own row where the expansion's HBM traffic bounds the round. At a few
+// tokens dispatch's was slower (the own rows' signal came before the peers', and a block placed
+// them in a batch of their own); combine's, not timed there, keeps the same threshold.
 inline constexpr int kOwnRowsDirectTokens = 1024;
 // A rank with at most this many tokens gets its combine partial sums as flagged words
 // (EpConfig::flagged_partials; docs/design/protocol.md, "Flagged partial sums"): twice the bytes,
