@@ -83,55 +83,129 @@ MOE_A2A_DEVICE void zero_rows_of_no_expert(const EpBuffers& b, const CombineBack
 struct CombineBackwardShared {
   int src_tokens[kMaxWorld];
   uint32_t payload[kMaxWorld];
+  // answer_rows with a row split into parts (a group of fewer slots than waves): each task's
+  // per-k dot products of its part, and each slot's token (-1: none) and k's here.
+  float part_dot[kWavesPerBlock][kMaxTopk];
+  int slot_token[kWavesPerBlock];
+  uint32_t slot_here[kWavesPerBlock];
 };
 
-// Step 2 for the slots of source src's token group (its slots are the group's token range, the
-// rows first, then empty slots: dispatch's numbering): one wave per (slot, k). The weight
-// gradient of a (row, k) is a dot product over the whole row, so the wave that walks the row's
-// chunks finishes it with one wave sum. Without weight_grad (the source asked for none), y, the
-// round's largest read, is not loaded.
+// The (row, k)s of a row whose y chunks answer_row_chunks loads at once.
+inline constexpr int kGradsInFlight = 2;
+
+// A task of answer_rows: the chunks [first, end) of one row, for every k of it whose expert is
+// here. Lane k holds (row, k)'s position in expert_y (-1: none here) and its weight; the gradient's
+// chunk is loaded once for all of them, and the y chunks of kGradsInFlight of them at once. Returns,
+// in lane k, (row, k)'s dot product over these chunks (the sum in chunk order of each chunk's
+// wave sum), when weight_grad.
 template <TokenType kType>
-MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a, int src, TokenRange slots,
-                                bool weight_grad) {
+MOE_A2A_DEVICE float answer_row_chunks(const Vec16* grad_out, const Vec16* y, Vec16* grad_y, int p, float w, int first,
+                                       int end, int vecs, bool weight_grad) {
+  const LaneMask here = wave_ballot(p >= 0);
+  const int n = popcount(here);
+  float dot = 0.0f;
+  for (int k0 = 0; k0 < n; k0 += kGradsInFlight) {
+    size_t row[kGradsInFlight];
+    float weight[kGradsInFlight], sum[kGradsInFlight];
+    int lane[kGradsInFlight];
+#pragma unroll
+    for (int q = 0; q < kGradsInFlight; ++q) {
+      lane[q] = k0 + q < n ? nth_set_bit(here, k0 + q) : 0;
+      row[q] = static_cast<size_t>(wave_shfl(p, lane[q])) * vecs;
+      weight[q] = wave_shfl(w, lane[q]);
+      sum[q] = 0.0f;
+    }
+    for (int chunk = first; chunk < end; ++chunk) {
+      Vec16 g[kUnroll], yv[kGradsInFlight][kUnroll];
+      load_chunk(grad_out, chunk, vecs, g);
+#pragma unroll
+      for (int q = 0; q < kGradsInFlight; ++q) {
+        if (weight_grad && k0 + q < n) load_chunk(y + row[q], chunk, vecs, yv[q]);
+      }
+#pragma unroll
+      for (int q = 0; q < kGradsInFlight; ++q) {
+        if (k0 + q >= n) break;
+        Vec16 out[kUnroll];
+        float d = 0.0f;
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          if (chunk * kChunkVecs + lane_id() + u * kWaveSize >= vecs) continue;  // lanes past the row
+          if (weight_grad) d += dot_vec<kType>(g[u], yv[q][u]);
+          float acc[8] = {};
+          fma_vec<kType>(acc, weight[q], g[u]);
+          out[u] = pack_vec<kType>(acc);
+        }
+        store_chunk(grad_y + row[q], chunk, vecs, out);
+        if (weight_grad) sum[q] += wave_sum(d);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kGradsInFlight; ++q) {
+      if (k0 + q < n && lane_id() == lane[q]) dot = sum[q];
+    }
+  }
+  return dot;
+}
+
+// Step 2 for the slots of source src's token group (its slots are the group's token range, the
+// rows first, then empty slots: dispatch's numbering). Tasks (slot, part): a part is a range of
+// the row's chunks, more than one only where the group has fewer slots than the block has waves
+// (at one token, a chunk a wave), so that a few rows do not wait for one wave's walk along them.
+// A task writes every grad y(row, k) here from one load of the gradient. The weight gradient of a
+// (row, k) is the sum over its parts, in order, of each part's dot product (answer_row_chunks):
+// the same for the same token count, whatever the timing. Without weight_grad (the source asked
+// for none), y, the round's largest read, is not loaded.
+template <TokenType kType>
+MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int src,
+                                TokenRange slots, bool weight_grad) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   const int vecs = b.vecs_per_row();
   const int chunks = chunks_per_row(vecs);
   const size_t out_rows = cfg.output_rows();
-  const Vec16* y = static_cast<const Vec16*>(a.expert_y);
-  Vec16* grad_y = static_cast<Vec16*>(a.grad_expert_y);
-  for (int task = wave_id(); task < (slots.end - slots.begin) * cfg.topk; task += kWavesPerBlock) {
-    const auto [i, k] = pair_of(b.c, task);
+  const int n = slots.end - slots.begin;
+  const int parts = n > 0 && n < kWavesPerBlock ? min(chunks, kWavesPerBlock / n) : 1;
+  for (int task = wave_id(); task < n * parts; task += kWavesPerBlock) {
+    const int i = task / parts, part = task % parts;
     const size_t row = b.row_index(src, slots.begin + i);
     const int token = a.recv_route.token[row];
-    if (token < 0 || token >= cfg.max_tokens) continue;  // an empty slot
-    const int p = a.recv_route.pos[row * cfg.topk + k];
-    if (p < 0 || static_cast<size_t>(p) >= out_rows) continue;  // k's expert is on another rank
-    // This rank's own tokens' gradients are read where they are (send_group_grads sends them nowhere).
-    if (src == me && token >= a.route.num_tokens) continue;
-    const Vec16* grad_out = src == me ? static_cast<const Vec16*>(a.grad_out) + static_cast<size_t>(token) * vecs
-                                      : b.recv_x(me, src, token);
-    const float w = a.expert_weights[p];
-    float dot = 0.0f;
-    for (int chunk = 0; chunk < chunks; ++chunk) {
-      Vec16 gv[kUnroll], yv[kUnroll], out[kUnroll];
-      load_chunk(grad_out, chunk, vecs, gv);
-      if (weight_grad) load_chunk(y + static_cast<size_t>(p) * vecs, chunk, vecs, yv);
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        if (chunk * kChunkVecs + lane_id() + u * kWaveSize >= vecs) continue;  // lanes past the row
-        if (weight_grad) dot += dot_vec<kType>(gv[u], yv[u]);
-        float acc[8] = {};
-        fma_vec<kType>(acc, w, gv[u]);
-        out[u] = pack_vec<kType>(acc);
-      }
-      store_chunk(grad_y + static_cast<size_t>(p) * vecs, chunk, vecs, out);
+    // An empty slot sends nothing; nor does a token of this rank's own past its count (its
+    // gradients are read where they are: send_group_grads sends them nowhere).
+    const bool used = token >= 0 && token < cfg.max_tokens && !(src == me && token >= a.route.num_tokens);
+    int p = -1;
+    if (used && lane_id() < cfg.topk) {
+      p = a.recv_route.pos[row * cfg.topk + lane_id()];
+      if (static_cast<size_t>(p) >= out_rows) p = -1;  // k's expert is on another rank (also p < 0)
     }
-    if (weight_grad) {
-      dot = wave_sum(dot);
-      if (lane_id() == 0) b.comb_w(src, token)[k] = dot;
+    const float w = p >= 0 ? a.expert_weights[p] : 0.0f;
+    const Vec16* grad_out = !used       ? nullptr
+                            : src == me ? static_cast<const Vec16*>(a.grad_out) + static_cast<size_t>(token) * vecs
+                                        : b.recv_x(me, src, token);
+    const float dot =
+        answer_row_chunks<kType>(grad_out, static_cast<const Vec16*>(a.expert_y), static_cast<Vec16*>(a.grad_expert_y),
+                                 p, w, part * chunks / parts, (part + 1) * chunks / parts, vecs, weight_grad);
+    if (!weight_grad) continue;
+    if (parts == 1) {
+      if (p >= 0) b.comb_w(src, token)[lane_id()] = dot;
+      continue;
+    }
+    if (lane_id() < cfg.topk) sh.part_dot[task][lane_id()] = dot;
+    const LaneMask here = wave_ballot(p >= 0);
+    if (part == 0 && lane_id() == 0) {
+      sh.slot_token[i] = token;
+      sh.slot_here[i] = static_cast<uint32_t>(here);  // lanes below topk <= 16
     }
   }
+  if (!weight_grad || parts == 1) return;
+  __syncthreads();  // every part's dot products
+  for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
+    const auto [i, k] = pair_of(b.c, j);
+    if (((sh.slot_here[i] >> k) & 1u) == 0) continue;
+    float dot = 0.0f;
+    for (int part = 0; part < parts; ++part) dot += sh.part_dot[i * parts + part][k];
+    b.comb_w(src, sh.slot_token[i])[k] = dot;
+  }
+  __syncthreads();  // sh.part_dot is the next call's
 }
 
 // Step 2 for token group g of every source that has one, whatever has arrived in one batch, until
@@ -149,7 +223,7 @@ MOE_A2A_DEVICE bool answer_group(const EpBuffers& b, const CombineBackwardArgs& 
 #pragma unroll 1
     for (int s = 0; s < cfg.world; ++s) {
       if ((arrived >> s) & 1u) {
-        answer_rows<kType>(b, a, s, cfg.token_group(sh.src_tokens[s], g), (sh.payload[s] & kFlagCountMask) != 0);
+        answer_rows<kType>(b, a, sh, s, cfg.token_group(sh.src_tokens[s], g), (sh.payload[s] & kFlagCountMask) != 0);
       }
     }
     __syncthreads();  // sh.payload is rewritten by the next wait
