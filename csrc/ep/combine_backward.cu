@@ -1,8 +1,8 @@
 // The backward of combine: one round, one kernel. For out[t] = sum_k w[t,k] * y(t,k):
 //   grad y(t,k) = w[t,k] * grad_out[t]        (on the expert's rank, into grad_expert_y)
 //   grad w[t,k] = <grad_out[t], y(t,k)>       (computed where y is, sent back to t's rank)
-// Every block runs three steps: send_group_grads for each of its token groups (token side; then
-// zero_rows_of_no_expert), answer_group for each of its items (expert side: group g of every
+// Every block runs three steps: send_group for each of its token groups (token side, and where
+// it overlaps, the group's own rows of the expert side; then zero_rows_of_no_expert), answer_group for each of its items (expert side: group g of every
 // source, as the groups arrive, like dispatch's receive half), receive_weight_grads (token side).
 // A rank whose topk_weights need no gradient passes grad_topk_weights = nullptr: its group
 // signals say so, and the expert ranks skip its dot products (and their read of y).
@@ -13,19 +13,23 @@
 namespace moe_a2a {
 namespace {
 
-// Step 1 for token group g of this rank: each token's gradient to every peer it went to, into
-// recv_x[me][t] there (by token, not by slot: the expert side finds it through the forward's
-// route; this rank's own expert side reads grad_out itself), then the group's signal on every
-// rank, also those that got no row (a payload of 1 asks for the group's weight gradients).
-MOE_A2A_DEVICE void send_group_grads(const EpBuffers& b, const CombineBackwardArgs& a, int g, uint64_t epoch) {
+// Waves of a block that send a group's gradients while the others answer the group's own rows
+// (send_group).
+inline constexpr int kGradSendWaves = kWavesPerBlock / 2;
+
+// Step 1's stores for tokens `tokens` of this rank, by waves [first_wave, first_wave + waves): each
+// token's gradient to every peer it went to, into recv_x[me][t] there (by token, not by slot: the
+// expert side finds it through the forward's route; this rank's own expert side reads grad_out
+// itself).
+MOE_A2A_DEVICE void store_group_grads(const EpBuffers& b, const CombineBackwardArgs& a, TokenRange tokens,
+                                      int first_wave, int waves) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   const uint32_t ranks = all_ranks(cfg.world);
   const int vecs = b.vecs_per_row();
   const int chunks = chunks_per_row(vecs);
   const Vec16* grad = static_cast<const Vec16*>(a.grad_out);
-  const TokenRange tokens = cfg.token_group(a.route.num_tokens, g);
-  for (int task = wave_id(); task < (tokens.end - tokens.begin) * chunks; task += kWavesPerBlock) {
+  for (int task = wave_id() - first_wave; task < (tokens.end - tokens.begin) * chunks; task += waves) {
     const int t = tokens.begin + task / chunks, chunk = task % chunks;
     const uint32_t mask = static_cast<uint32_t>(a.route.dest_mask[t]) & ranks & ~(1u << me);
     if (mask == 0) continue;
@@ -35,9 +39,23 @@ MOE_A2A_DEVICE void send_group_grads(const EpBuffers& b, const CombineBackwardAr
       if ((mask >> r) & 1u) store_chunk(b.recv_x(r, me, t), chunk, vecs, v);
     }
   }
-  __syncthreads();  // every thread's stores of the group before each signal's release
+}
+
+// Group g's signal on every rank, also those that got no row (a payload of 1 asks for the group's
+// weight gradients). Threads 0 .. world - 1 of the calling wave; the group's stores before it.
+MOE_A2A_DEVICE void publish_group_grads(const EpBuffers& b, const CombineBackwardArgs& a, int g, uint64_t epoch) {
   const uint32_t asks = a.grad_topk_weights != nullptr ? 1u : 0u;
-  if (threadIdx.x < cfg.world) publish(b.group_signal(threadIdx.x, me, g), epoch, round_error_bit(b, epoch) | asks);
+  if (lane_id() < b.c.cfg.world) {
+    publish(b.group_signal(lane_id(), b.c.cfg.rank, g), epoch, round_error_bit(b, epoch) | asks);
+  }
+}
+
+// Whether send_group answers this rank's own rows of its group g while it sends the group: where
+// each answering wave has a row of its own (so answer_rows splits no row into parts, which would
+// need the whole block).
+MOE_A2A_DEVICE MOE_A2A_INLINE bool answers_own_while_sending(const EpConfig& cfg, int tokens, int g) {
+  const TokenRange own = cfg.token_group(tokens, g);
+  return g < cfg.num_groups(tokens) && own.end - own.begin >= kWavesPerBlock - kGradSendWaves;
 }
 
 // Whether flat row `row` (packed: below the last expert's end) holds no (token, k): padded,
@@ -88,10 +106,11 @@ struct CombineBackwardShared {
   float part_dot[kWavesPerBlock][kMaxTopk];
   int slot_token[kWavesPerBlock];
   uint32_t slot_here[kWavesPerBlock];
+  uint32_t sent_waves;  // send_group: the sending waves done with the group's stores
 };
 
 // The (row, k)s of a row whose y chunks answer_row_chunks loads at once.
-inline constexpr int kGradsInFlight = 2;
+inline constexpr int kGradsInFlight = 4;
 
 // A task of answer_rows: the chunks [first, end) of one row, for every k of it whose expert is
 // here. Lane k holds (row, k)'s position in expert_y (-1: none here) and its weight; the gradient's
@@ -157,15 +176,15 @@ MOE_A2A_DEVICE float answer_row_chunks(const Vec16* grad_out, const Vec16* y, Ve
 // for none), y, the round's largest read, is not loaded.
 template <TokenType kType>
 MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int src,
-                                TokenRange slots, bool weight_grad) {
+                                TokenRange slots, bool weight_grad, int first_wave = 0, int waves = kWavesPerBlock) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   const int vecs = b.vecs_per_row();
   const int chunks = chunks_per_row(vecs);
   const size_t out_rows = cfg.output_rows();
   const int n = slots.end - slots.begin;
-  const int parts = n > 0 && n < kWavesPerBlock ? min(chunks, kWavesPerBlock / n) : 1;
-  for (int task = wave_id(); task < n * parts; task += kWavesPerBlock) {
+  const int parts = n > 0 && n < waves ? min(chunks, waves / n) : 1;
+  for (int task = wave_id() - first_wave; task < n * parts; task += waves) {
     const int i = task / parts, part = task % parts;
     const size_t row = b.row_index(src, slots.begin + i);
     const int token = a.recv_route.token[row];
@@ -208,6 +227,40 @@ MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a
   __syncthreads();  // sh.part_dot is the next call's
 }
 
+// Step 1 for token group g of this rank: its gradients to the peers, then its signal. Where
+// answers_own_while_sending, the block's waves split: kGradSendWaves send (the link), the others
+// answer the group's own rows meanwhile (step 2 for this rank as the source: HBM), and the last
+// sending wave to finish publishes once every sending wave's stores are acknowledged, so that the
+// peers do not wait for the answers. Otherwise every wave sends, then one publishes.
+template <TokenType kType>
+MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int g,
+                               uint64_t epoch) {
+  const TokenRange own = b.c.cfg.token_group(a.route.num_tokens, g);
+  if (!answers_own_while_sending(b.c.cfg, a.route.num_tokens, g)) {
+    store_group_grads(b, a, own, 0, kWavesPerBlock);
+    __syncthreads();  // every thread's stores of the group before each signal's release
+    if (wave_id() == 0) publish_group_grads(b, a, g, epoch);
+    return;
+  }
+  if (threadIdx.x == 0) sh.sent_waves = 0;
+  __syncthreads();
+  if (wave_id() < kGradSendWaves) {
+    store_group_grads(b, a, own, 0, kGradSendWaves);
+    fence_acq_rel_sys();                             // each lane's stores acknowledged
+    const bool lanes_past = wave_ballot(true) != 0;  // a wave barrier: every lane past its fence
+    uint32_t prior = 0;
+    if (lanes_past && lane_id() == 0) prior = atomic_add_relaxed_block(&sh.sent_waves, 1u);
+    if (wave_shfl(prior, 0) == kGradSendWaves - 1) {
+      fence_acq_rel_sys();  // acquire side: the other sending waves' stores before the signal
+      publish_group_grads(b, a, g, epoch);
+    }
+  } else {
+    answer_rows<kType>(b, a, sh, b.c.cfg.rank, own, a.grad_topk_weights != nullptr, kGradSendWaves,
+                       kWavesPerBlock - kGradSendWaves);
+  }
+  __syncthreads();  // sh.sent_waves is the next group's
+}
+
 // Step 2 for token group g of every source that has one, whatever has arrived in one batch, until
 // every source's group is in. False after a timeout.
 template <TokenType kType>
@@ -215,6 +268,8 @@ MOE_A2A_DEVICE bool answer_group(const EpBuffers& b, const CombineBackwardArgs& 
                                  uint64_t epoch) {
   const EpConfig& cfg = b.c.cfg;
   uint32_t pending = sources_with_group(cfg, sh.src_tokens, g);
+  // This rank's own rows of the group, where send_group answered them.
+  if (answers_own_while_sending(cfg, a.route.num_tokens, g)) pending &= ~(1u << cfg.rank);
   while (pending != 0) {
     const auto signal = [&](int src) { return b.group_signal(cfg.rank, src, g); };
     const uint32_t arrived = await_some_ranks(b.c, signal, pending, epoch, WaitSite::kOutputGrad, g, sh.payload);
@@ -256,7 +311,7 @@ __global__ void __launch_bounds__(kEpBlock) combine_backward_kernel(EpContext c,
   const EpBuffers b{c};
   const uint64_t epoch = b.current_epoch();
   const int block = static_cast<int>(blockIdx.x), blocks = static_cast<int>(gridDim.x);
-  for (int g = block; g < b.c.cfg.num_groups(a.route.num_tokens); g += blocks) send_group_grads(b, a, g, epoch);
+  for (int g = block; g < b.c.cfg.num_groups(a.route.num_tokens); g += blocks) send_group<kType>(b, a, sh, g, epoch);
   zero_rows_of_no_expert(b, a);
   // Every block sends all its groups before it waits for any (no wait stands between two sends).
   load_route_tokens(b.c, a.recv_route, sh.src_tokens);
