@@ -13,9 +13,10 @@
 namespace moe_a2a {
 namespace {
 
-// Waves of a block that send a group's gradients while the others answer the group's own rows
-// (send_group).
-inline constexpr int kGradSendWaves = kWavesPerBlock / 2;
+// send_group's split of a block's waves, where it answers the group's own rows while it sends:
+// at least kMinGradSendWaves waves send (a quarter of the block: 2 of 8 on NVIDIA left the link
+// as busy as 4 at 2048 tokens, 2 x H100), the others answer one own row or more each.
+inline constexpr int kMinGradSendWaves = kWavesPerBlock / 4 > 0 ? kWavesPerBlock / 4 : 1;
 
 // Step 1's stores for tokens `tokens` of this rank, by waves [first_wave, first_wave + waves): each
 // token's gradient to every peer it went to, into recv_x[me][t] there (by token, not by slot: the
@@ -50,12 +51,17 @@ MOE_A2A_DEVICE void publish_group_grads(const EpBuffers& b, const CombineBackwar
   }
 }
 
-// Whether send_group answers this rank's own rows of its group g while it sends the group: where
-// each answering wave has a row of its own (so answer_rows splits no row into parts, which would
-// need the whole block).
-MOE_A2A_DEVICE MOE_A2A_INLINE bool answers_own_while_sending(const EpConfig& cfg, int tokens, int g) {
+// The waves of send_group that answer this rank's own rows of its group g while the others send
+// the group; 0: none (send_group sends with every wave, then the rows are answered with the
+// peers'). Where the group has a row for each of half the block's waves or more, a wave a row up
+// to all but kMinGradSendWaves: no row is split into parts (answer_rows), which would need the
+// whole block; with fewer rows, a row's chunks answered by one wave after another would take
+// longer than the link.
+MOE_A2A_DEVICE MOE_A2A_INLINE int own_answer_waves(const EpConfig& cfg, int tokens, int g) {
   const TokenRange own = cfg.token_group(tokens, g);
-  return g < cfg.num_groups(tokens) && own.end - own.begin >= kWavesPerBlock - kGradSendWaves;
+  const int rows = own.end - own.begin;
+  if (g >= cfg.num_groups(tokens) || 2 * rows < kWavesPerBlock) return 0;
+  return min(rows, kWavesPerBlock - kMinGradSendWaves);
 }
 
 // Whether flat row `row` (packed: below the last expert's end) holds no (token, k): padded,
@@ -228,15 +234,17 @@ MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a
 }
 
 // Step 1 for token group g of this rank: its gradients to the peers, then its signal. Where
-// answers_own_while_sending, the block's waves split: kGradSendWaves send (the link), the others
+// own_answer_waves says so, the block's waves split: the first ones send (the link), the others
 // answer the group's own rows meanwhile (step 2 for this rank as the source: HBM), and the last
-// sending wave to finish publishes once every sending wave's stores are acknowledged, so that the
-// peers do not wait for the answers. Otherwise every wave sends, then one publishes.
+// sending wave to finish publishes once every sending wave's stores are acknowledged, so that
+// the peers do not wait for the answers. Otherwise every wave sends, then one publishes.
 template <TokenType kType>
 MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int g,
                                uint64_t epoch) {
   const TokenRange own = b.c.cfg.token_group(a.route.num_tokens, g);
-  if (!answers_own_while_sending(b.c.cfg, a.route.num_tokens, g)) {
+  const int answering = own_answer_waves(b.c.cfg, a.route.num_tokens, g);
+  const int sending = kWavesPerBlock - answering;
+  if (answering == 0) {
     store_group_grads(b, a, own, 0, kWavesPerBlock);
     __syncthreads();  // every thread's stores of the group before each signal's release
     if (wave_id() == 0) publish_group_grads(b, a, g, epoch);
@@ -244,19 +252,18 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a,
   }
   if (threadIdx.x == 0) sh.sent_waves = 0;
   __syncthreads();
-  if (wave_id() < kGradSendWaves) {
-    store_group_grads(b, a, own, 0, kGradSendWaves);
+  if (wave_id() < sending) {
+    store_group_grads(b, a, own, 0, sending);
     fence_acq_rel_sys();                             // each lane's stores acknowledged
     const bool lanes_past = wave_ballot(true) != 0;  // a wave barrier: every lane past its fence
     uint32_t prior = 0;
     if (lanes_past && lane_id() == 0) prior = atomic_add_relaxed_block(&sh.sent_waves, 1u);
-    if (wave_shfl(prior, 0) == kGradSendWaves - 1) {
+    if (wave_shfl(prior, 0) == static_cast<uint32_t>(sending - 1)) {
       fence_acq_rel_sys();  // acquire side: the other sending waves' stores before the signal
       publish_group_grads(b, a, g, epoch);
     }
   } else {
-    answer_rows<kType>(b, a, sh, b.c.cfg.rank, own, a.grad_topk_weights != nullptr, kGradSendWaves,
-                       kWavesPerBlock - kGradSendWaves);
+    answer_rows<kType>(b, a, sh, b.c.cfg.rank, own, a.grad_topk_weights != nullptr, sending, answering);
   }
   __syncthreads();  // sh.sent_waves is the next group's
 }
@@ -269,7 +276,7 @@ MOE_A2A_DEVICE bool answer_group(const EpBuffers& b, const CombineBackwardArgs& 
   const EpConfig& cfg = b.c.cfg;
   uint32_t pending = sources_with_group(cfg, sh.src_tokens, g);
   // This rank's own rows of the group, where send_group answered them.
-  if (answers_own_while_sending(cfg, a.route.num_tokens, g)) pending &= ~(1u << cfg.rank);
+  if (own_answer_waves(cfg, a.route.num_tokens, g) > 0) pending &= ~(1u << cfg.rank);
   while (pending != 0) {
     const auto signal = [&](int src) { return b.group_signal(cfg.rank, src, g); };
     const uint32_t arrived = await_some_ranks(b.c, signal, pending, epoch, WaitSite::kOutputGrad, g, sh.payload);

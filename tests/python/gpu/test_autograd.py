@@ -33,14 +33,22 @@ def one_round(ep, x, idx, w, rank):
     return ep.combine(d.expert_x * (1.0 + rank), d), d
 
 
+# (hidden, num_sms) of the backward of combine's three ways to answer a row: one token a group and
+# one chunk a row; one token a group, its rows' chunks split over the waves and the weight gradient
+# summed over them; 12 tokens a group on 2 blocks, the group's own rows answered while it is sent.
+GRIDS = {"one-chunk": (512, None), "rows-in-parts": (2048, None), "own-rows-while-sending": (2048, 2)}
+
+
 @pytest.mark.parametrize("layout,dtype", CASES, ids=[f"{lay}-{str(d)[6:]}" for lay, d in CASES])
 @pytest.mark.parametrize("tokens", ["random", "rank0_empty"])
-def test_gradients_match_closed_form(layout, dtype, tokens, world, rank):
-    E, K, H, T = 8 * world, 4, 512, 24
+@pytest.mark.parametrize("grid", list(GRIDS))
+def test_gradients_match_closed_form(layout, dtype, tokens, grid, world, rank):
+    H, num_sms = GRIDS[grid]
+    E, K, T = 8 * world, 4, 24
     counts = None if tokens == "random" else [0] + [T] * (world - 1)
     inputs = ref.generate_all_inputs(world, E, K, H, T, dtype, seed=71, num_tokens=counts)
     inputs = [ref.Routing(r.x.float().to(dtype), r.topk_idx, r.topk_weights) for r in inputs]
-    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype, layout=layout) as ep:
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype, layout=layout, num_sms=num_sms) as ep:
         for step in range(3):  # backward rounds must leave the AllToAll ready for the next forward
             x = inputs[rank].x.cuda().requires_grad_()
             w = inputs[rank].topk_weights.cuda().requires_grad_()
