@@ -2,8 +2,9 @@
 //   grad y(t,k) = w[t,k] * grad_out[t]        (on the expert's rank, into grad_expert_y)
 //   grad w[t,k] = <grad_out[t], y(t,k)>       (computed where y is, sent back to t's rank)
 // Every block runs three steps: send_group for each of its token groups (token side, and where
-// it overlaps, the group's own rows of the expert side; then zero_rows_of_no_expert), answer_group for each of its items (expert side: group g of every
-// source, as the groups arrive, like dispatch's receive half), receive_weight_grads (token side).
+// it overlaps, the group's own rows of the expert side; then zero_rows_of_no_expert),
+// answer_group for each of its items (expert side: group g of every source, as the groups
+// arrive, like dispatch's receive half), receive_weight_grads (token side).
 // A rank whose topk_weights need no gradient passes grad_topk_weights = nullptr: its group
 // signals say so, and the expert ranks skip its dot products (and their read of y).
 // What each writes, publishes and waits for: docs/design/protocol.md (the table, and "Backward
@@ -195,7 +196,7 @@ MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a
     const size_t row = b.row_index(src, slots.begin + i);
     const int token = a.recv_route.token[row];
     // An empty slot sends nothing; nor does a token of this rank's own past its count (its
-    // gradients are read where they are: send_group_grads sends them nowhere).
+    // gradients are read where they are: store_group_grads sends them nowhere).
     const bool used = token >= 0 && token < cfg.max_tokens && !(src == me && token >= a.route.num_tokens);
     int p = -1;
     if (used && lane_id() < cfg.topk) {
