@@ -43,12 +43,17 @@ MOE_A2A_DEVICE void store_group_grads(const EpBuffers& b, const CombineBackwardA
   }
 }
 
+// Whether this rank asks for its weight gradients (its router takes a gradient).
+MOE_A2A_DEVICE MOE_A2A_INLINE bool asks_weight_grads(const CombineBackwardArgs& a) {
+  return a.grad_topk_weights != nullptr;
+}
+
 // Group g's signal on every rank, also those that got no row (a payload of 1 asks for the group's
 // weight gradients). Threads 0 .. world - 1 of the calling wave; the group's stores before it.
 MOE_A2A_DEVICE void publish_group_grads(const EpBuffers& b, const CombineBackwardArgs& a, int g, uint64_t epoch) {
-  const uint32_t asks = a.grad_topk_weights != nullptr ? 1u : 0u;
   if (lane_id() < b.c.cfg.world) {
-    publish(b.group_signal(lane_id(), b.c.cfg.rank, g), epoch, round_error_bit(b, epoch) | asks);
+    publish(b.group_signal(lane_id(), b.c.cfg.rank, g), epoch,
+            round_error_bit(b, epoch) | (asks_weight_grads(a) ? 1u : 0u));
   }
 }
 
@@ -264,7 +269,7 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a,
       publish_group_grads(b, a, g, epoch);
     }
   } else {
-    answer_rows<kType>(b, a, sh, b.c.cfg.rank, own, a.grad_topk_weights != nullptr, sending, answering);
+    answer_rows<kType>(b, a, sh, b.c.cfg.rank, own, asks_weight_grads(a), sending, answering);
   }
   __syncthreads();  // sh.sent_waves is the next group's
 }
@@ -302,7 +307,7 @@ MOE_A2A_DEVICE bool receive_weight_grads(const EpBuffers& b, const CombineBackwa
   const int me = cfg.rank;
   const auto signal = [&](int src) { return b.wgrad_signal(me, src); };
   if (!await_ranks(b.c, signal, all_ranks(cfg.world), epoch, WaitSite::kWeightGrad, -1, sh.payload)) return false;
-  if (a.grad_topk_weights == nullptr) return true;
+  if (!asks_weight_grads(a)) return true;
   const int n = a.route.num_tokens * cfg.topk;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
     const auto [t, k] = pair_of(b.c, i);

@@ -320,11 +320,10 @@ struct EpConfig {
   // does both, except that dispatch splits in halves from kSplitDispatchTokens on, its receive
   // items shared by whichever block is free (draw_item in csrc/ep/dispatch.cu), where it copies
   // rows: where it `quantizes` them into fp8 the quantizing senders bound it (4096 tokens, 2 x H100:
-  // 291 us in halves, 258 with every block both). Dispatch: this
-  // rank's groups + the counting block (the receive items depend on the peers' counts). Combine:
-  // the most units any source has (the send half answers every source) + this rank's own units. Not
-  // part of the protocol: every rank decides for itself (docs/design/protocol.md, "Sending and
-  // receiving blocks").
+  // 291 us in halves, 258 with every block both). Dispatch: this rank's groups + the counting block
+  // (the receive items depend on the peers' counts). Combine: the most units any source has (the
+  // send half answers every source) + this rank's own units. Not part of the protocol: every rank
+  // decides for itself (docs/design/protocol.md, "Sending and receiving blocks").
   MOE_A2A_HD int32_t dispatch_sender_blocks(int32_t tokens, bool quantizes = false) const {
     if (dispatch_senders != kAutoSenders) return dispatch_senders;
     const int32_t s = num_groups(tokens) + 1;
