@@ -4,7 +4,10 @@
 // Every block runs three steps: send_group for each of its token groups (token side, and where
 // it overlaps, the group's own rows of the expert side; then zero_rows_of_no_expert),
 // answer_group for each of its items (expert side: group g of every source, as the groups
-// arrive, like dispatch's receive half), receive_weight_grads (token side).
+// arrive, like dispatch's receive half, each answered group signalled back to its source), and
+// receive_weight_grads for each of its token groups (token side, as the answers arrive). Block b
+// takes groups b, b + B, ... in every step, so a group's own rows are answered in the block that
+// reads their weight gradients.
 // A rank whose topk_weights need no gradient passes grad_topk_weights = nullptr: its group
 // signals say so, and the expert ranks skip its dot products (and their read of y).
 // What each writes, publishes and waits for: docs/design/protocol.md (the table, and "Backward
@@ -54,6 +57,16 @@ MOE_A2A_DEVICE void publish_group_grads(const EpBuffers& b, const CombineBackwar
   if (lane_id() < b.c.cfg.world) {
     publish(b.group_signal(lane_id(), b.c.cfg.rank, g), epoch,
             round_error_bit(b, epoch) | (asks_weight_grads(a) ? 1u : 0u));
+  }
+}
+
+// The signals to the ranks in `ranks` that this rank answered their token group g: their weight
+// gradients, if asked, are in comb_w there. Threads 0 .. world - 1; the block's answers before it
+// (a block barrier).
+MOE_A2A_DEVICE void publish_weight_grads(const EpBuffers& b, uint32_t ranks, int g, uint64_t epoch) {
+  const int r = static_cast<int>(threadIdx.x);
+  if (r < b.c.cfg.world && ((ranks >> r) & 1u)) {
+    publish(b.wgrad_signal(r, b.c.cfg.rank, g), epoch, round_error_bit(b, epoch));
   }
 }
 
@@ -275,12 +288,17 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a,
 }
 
 // Step 2 for token group g of every source that has one, whatever has arrived in one batch, until
-// every source's group is in. False after a timeout.
+// every source's group is in; each peer's group is signalled back as soon as it is answered. A
+// peer with no tokens has no group to answer: block 0 signals its group 0 at once, so that its
+// round too ends on a signal from this rank (protocol.md, "Why nothing is overwritten too
+// early"). False after a timeout.
 template <TokenType kType>
 MOE_A2A_DEVICE bool answer_group(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int g,
                                  uint64_t epoch) {
   const EpConfig& cfg = b.c.cfg;
+  const uint32_t peers = all_ranks(cfg.world) & ~(1u << cfg.rank);
   uint32_t pending = sources_with_group(cfg, sh.src_tokens, g);
+  if (g == 0) publish_weight_grads(b, peers & ~pending, 0, epoch);
   // This rank's own rows of the group, where send_group answered them.
   if (own_answer_waves(cfg, a.route.num_tokens, g) > 0) pending &= ~(1u << cfg.rank);
   while (pending != 0) {
@@ -294,22 +312,28 @@ MOE_A2A_DEVICE bool answer_group(const EpBuffers& b, const CombineBackwardArgs& 
         answer_rows<kType>(b, a, sh, s, cfg.token_group(sh.src_tokens[s], g), (sh.payload[s] & kFlagCountMask) != 0);
       }
     }
-    __syncthreads();  // sh.payload is rewritten by the next wait
+    __syncthreads();  // every answer's comb_w stores before the signals; sh.payload is rewritten by the next wait
+    publish_weight_grads(b, arrived & peers, g, epoch);
   }
   return true;
 }
 
-// False after a timeout. The wait ends the round on every rank, so it runs whether or not this
-// rank asked for weight gradients (protocol.md, "Why nothing is overwritten too early").
+// Step 3 for this rank's token group g (group 0 at a rank with no tokens): waits for every peer's
+// answers to it, then writes the group's weight gradients, if asked. The group's own rows were
+// answered in this block (send_group or answer_group). The waits end the round, so they run
+// whether or not this rank asked for weight gradients (protocol.md, "Why nothing is overwritten
+// too early"). False after a timeout.
 MOE_A2A_DEVICE bool receive_weight_grads(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh,
-                                         uint64_t epoch) {
+                                         int g, uint64_t epoch) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
-  const auto signal = [&](int src) { return b.wgrad_signal(me, src); };
-  if (!await_ranks(b.c, signal, all_ranks(cfg.world), epoch, WaitSite::kWeightGrad, -1, sh.payload)) return false;
-  if (!asks_weight_grads(a)) return true;
-  const int n = a.route.num_tokens * cfg.topk;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+  const auto signal = [&](int src) { return b.wgrad_signal(me, src, g); };
+  const uint32_t peers = all_ranks(cfg.world) & ~(1u << me);
+  if (!await_ranks(b.c, signal, peers, epoch, WaitSite::kWeightGrad, g, sh.payload)) return false;
+  if (!asks_weight_grads(a) || a.route.num_tokens == 0) return true;
+  const TokenRange own = cfg.token_group(a.route.num_tokens, g);
+  for (int i = own.begin * cfg.topk + static_cast<int>(threadIdx.x); i < own.end * cfg.topk;
+       i += static_cast<int>(blockDim.x)) {
     const auto [t, k] = pair_of(b.c, i);
     // No expert answers for an unused slot: its comb_w word is stale.
     a.grad_topk_weights[i] = slot_unused(a.route.dest_mask[t], k) ? 0.0f : b.comb_w(me, t)[k];
@@ -328,17 +352,15 @@ __global__ void __launch_bounds__(kEpBlock) combine_backward_kernel(EpContext c,
   zero_rows_of_no_expert(b, a);
   // Every block sends all its groups before it waits for any (no wait stands between two sends).
   load_route_tokens(b.c, a.recv_route, sh.src_tokens);
-  // Of any source: the most groups (num_groups grows with the count).
+  // Of any source: the most groups (num_groups grows with the count); at least group 0, whose
+  // block signals the peers with no tokens.
   const int most_tokens = max_over_sources(b.c.cfg.world, [&](int s) { return sh.src_tokens[s]; });
-  for (int g = block; g < b.c.cfg.num_groups(most_tokens); g += blocks) {
+  for (int g = block; g < max(1, b.c.cfg.num_groups(most_tokens)); g += blocks) {
     if (!answer_group<kType>(b, a, sh, g, epoch)) return;  // timed out: engine failed
   }
-  if (last_block_done(b.done_counter(DoneCounter::kWeightGradSend))) {
-    if (threadIdx.x < b.c.cfg.world) {
-      publish(b.wgrad_signal(threadIdx.x, b.c.cfg.rank), epoch, round_error_bit(b, epoch));
-    }
+  for (int g = block; g < max(1, b.c.cfg.num_groups(a.route.num_tokens)); g += blocks) {
+    if (!receive_weight_grads(b, a, sh, g, epoch)) return;
   }
-  if (!receive_weight_grads(b, a, sh, epoch)) return;
   end_round(b);
 }
 

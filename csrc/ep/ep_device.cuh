@@ -130,8 +130,8 @@ struct EpBuffers {
   MOE_A2A_DEVICE Signal* start_signal(int owner, int src) const {
     return rank_signal(owner, c.heap_layout.start_signal, src);
   }
-  MOE_A2A_DEVICE Signal* wgrad_signal(int owner, int src) const {
-    return rank_signal(owner, c.heap_layout.wgrad_signal, src);
+  MOE_A2A_DEVICE Signal* wgrad_signal(int owner, int src, int g) const {
+    return signals(owner, c.heap_layout.wgrad_signal, src, c.cfg.max_groups(), g);
   }
   MOE_A2A_DEVICE Signal* rank_signal(int owner, size_t region, int src) const {
     return reinterpret_cast<Signal*>(heap_region(owner, region)) + src;
@@ -146,9 +146,6 @@ struct EpBuffers {
   MOE_A2A_DEVICE uint64_t* round_error() const { return ws<uint64_t>(c.ws_layout.round_error); }
   MOE_A2A_DEVICE uint64_t* timed_out() const { return ws<uint64_t>(c.ws_layout.timed_out); }
   MOE_A2A_DEVICE uint64_t* recv_ticket() const { return ws<uint64_t>(c.ws_layout.recv_ticket); }
-  MOE_A2A_DEVICE uint32_t* done_counter(DoneCounter k) const {
-    return ws<uint32_t>(c.ws_layout.done_counter) + static_cast<int>(k);
-  }
 
   // This round's epoch: one more than the rounds this block has completed. Every block of
   // every EP kernel keeps its own count (all equal between rounds), so the end of a round needs
@@ -338,28 +335,6 @@ MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t sources_with_group(const EpConfig& cfg, c
 MOE_A2A_DEVICE inline void end_round(const EpBuffers& b) {
   __syncthreads();  // every thread of the block has read the epoch
   if (threadIdx.x == 0) *b.block_epoch() = *b.block_epoch() + 1;
-}
-
-// Every block calls this once at its end. Returns true in exactly one block, the last to
-// arrive, after all other blocks' memory operations (local and remote) are ordered before
-// it: each block's thread 0 fences at system scope before counting itself done, so the
-// last block may publish signals that cover every block's stores. Resets the counter.
-// Must be called by all threads of the block (it synchronises the block). Only the backward
-// of combine uses it: its signals are per rank, not per token group.
-MOE_A2A_DEVICE inline bool last_block_done(uint32_t* counter) {
-  __shared__ bool is_last;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    fence_acq_rel_sys();
-    const uint32_t prior = atomic_add_relaxed_gpu(counter, 1u);
-    is_last = prior == gridDim.x - 1;
-    if (is_last) {
-      fence_acq_rel_sys();  // acquire side: see what the other blocks did before counting
-      *counter = 0;
-    }
-  }
-  __syncthreads();
-  return is_last;
 }
 
 // A dispatch's per-source token counts (RecvRoute::src_tokens) into shared memory, and, if

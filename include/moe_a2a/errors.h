@@ -24,7 +24,7 @@ enum class ErrorCode : uint32_t {
   X(kCombinePartials, "combine-recv", "partial sums of combine unit")           \
   X(kDispatchGradReady, "combine-send (backward of dispatch)", "combine start") \
   X(kOutputGrad, "combine-backward", "output gradients of token group")         \
-  X(kWeightGrad, "combine-backward", "weight gradients")                        \
+  X(kWeightGrad, "combine-backward", "weight gradients of token group")         \
   X(kCombineStart, "combine-recv", "combine start")
 
 enum class WaitSite : int32_t {

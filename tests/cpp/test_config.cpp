@@ -99,7 +99,7 @@ std::vector<Region> heap_regions(const EpConfig& c) {
       {"group_signal", l.group_signal, w * groups * sig},
       {"partial_signal", l.partial_signal, w * static_cast<size_t>(c.max_combine_units()) * sig},
       {"start_signal", l.start_signal, w * sig},
-      {"wgrad_signal", l.wgrad_signal, w * sig},
+      {"wgrad_signal", l.wgrad_signal, w * groups * sig},
   };
 }
 
@@ -109,7 +109,6 @@ std::vector<Region> workspace_regions(const EpConfig& c) {
       {"block_epoch", l.block_epoch, static_cast<size_t>(c.num_blocks) * sizeof(uint64_t)},
       {"round_error", l.round_error, sizeof(uint64_t)},
       {"timed_out", l.timed_out, sizeof(uint64_t)},
-      {"done_counter", l.done_counter, moe_a2a::kNumDoneCounters * sizeof(uint32_t)},
       {"recv_ticket", l.recv_ticket, sizeof(uint64_t)},
   };
 }
@@ -150,7 +149,8 @@ TEST(EpConfig, RecvXSizeIsExact) {
   EXPECT_EQ(c.max_groups(), 132);                                     // min(max_tokens, 132 blocks x 1 group)
   EXPECT_EQ(l.partial_signal - l.group_signal, 8u * 132 * 8);
   EXPECT_EQ(l.start_signal - l.partial_signal, 8u * 132 * 8);
-  EXPECT_EQ(l.total - l.start_signal, 2 * kBufferAlign);  // start and wgrad signals
+  EXPECT_EQ(l.wgrad_signal - l.start_signal, kBufferAlign);  // 8 start signals, padded
+  EXPECT_EQ(l.total - l.wgrad_signal, 8u * 132 * 8);         // a wgrad signal per source and group
 }
 
 TEST(EpConfig, ChallengeShapeLayouts) {
@@ -203,7 +203,7 @@ TEST(EpConfig, NoInt32OverflowAtTheLargestConfig) {
   EXPECT_GT(l.total, static_cast<size_t>(std::numeric_limits<int32_t>::max()));
   const size_t group_signals = 8u * 132 * 8;  // 132 blocks x 1 group, 8 sources, 8 bytes each
   EXPECT_EQ(l.total, 2 * token_buf + rows * 4 + rows * 16 * 4 * 2 + counts + weight_grads + flagged +
-                         2 * group_signals + 3 * kBufferAlign);
+                         3 * group_signals + 2 * kBufferAlign);  // group, partial and wgrad signals
 
   // Padded dispatch output: 64 local experts x 32768 rows x 32 KiB.
   EXPECT_EQ(c.expert_x_bytes(), uint64_t{64} * 32768 * 32768);

@@ -50,7 +50,11 @@
 //                                               dispatch: src may write comb_x; a token rank
 //                                               with flagged partial sums: instead of
 //                                               partial_signal)
-//     wgrad_signal  [world src]                 backward of combine: weight gradients in comb_w
+//     wgrad_signal  [world src][max_groups]     backward of combine: src answered this rank's
+//                                               token group g (its weight gradients, if
+//                                               asked, are in comb_w); a rank with no tokens
+//                                               gets group 0's, so every round ends on a
+//                                               signal from every rank
 // Workspace (local memory, only this GPU touches it):
 //   block_epoch[num_blocks]   rounds completed, one counter per block of the EP grid (every
 //                             kernel runs num_blocks blocks, and block b reads and advances
@@ -62,7 +66,6 @@
 //                             the engine is unusable from then on); every later wait of a
 //                             kernel already queued gives up at once instead of waiting out
 //                             its own timeout
-//   done_counter[kNumDoneCounters]  blocks finished, for the kernels that publish once per grid
 //   recv_ticket              dispatch's receive items shared by whichever block is free first
 //                             when blocks are set aside for sending: signal_word(epoch, items
 //                             drawn) of the last round that drew one (csrc/ep/dispatch.cu,
@@ -122,11 +125,6 @@ inline constexpr int kFlaggedTokens = 4;
 // A flagged row is laid out in blocks of 64 vectors (the widest wave, csrc/ep/flagged_rows.cuh).
 inline constexpr size_t kFlaggedRowAlign = 64 * 16;
 
-// Steps that publish once per grid (the last block to finish publishes), each with its own
-// done counter: combine_backward's weight gradients back.
-enum class DoneCounter : int { kWeightGradSend = 0, kCount = 1 };
-inline constexpr int kNumDoneCounters = static_cast<int>(DoneCounter::kCount);
-
 // How dispatch lays out the rows it delivers (the rows of expert_x, seen as [rows, hidden]):
 //   kPadded: expert e owns rows [e * capacity, (e + 1) * capacity), the first
 //            expert_num_tokens[e] of them filled; capacity is per expert.
@@ -183,7 +181,7 @@ struct HeapLayout {
 };
 
 struct WorkspaceLayout {
-  size_t block_epoch, round_error, timed_out, done_counter, recv_ticket;
+  size_t block_epoch, round_error, timed_out, recv_ticket;
   size_t total;
 };
 
@@ -427,7 +425,7 @@ struct EpConfig {
     l.group_signal = take(signals * max_groups());
     l.partial_signal = take(signals * max_combine_units());
     l.start_signal = take(signals);
-    l.wgrad_signal = take(signals);
+    l.wgrad_signal = take(signals * max_groups());
     l.total = cursor.end;
     return l;
   }
@@ -438,7 +436,6 @@ struct EpConfig {
     l.block_epoch = take(static_cast<size_t>(num_blocks) * sizeof(uint64_t));
     l.round_error = take(sizeof(uint64_t));
     l.timed_out = take(sizeof(uint64_t));
-    l.done_counter = take(kNumDoneCounters * sizeof(uint32_t));
     l.recv_ticket = take(sizeof(uint64_t));
     l.total = cursor.end;
     return l;
