@@ -1,9 +1,12 @@
 """Latency of the expert-parallel MoE layer (moe_a2a.layers.ExpertParallelMoE) and of its parts,
 DeepSeek-V3 shape by default (256 experts, top-8, hidden 7168, expert FFN 2048, bf16, packed).
 
-    torchrun --nproc-per-node=<N> benchmarks/bench_moe_layer.py [--tokens 128,512,2048] [--out DIR]
+    torchrun --nproc-per-node=<N> benchmarks/bench_moe_layer.py [--tokens 128,512,2048] [--counts max;drawn]
+        [--out DIR]
 
-For each T (tokens per rank; every rank sends exactly T), device time in us of
+For each T (the layer's tokens per rank) and each --counts spec (default "max": every rank sends
+exactly T; "drawn": each rank and pool entry its own count, uniform in 1..T, as the challenge draws
+them; "a/b[/c...]": rank r sends entry r % n, 0 allowed), device time in us of
     forward    the layer's forward under no_grad (route, dispatch, experts, combine)
     dispatch   ep.dispatch alone (routing computed untimed before; combine untimed after)
     combine    ep.combine alone, with the dispatch output as the expert output
@@ -16,7 +19,8 @@ For each T (tokens per rank; every rank sends exactly T), device time in us of
 Each is timed with CUDA events on every rank, then the max over ranks per iteration; the table
 gives the median and p10-p90 over iterations, with fresh tokens from a pool and L2 flushed before
 every iteration (benchmarks/common.py). TFLOP/s counts the experts' GEMMs of the average rank
-(T x K rows: every rank receives T x K rows on average) against the max-over-ranks time.
+(T x K rows, T the mean count over ranks and pool entries: every rank receives that many rows on
+average) against the max-over-ranks time.
 
 A second table puts each backward round next to the forward round it mirrors, gives the
 all-to-all's share of fwd+bwd, and each pair of all-to-all rounds (forward: dispatch + combine;
@@ -48,6 +52,12 @@ MIN_ITERS = 10
 def parse_args(argv=None):
     p = scaffold.parser(__doc__)
     p.add_argument("--tokens", default="128,512,2048", help="comma list of tokens per rank (default 128,512,2048)")
+    p.add_argument(
+        "--counts",
+        default="max",
+        help='";"-separated per-rank count specs, each T run once per spec: "max" (default: every rank T),\n'
+        '"drawn" (uniform in 1..T per rank and pool entry), "a/b[/c...]" (rank r sends entry r %% n, each <= T)',
+    )
     p.add_argument(
         "--shape", default=DEFAULT_SHAPE, help=f"experts,topk,hidden,ffn (default DeepSeek-V3: {DEFAULT_SHAPE})"
     )
@@ -81,12 +91,46 @@ def parse_args(argv=None):
     if args.topk > args.experts:
         p.error("--shape: topk <= experts")
     args.phase_list = scaffold.names(p, "--phases", args.phases, PHASES)
+    args.count_list = count_specs(p, args.counts, args.token_list)
     scaffold.at_least(p, args, iters=MIN_ITERS, pool=1, warmup=0, recv_budget_mib=1)
     args.dtype_t = DTYPES[args.dtype]
     return args
 
 
 # ----------------------------------------------------------------------------- pure helpers
+def count_specs(p, text, token_list):
+    """--counts text -> its specs, normalized (common.count_entries); p.error for a bad spec or a
+    count above the smallest T."""
+    specs = [s.strip() for s in text.split(";") if s.strip()]
+    if not specs:
+        p.error(f"--counts {text!r}: no count spec")
+    out = []
+    for spec in specs:
+        try:
+            entries = common.count_entries(spec)
+        except ValueError:
+            p.error(f"--counts {spec!r}: want max, drawn, or per-rank counts a/b[/c...] (integers >= 0)")
+        if entries is not None and max(entries) > min(token_list):
+            p.error(f"--counts {spec!r}: count {max(entries)} above --tokens {min(token_list)}")
+        out.append(spec if entries is None else "/".join(map(str, entries)))
+    return list(dict.fromkeys(out))
+
+
+def pool_counts(spec, T, world, rank, size, seed):
+    """This rank's token count in each of `size` pool entries for a --counts spec at T tokens per
+    rank: "max" T, "drawn" uniform in 1..T (seeded by seed, rank and entry), else its entry."""
+    if spec != "drawn":
+        return [common.spec_num_tokens(spec, world, T)[rank]] * size
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + rank)
+    return [int(torch.randint(1, T + 1, (1,), generator=gen)) for _ in range(size)]
+
+
+def case_of(row):
+    """A row's case as the tables show it: T, or "T spec" for counts other than "max"."""
+    counts = row.get("counts", "max")
+    return row["tokens"] if counts == "max" else f"{row['tokens']} {counts}"
+
+
 def recv_capacity(layout, tokens, world, experts, topk, hidden, elem_bytes, budget_bytes):
     """(max_recv_tokens, max_recv_tokens_per_expert) for the layer, one of them None.
 
@@ -129,11 +173,11 @@ def table_rows(rows):
     out = []
     for r in rows:
         if "us_median" not in r:
-            out.append([r["tokens"], r["phase"], "", "", "", "", fmt(r.get("peak_gib"), 1), r["status"]])
+            out.append([case_of(r), r["phase"], "", "", "", "", fmt(r.get("peak_gib"), 1), r["status"]])
             continue
         out.append(
             [
-                r["tokens"],
+                case_of(r),
                 r["phase"],
                 fmt(r["us_median"]),
                 fmt(r["us_p10"]),
@@ -191,8 +235,8 @@ def mirror_rows(rows):
     (us, KB each way per phase) and each pair of PAIRS over it; "-" where a phase did not run or
     the floor was not measured."""
     out = []
-    for T in dict.fromkeys(r["tokens"] for r in rows):
-        of_T = [r for r in rows if r["tokens"] == T]
+    for T in dict.fromkeys(case_of(r) for r in rows):
+        of_T = [r for r in rows if case_of(r) == T]
         median = {r["phase"]: r["us_median"] for r in of_T if "us_median" in r}
         ratios = [median[b] / median[f] if b in median and f in median else None for b, f in MIRRORS]
         a2a = [median.get(p) for p in A2A_PHASES]
@@ -210,7 +254,7 @@ def mirror_rows(rows):
 
 def floor_notes(rows):
     """One line per token count whose floor was not measured, with the reason."""
-    why = {r["tokens"]: r["floor_exchange_status"] for r in rows if "floor_exchange_status" in r}
+    why = {case_of(r): r["floor_exchange_status"] for r in rows if "floor_exchange_status" in r}
     return [f"T={T}: floor not measured: {w}" for T, w in why.items()]
 
 
@@ -235,7 +279,7 @@ def check_experts(layer, x, expert_swiglu, route):
     return err
 
 
-def bench_tokens(ctx, args, T, flusher):
+def bench_tokens(ctx, args, T, counts, flusher):
     from moe_a2a.dense_moe import route
     from moe_a2a.layers import ExpertParallelMoE, expert_swiglu
 
@@ -243,8 +287,12 @@ def bench_tokens(ctx, args, T, flusher):
     recv, recv_per_expert = recv_capacity(
         args.layout, T, ctx.world, args.experts, args.topk, args.hidden, elem, args.recv_budget_mib * common.MiB
     )
+    sizes = pool_counts(counts, T, ctx.world, ctx.rank, args.pool, args.seed)
     base = {
         "tokens": T,
+        "counts": counts,
+        # each rank's mean count over the pool entries (every rank's list: a collective)
+        "rank_tokens": common.gather_floats(ctx, sum(sizes) / len(sizes)),
         "world": ctx.world,
         "experts": args.experts,
         "topk": args.topk,
@@ -277,10 +325,12 @@ def bench_tokens(ctx, args, T, flusher):
         ep = layer.ep
         gen = torch.Generator(device=ctx.device)
         gen.manual_seed(args.seed * 1_000_003 + ctx.rank)
-        pool = [
-            torch.randn(T, args.hidden, generator=gen, device=ctx.device).to(args.dtype_t) for _ in range(args.pool)
-        ]
-        grad_out = torch.randn(T, args.hidden, generator=gen, device=ctx.device).to(args.dtype_t)
+        pool = [torch.randn(n, args.hidden, generator=gen, device=ctx.device).to(args.dtype_t) for n in sizes]
+        grad_full = torch.randn(T, args.hidden, generator=gen, device=ctx.device).to(args.dtype_t)
+
+        def grad_out(out):  # the fixed output gradient, cut to a pool entry's count
+            return grad_full[: out.shape[0]]
+
         with torch.no_grad():
             routes = [route(x, layer.router_weight, args.topk, layer.normalize_topk) for x in pool]
         if args.floor:  # the floor's bytes from every rank's expert ids (collective); measured in layer_floor
@@ -327,7 +377,7 @@ def bench_tokens(ctx, args, T, flusher):
             y = d.expert_x.detach().requires_grad_(True)
             return ep.combine(y, d), y, w
 
-        rows_per_rank = T * args.topk  # the average rank's received (token, k) rows
+        rows_per_rank = sum(base["rank_tokens"]) / ctx.world * args.topk  # the average rank's received rows
         flops = {
             "forward": expert_flops(rows_per_rank, args.hidden, args.ffn),
             "experts": expert_flops(rows_per_rank, args.hidden, args.ffn),
@@ -342,11 +392,13 @@ def bench_tokens(ctx, args, T, flusher):
             "experts": dict(
                 fn=lambda d: (experts_of(d), d), prepare=dispatch_of, after=lambda r: ep.combine(r[0], r[1])
             ),
-            "fwd+bwd": dict(fn=lambda x: layer(x).backward(grad_out), prepare=fwd_bwd_prep),
+            "fwd+bwd": dict(fn=lambda x: layer(x).backward(grad_out(x)), prepare=fwd_bwd_prep),
             "dispatch-bwd": dict(fn=lambda g: torch.autograd.grad(g[1], g[0], g[2]), prepare=dispatch_graph),
-            "combine-bwd": dict(fn=lambda g: torch.autograd.grad(g[0], (g[1], g[2]), grad_out), prepare=combine_graph),
+            "combine-bwd": dict(
+                fn=lambda g: torch.autograd.grad(g[0], (g[1], g[2]), grad_out(g[0])), prepare=combine_graph
+            ),
             "combine-bwd-y": dict(
-                fn=lambda g: torch.autograd.grad(g[0], g[1], grad_out),
+                fn=lambda g: torch.autograd.grad(g[0], g[1], grad_out(g[0])),
                 prepare=lambda i: combine_graph(i, router_grad=False),
             ),
         }
@@ -403,8 +455,9 @@ def main(argv=None):
         raise SystemExit(f"--shape: {args.experts} experts cannot be split over {ctx.world} ranks")
     flusher = common.L2Flusher(ctx.device, args.flush_mib * common.MiB, args.preroll_us)
 
-    def bench_case(T):
-        rows = bench_tokens(ctx, args, T, flusher)
+    def bench_case(case):
+        T, counts = case
+        rows = bench_tokens(ctx, args, T, counts, flusher)
         torch.cuda.empty_cache()  # the layer is freed: the floor's heap and the next T's layer come after it
         if args.floor:
             fields = layer_floor(ctx, rows)
@@ -413,18 +466,17 @@ def main(argv=None):
             if ctx.rank == 0:
                 us = fields.get("floor_exchange_us")
                 said = f"{us:.1f} us per d+c" if us is not None else fields["floor_exchange_status"]
-                print(
-                    f"  T={T}: floor {said} ({fmt(rows[0].get('floor_exchange_bytes'), 0)} bytes each way)", flush=True
-                )
+                nbytes = fmt(rows[0].get("floor_exchange_bytes"), 0)
+                print(f"  {case_of(rows[0])}: floor {said} ({nbytes} bytes each way)", flush=True)
         return rows
 
     rows = scaffold.run_cases(
         ctx,
-        args.token_list,
+        [(T, counts) for T in args.token_list for counts in args.count_list],
         bench_case,
-        lambda T: (
-            f"== E{args.experts}-K{args.topk}-H{args.hidden}-F{args.ffn} T={T}/rank {args.dtype} "
-            f"{args.layout}, world {ctx.world}"
+        lambda case: (
+            f"== E{args.experts}-K{args.topk}-H{args.hidden}-F{args.ffn} T={case[0]}/rank, counts {case[1]}, "
+            f"{args.dtype} {args.layout}, world {ctx.world}"
         ),
     )
     if ctx.rank == 0:

@@ -571,7 +571,20 @@ def test_moe_layer_bench_cli_and_sizing():
     )
     assert a.phase_list == ["dispatch", "fwd+bwd"] and a.dtype_t == torch.float32 and not a.check
     assert bm.parse_args([]).floor and not bm.parse_args(["--no-floor"]).floor
+    # --counts: specs normalized and deduplicated, each count at most the smallest T
+    assert bm.parse_args([]).count_list == ["max"]
+    assert bm.parse_args(["--counts", "max; drawn;0/ 128;drawn"]).count_list == ["max", "drawn", "0/128"]
+    drawn = bm.pool_counts("drawn", 128, 2, 1, 50, seed=3)
+    assert all(1 <= n <= 128 for n in drawn) and len(set(drawn)) > 1
+    assert drawn == bm.pool_counts("drawn", 128, 2, 1, 50, seed=3) != bm.pool_counts("drawn", 128, 2, 0, 50, seed=3)
+    assert bm.pool_counts("0/128", 128, 2, 0, 3, seed=0) == [0, 0, 0]
+    assert bm.pool_counts("0/128", 128, 4, 3, 2, seed=0) == [128, 128]  # rank r: entry r % n
+    assert bm.pool_counts("max", 64, 2, 1, 2, seed=0) == [64, 64]
     for bad in (
+        ["--counts", "0/129"],  # above --tokens 128 (the smallest T)
+        ["--tokens", "64,128", "--counts", "100/1"],
+        ["--counts", "issue35"],
+        ["--counts", ";"],
         ["--tokens", "0"],
         ["--shape", "8,9,64,32"],
         ["--shape", "8,2,64"],
@@ -628,6 +641,11 @@ def test_moe_layer_bench_report():
     failed = [dict(r, floor_exchange_bytes=4000, floor_exchange_status="RuntimeError: heap") for r in full]
     assert bm.mirror_rows(failed)[0][5:] == ["-", "4.0", "-", "-"]
     assert bm.floor_notes(failed + measured) == ["T=512: floor not measured: RuntimeError: heap"]
+    # a counts spec other than "max" names its case: its own table rows, its own mirror row
+    drawn = [dict(r, counts="drawn") for r in measured]
+    assert bm.case_of(drawn[0]) == "512 drawn" and bm.case_of(measured[0]) == 512
+    assert [m[0] for m in bm.mirror_rows(measured + drawn)] == [512, "512 drawn"]
+    assert bm.table_rows(drawn)[0][0] == "512 drawn"
     assert len(bm.MIRROR_HEADERS) == len(mirrors[0])
     common.print_table(bm.MIRROR_HEADERS, mirrors + bm.mirror_rows(measured))
     with tempfile.TemporaryDirectory() as d:
