@@ -68,6 +68,15 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void gather_unit_batch(const EpConfig& cfg, Combin
   if (lane_id() == 0) sh.chunk_span = span;
 }
 
+// sh.pos[r][k] = p, unless it addresses past expert_y (then -1: none here), and its weight
+// (1 where unweighted or none here).
+MOE_A2A_DEVICE MOE_A2A_INLINE void set_position(const EpConfig& cfg, const CombineArgs& a, CombineShared& sh, int r,
+                                                int k, int p) {
+  if (static_cast<size_t>(p) >= cfg.output_rows()) p = -1;  // also p < 0
+  sh.pos[r][k] = p;
+  sh.weight[r][k] = a.expert_weights == nullptr || p < 0 ? 1.0f : a.expert_weights[p];
+}
+
 // sh.pos[r][k], sh.weight[r][k] and sh.token[r] of batch rows [batch, batch + n): where each
 // (row, k)'s expert output is (-1: none here), its weight, and the row's token (-1: an empty
 // slot). One thread per (row, k). The weights are loaded here, once a row, not by each of its
@@ -86,20 +95,20 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void load_positions(const EpBuffers& b, const Comb
     // An empty slot, or a token index past its source's tokens (the route came from the
     // caller: it could address outside comb_x or comb_flagged), sends nothing.
     const bool used = token >= 0 && token < sh.src_tokens[in.src[i]];
-    if (!used) p = -1;
-    if (static_cast<size_t>(p) >= cfg.output_rows()) p = -1;  // also p < 0
-    sh.pos[r][k] = p;
-    sh.weight[r][k] = a.expert_weights == nullptr || p < 0 ? 1.0f : a.expert_weights[p];
+    set_position(cfg, a, sh, r, k, used ? p : -1);
     if (k == 0) sh.token[r] = used ? token : -1;
   }
 }
 
-// Chunk `chunk` of a row's partial sum: lane k holds (row, k)'s position in expert_y (-1: none
-// here) and its weight; the experts are summed in order of k, kSumInFlight loads at a time, in
-// fp32, rounded once to the token type (as comb_x holds it).
+// Chunk `chunk` of the partial sum of batch row r (its positions and weights in sh.pos[r] and
+// sh.weight[r], lane k taking k's): the experts are summed in order of k, kSumInFlight loads at a
+// time, in fp32, rounded once to the token type (as comb_x holds it).
 template <TokenType kType>
-MOE_A2A_DEVICE MOE_A2A_INLINE void row_partial(const Vec16* y, int p, float w, int chunk, int vecs,
-                                               Vec16 (&packed)[kUnroll]) {
+MOE_A2A_DEVICE MOE_A2A_INLINE void row_partial(const EpConfig& cfg, const CombineArgs& a, const CombineShared& sh,
+                                               int r, int chunk, int vecs, Vec16 (&packed)[kUnroll]) {
+  const Vec16* y = static_cast<const Vec16*>(a.expert_y);
+  const int p = lane_id() < cfg.topk ? sh.pos[r][lane_id()] : -1;
+  const float w = lane_id() < cfg.topk ? sh.weight[r][lane_id()] : 1.0f;
   const LaneMask here = wave_ballot(p >= 0);
   const auto kth = [&](int j) { return nth_set_bit(here, j); };
   float acc[kUnroll][8] = {};
@@ -118,7 +127,6 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void sum_partials(const EpBuffers& b, const Combin
                                                 ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const SourceRows& in = sh.batch;
-  const Vec16* y = static_cast<const Vec16*>(a.expert_y);
   for (int task = wave_id(); task < n * span; task += kWavesPerBlock) {
     const int r = task / span;
     if (sh.token[r] < 0) continue;
@@ -128,10 +136,8 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void sum_partials(const EpBuffers& b, const Combin
     const int chunk = sh.chunk_first[i] + task % span;
     const int src = in.src[i];
     ProfilerSpan send_span(prof, ProfilerEvent::kCombineSendRow, src);
-    const int p = lane_id() < cfg.topk ? sh.pos[r][lane_id()] : -1;
-    const float w = lane_id() < cfg.topk ? sh.weight[r][lane_id()] : 1.0f;
     Vec16 packed[kUnroll];
-    row_partial<kType>(y, p, w, chunk, vecs, packed);
+    row_partial<kType>(cfg, a, sh, r, chunk, vecs, packed);
     if (cfg.flagged_partials(sh.src_tokens[src])) {
       store_chunk_flagged(b.comb_flagged(src, cfg.rank, sh.token[r]), chunk, vecs, packed, flag);
     } else {
@@ -218,13 +224,9 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void load_own_positions(const EpBuffers& b, const 
   const EpConfig& cfg = b.c.cfg;
   for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
     const auto [r, k] = pair_of(b.c, j);
-    int p = -1;
-    if ((sh.mask[first + r] >> cfg.rank) & 1u) {
-      p = a.recv_route.pos[b.row_index(cfg.rank, sh.own_slot[first + r]) * cfg.topk + k];
-      if (static_cast<size_t>(p) >= cfg.output_rows()) p = -1;  // also p < 0
-    }
-    sh.pos[r][k] = p;
-    sh.weight[r][k] = a.expert_weights == nullptr || p < 0 ? 1.0f : a.expert_weights[p];
+    const bool here = (sh.mask[first + r] >> cfg.rank) & 1u;
+    set_position(cfg, a, sh, r, k,
+                 here ? a.recv_route.pos[b.row_index(cfg.rank, sh.own_slot[first + r]) * cfg.topk + k] : -1);
   }
 }
 
@@ -242,10 +244,8 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void sum_with_own_rows(const EpBuffers& b, const C
   const int first = peers != 0 ? __ffs(static_cast<int>(peers)) - 1 : -1;
   Vec16 first_peer[kUnroll];
   if (first >= 0) load_chunk(b.comb_x(me, first, t), chunk, vecs, first_peer);
-  const int p = lane_id() < cfg.topk ? sh.pos[r][lane_id()] : -1;
-  const float w = lane_id() < cfg.topk ? sh.weight[r][lane_id()] : 1.0f;
   Vec16 own[kUnroll];
-  row_partial<kType>(static_cast<const Vec16*>(a.expert_y), p, w, chunk, vecs, own);
+  row_partial<kType>(cfg, a, sh, r, chunk, vecs, own);
   for (uint32_t left = mask; left != 0; left &= left - 1) {
     const int rank = __ffs(static_cast<int>(left)) - 1;
     Vec16 v[kUnroll];
