@@ -85,6 +85,31 @@ def test_router_gradient_without_input_gradient(world, rank):
         assert x.grad is None
 
 
+@pytest.mark.parametrize("tokens", ["random", "rank0_empty"])
+def test_backwards_of_combine_back_to_back(tokens, world, rank):
+    """Two layers over fixed inputs with trainable routers: the backward runs two backwards of
+    combine in a row, with no backward of dispatch between them (whose senders wait for every
+    rank's start). With rank 0 empty in both, its peers signal its token group 0 first thing in
+    each round (protocol.md, "Why nothing is overwritten too early"), so rank 0 may find the
+    second round's signal while it waits for the first's: both rounds' gradients must still be
+    right, and no wait may hang."""
+    E, K, H, T = 8 * world, 4, 512, 24
+    counts = None if tokens == "random" else [0] + [T] * (world - 1)
+    layers = [ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=s, num_tokens=counts) for s in (77, 78)]
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float32) as ep:
+        ws = [inp[rank].topk_weights.cuda().requires_grad_() for inp in layers]
+        gs = [
+            torch.randn(inp[rank].x.shape, generator=torch.Generator().manual_seed(80 + i + 7 * rank))
+            for i, inp in enumerate(layers)
+        ]
+        outs = [one_round(ep, inp[rank].x.cuda(), inp[rank].topk_idx.cuda(), w, rank)[0] for inp, w in zip(layers, ws)]
+        sum((o * g.cuda()).sum() for o, g in zip(outs, gs)).backward()
+        ep.synchronize()
+        for inp, w, g in zip(layers, ws, gs):
+            _, _, want_gw, gw_magnitude = closed_form(inp[rank], g, E // world, torch.float32)
+            assert_dot_products_close(w.grad.cpu().double(), want_gw, gw_magnitude)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 def test_each_rank_asks_for_its_own_weight_gradients(dtype, world, rank):
     """A rank whose topk_weights need no gradient tells the expert ranks (its grad signal), and
