@@ -282,20 +282,27 @@ struct SourceRows {
 };
 
 // Wave 0 fills `in` from one lane per source: lane s < world says whether source s takes part,
-// its group's slots and how many of them hold rows. Sources stay in ascending order. One lane
-// per source, not one thread looping over them: a source's group bounds take integer
-// divisions (a long routine on GPUs), and at world 8 a loop would do eight in a row. Returns
-// the source's index in the batch (valid where it takes part); the caller synchronises the
-// block before anyone reads `in`.
-MOE_A2A_DEVICE MOE_A2A_INLINE int gather_batch(SourceRows& in, int world, bool takes_part, TokenRange slots, int rows) {
+// its group's slots and how many of them hold rows. Sources go in order from `first_source` on,
+// wrapping (first_source, ..., world - 1, 0, ..., first_source - 1): ascending by default; combine
+// starts each unit's batch at another rank (gather_unit_batch). One lane per source, not one thread
+// looping over them: a source's group bounds take integer divisions (a long routine on GPUs), and
+// at world 8 a loop would do eight in a row. Returns the source's index in the batch (valid where
+// it takes part); the caller synchronises the block before anyone reads `in`.
+MOE_A2A_DEVICE MOE_A2A_INLINE int gather_batch(SourceRows& in, int world, bool takes_part, TokenRange slots, int rows,
+                                               int first_source = 0) {
   const bool mine = lane_id() < world && takes_part;
   const LaneMask bits = wave_ballot(mine);
-  const int at = popcount(bits & lanes_below());
-  int upto = mine ? rows : 0;  // rows of the batch's sources up to this lane's, inclusive
+  const auto place = [&](int s) { return s >= first_source ? s - first_source : s + world - first_source; };
+  const int my_place = place(lane_id());
+  const int my_rows = mine ? rows : 0;
+  int at = 0, upto = 0;  // sources of the batch before this lane's; their rows and this lane's
 #pragma unroll
-  for (int d = 1; d < kMaxWorld; d *= 2) {
-    const int below = wave_shfl(upto, lane_id() >= d ? lane_id() - d : lane_id());
-    if (lane_id() >= d) upto += below;
+  for (int s = 0; s < kMaxWorld; ++s) {
+    const int r = wave_shfl(my_rows, s);
+    if (((bits >> s) & 1u) && place(s) <= my_place) {
+      upto += r;
+      if (place(s) < my_place) ++at;
+    }
   }
   if (mine) {
     in.src[at] = lane_id();
