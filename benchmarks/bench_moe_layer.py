@@ -291,8 +291,10 @@ def bench_tokens(ctx, args, T, counts, flusher):
     base = {
         "tokens": T,
         "counts": counts,
-        # each rank's mean count over the pool entries (every rank's list: a collective)
-        "rank_tokens": common.gather_floats(ctx, sum(sizes) / len(sizes)),
+        # each rank's mean count over the pool entries (every rank's counts: a collective)
+        "rank_tokens": [
+            n.float().mean().item() for n in common.gather_rows(ctx, torch.tensor(sizes, device=ctx.device))
+        ],
         "world": ctx.world,
         "experts": args.experts,
         "topk": args.topk,

@@ -204,14 +204,6 @@ def gather_rows(ctx, t):
     return [o[:m] for o, m in zip(outs, ns)]
 
 
-def gather_floats(ctx, value):
-    """Every rank's float `value`, a list indexed by rank (a collective)."""
-    t = torch.tensor([value], dtype=torch.float64, device=ctx.device)
-    out = [torch.empty_like(t) for _ in range(ctx.world)]
-    dist.all_gather(out, t, group=ctx.group)
-    return [float(v.item()) for v in out]
-
-
 def max_over_ranks(ctx, values):
     t = torch.tensor(values, dtype=torch.float64, device=ctx.device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX, group=ctx.group)

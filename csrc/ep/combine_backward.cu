@@ -296,7 +296,7 @@ template <TokenType kType>
 MOE_A2A_DEVICE bool answer_group(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int g,
                                  uint64_t epoch) {
   const EpConfig& cfg = b.c.cfg;
-  const uint32_t peers = all_ranks(cfg.world) & ~(1u << cfg.rank);
+  const uint32_t peers = peer_ranks(cfg);
   uint32_t pending = sources_with_group(cfg, sh.src_tokens, g);
   if (g == 0) publish_weight_grads(b, peers & ~pending, 0, epoch);
   // This rank's own rows of the group, where send_group answered them.
@@ -328,8 +328,7 @@ MOE_A2A_DEVICE bool receive_weight_grads(const EpBuffers& b, const CombineBackwa
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   const auto signal = [&](int src) { return b.wgrad_signal(me, src, g); };
-  const uint32_t peers = all_ranks(cfg.world) & ~(1u << me);
-  if (!await_ranks(b.c, signal, peers, epoch, WaitSite::kWeightGrad, g, sh.payload)) return false;
+  if (!await_ranks(b.c, signal, peer_ranks(cfg), epoch, WaitSite::kWeightGrad, g, sh.payload)) return false;
   if (!asks_weight_grads(a) || a.route.num_tokens == 0) return true;
   const TokenRange own = cfg.token_group(a.route.num_tokens, g);
   for (int i = own.begin * cfg.topk + static_cast<int>(threadIdx.x); i < own.end * cfg.topk;

@@ -412,6 +412,10 @@ MOE_A2A_DEVICE MOE_A2A_INLINE BlockShares block_shares(Role role, int senders) {
 
 // Ranks whose bit is set among the lowest `world`.
 MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t all_ranks(int world) { return (1u << world) - 1u; }
+// Every rank but this one, a bit each.
+MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t peer_ranks(const EpConfig& cfg) {
+  return all_ranks(cfg.world) & ~(1u << cfg.rank);
+}
 
 // ---- token element conversions (bf16 by bit manipulation, fp16 by intrinsics) ----
 MOE_A2A_DEVICE MOE_A2A_INLINE float bf16_bits_to_float(uint16_t b) {
