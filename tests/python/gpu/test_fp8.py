@@ -140,6 +140,45 @@ def test_fp8_device_arithmetic_equals_the_definition_on_every_float(fp8_format):
     assert amax_bad == 0, f"{amax_bad} (maximum, pattern) folds differ, the first pattern 0x{first_amax:08x}"
 
 
+@pytest.mark.parametrize(
+    "dtype, fp8_dtype, pow2, send_sms",
+    [
+        (torch.bfloat16, torch.float8_e4m3fn, False, "auto"),
+        (torch.bfloat16, torch.float8_e4m3fnuz, False, "auto"),
+        (torch.bfloat16, torch.float8_e4m3fn, False, "7,auto"),  # 7 quantizing senders, many groups each
+        (torch.float16, torch.float8_e4m3fn, False, "auto"),
+        (torch.float32, torch.float8_e4m3fn, True, "auto"),
+    ],
+    ids=["bf16-e4m3fn", "bf16-e4m3fnuz", "bf16-e4m3fn-7-senders", "fp16-e4m3fn", "fp32-e4m3fn-pow2"],
+)
+def test_fp8_rows_at_a_large_batch(dtype, fp8_dtype, pow2, send_sms, world, rank):
+    """A batch past kSplitDispatchTokens, where a quantizing dispatch picks its blocks' roles its
+    own way (EpConfig::dispatch_sender_blocks; also a fixed split, 7 senders with many groups
+    each): every delivered row's bytes and scales, this rank's own included, equal the
+    reference's, from each token type (a short last block: 2880 = 22 x 128 + 64), with every
+    rank at 1024 tokens and with counts that differ by rank."""
+    E, K, H, T = 16, 4, 2880, 1024
+    with moe_a2a.AllToAll(
+        dist.group.WORLD,
+        E,
+        K,
+        H,
+        T,
+        dtype,
+        layout="packed",
+        dispatch_dtype=fp8_dtype,
+        fp8_pow2_scales=pow2,
+        send_sms=send_sms,
+    ) as ep:
+        for seed, num_tokens in ((21, [T] * world), (22, [T - 40 * (r % 2) for r in range(world)])):
+            inputs = ref.generate_all_inputs(world, E, K, H, T, dtype, seed=seed, num_tokens=num_tokens)
+            d = ep.dispatch(*(t.cuda() for t in inputs[rank]))
+            ep.synchronize()
+            check_fp8_rows(d, inputs, rank, world, E, fp8_dtype, pow2=pow2, what=f"tokens {num_tokens}: ")
+            ep.combine(torch.zeros(d.expert_x.shape, dtype=dtype, device="cuda"), d)
+        ep.synchronize()
+
+
 @pytest.mark.parametrize("layout", ["padded", "packed"])
 def test_fp8_given_by_the_caller(layout, world, rank):
     """x already fp8 with its scales: sent as given (here the reference's, so the rows must equal
