@@ -91,31 +91,18 @@ def parse_args(argv=None):
     if args.topk > args.experts:
         p.error("--shape: topk <= experts")
     args.phase_list = scaffold.names(p, "--phases", args.phases, PHASES)
-    args.count_list = count_specs(p, args.counts, args.token_list)
+    try:  # every count at most the smallest T; no presets (they are bench_graph's shapes' pairs)
+        args.count_list = common.count_specs(
+            args.counts, min(args.token_list), f"--tokens {min(args.token_list)}", presets=False
+        )
+    except ValueError as e:
+        p.error(str(e))
     scaffold.at_least(p, args, iters=MIN_ITERS, pool=1, warmup=0, recv_budget_mib=1)
     args.dtype_t = DTYPES[args.dtype]
     return args
 
 
 # ----------------------------------------------------------------------------- pure helpers
-def count_specs(p, text, token_list):
-    """--counts text -> its specs, normalized (common.count_entries); p.error for a bad spec or a
-    count above the smallest T."""
-    specs = [s.strip() for s in text.split(";") if s.strip()]
-    if not specs:
-        p.error(f"--counts {text!r}: no count spec")
-    out = []
-    for spec in specs:
-        try:
-            entries = common.count_entries(spec)
-        except ValueError:
-            p.error(f"--counts {spec!r}: want max, drawn, or per-rank counts a/b[/c...] (integers >= 0)")
-        if entries is not None and max(entries) > min(token_list):
-            p.error(f"--counts {spec!r}: count {max(entries)} above --tokens {min(token_list)}")
-        out.append(spec if entries is None else "/".join(map(str, entries)))
-    return list(dict.fromkeys(out))
-
-
 def pool_counts(spec, T, world, rank, size, seed):
     """This rank's token count in each of `size` pool entries for a --counts spec at T tokens per
     rank: "max" T, "drawn" uniform in 1..T (seeded by seed, rank and entry), else its entry."""

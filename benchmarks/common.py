@@ -495,32 +495,36 @@ def count_entries(spec):
     return [int(p) for p in parts]
 
 
-def counts_for_shape(text, shape):
-    """--counts text (';'-separated specs) -> the normalized specs run at `shape`, presets
-    expanded, duplicates dropped. Raises ValueError naming the spec and the shape when a count
-    is outside [0, shape.max_tokens]."""
+def count_specs(text, max_tokens, what, presets=True):
+    """--counts text (';'-separated specs) -> the normalized specs, presets expanded (where
+    `presets`; elsewhere a preset name is refused like any bad spec), duplicates dropped. Raises
+    ValueError naming the spec and `what` when a count is outside [0, max_tokens]."""
     specs = []
     for item in text.split(";"):
         item = item.strip()
         if not item:
             continue
-        specs += issue35_counts(shape.max_tokens) if item == "issue35" else [item]
+        if item in COUNT_PRESETS and not presets:
+            raise ValueError(f"--counts {item!r}: want max, drawn, or per-rank counts a/b[/c...] (no preset here)")
+        specs += issue35_counts(max_tokens) if item == "issue35" else [item]
     out = []
     for spec in specs:
         entries = count_entries(spec)
         if entries is None:
             out.append(spec)
             continue
-        bad = [n for n in entries if n > shape.max_tokens]
+        bad = [n for n in entries if n > max_tokens]
         if bad:
-            raise ValueError(
-                f"--counts {spec!r}: count {bad[0]} outside [0, {shape.max_tokens}] of shape {shape.label} "
-                f"(max tokens {shape.max_tokens})"
-            )
+            raise ValueError(f"--counts {spec!r}: count {bad[0]} outside [0, {max_tokens}] of {what}")
         out.append("/".join(str(n) for n in entries))
     if not out:
         raise ValueError(f"--counts {text!r}: no count spec")
     return list(dict.fromkeys(out))
+
+
+def counts_for_shape(text, shape):
+    """count_specs at `shape`: every count at most its max tokens."""
+    return count_specs(text, shape.max_tokens, f"shape {shape.label} (max tokens {shape.max_tokens})")
 
 
 def spec_num_tokens(spec, world, max_tokens):
