@@ -74,9 +74,9 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void gather_unit_batch(const EpConfig& cfg, Combin
 
 // sh.pos[r][k] = p, unless it addresses past expert_y (then -1: none here), and its weight
 // (1 where unweighted or none here).
-MOE_A2A_DEVICE MOE_A2A_INLINE void set_position(const EpConfig& cfg, const CombineArgs& a, CombineShared& sh, int r,
+MOE_A2A_DEVICE MOE_A2A_INLINE void set_position(const EpContext& c, const CombineArgs& a, CombineShared& sh, int r,
                                                 int k, int p) {
-  if (static_cast<size_t>(p) >= cfg.output_rows()) p = -1;  // also p < 0
+  if (static_cast<size_t>(p) >= output_rows(c)) p = -1;  // also p < 0
   sh.pos[r][k] = p;
   sh.weight[r][k] = a.expert_weights == nullptr || p < 0 ? 1.0f : a.expert_weights[p];
 }
@@ -99,7 +99,7 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void load_positions(const EpBuffers& b, const Comb
     // An empty slot, or a token index past its source's tokens (the route came from the
     // caller: it could address outside comb_x or comb_flagged), sends nothing.
     const bool used = token >= 0 && token < sh.src_tokens[in.src[i]];
-    set_position(cfg, a, sh, r, k, used ? p : -1);
+    set_position(b.c, a, sh, r, k, used ? p : -1);
     if (k == 0) sh.token[r] = used ? token : -1;
   }
 }
@@ -229,7 +229,7 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void load_own_positions(const EpBuffers& b, const 
   for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
     const auto [r, k] = pair_of(b.c, j);
     const bool here = (sh.mask[first + r] >> cfg.rank) & 1u;
-    set_position(cfg, a, sh, r, k,
+    set_position(b.c, a, sh, r, k,
                  here ? a.recv_route.pos[b.row_index(cfg.rank, sh.own_slot[first + r]) * cfg.topk + k] : -1);
   }
 }

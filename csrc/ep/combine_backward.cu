@@ -86,12 +86,13 @@ MOE_A2A_DEVICE MOE_A2A_INLINE int own_answer_waves(const EpConfig& cfg, int toke
 // Whether flat row `row` (packed: below the last expert's end) holds no (token, k): padded,
 // past its expert's count; packed, in the alignment padding after an expert's rows. Rows fit
 // in int: at most 256 local experts x 32768 padded rows, or 524288 + 256 x 1023 packed rows.
-MOE_A2A_DEVICE bool row_of_no_expert(const EpConfig& cfg, const CombineBackwardArgs& a, int row) {
+MOE_A2A_DEVICE bool row_of_no_expert(const EpContext& c, const CombineBackwardArgs& a, int row) {
+  const EpConfig& cfg = c.cfg;
   if (!cfg.packed()) {
     const int e = row / cfg.expert_capacity;
     return row - e * cfg.expert_capacity >= a.expert_num_tokens[e];
   }
-  int lo = 0, hi = cfg.experts_per_rank() - 1;  // the last expert whose segment starts at or before the row
+  int lo = 0, hi = experts_per_rank(c) - 1;  // the last expert whose segment starts at or before the row
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
     if (a.expert_offsets[mid] <= row)
@@ -112,12 +113,12 @@ MOE_A2A_DEVICE bool row_of_no_expert(const EpConfig& cfg, const CombineBackwardA
 MOE_A2A_DEVICE void zero_rows_of_no_expert(const EpBuffers& b, const CombineBackwardArgs& a) {
   const EpConfig& cfg = b.c.cfg;
   if (cfg.packed() && cfg.expert_alignment == 1) return;  // segments without padding
-  const int rows = cfg.packed() ? a.expert_offsets[cfg.experts_per_rank()] : static_cast<int>(cfg.output_rows());
+  const int rows = cfg.packed() ? a.expert_offsets[experts_per_rank(b.c)] : static_cast<int>(output_rows(b.c));
   const int vecs = b.vecs_per_row();
   Vec16* grad_y = static_cast<Vec16*>(a.grad_expert_y);
   const int waves = gridDim.x * kWavesPerBlock;
   for (int row = blockIdx.x * kWavesPerBlock + wave_id(); row < rows; row += waves) {
-    if (!row_of_no_expert(cfg, a, row)) continue;
+    if (!row_of_no_expert(b.c, a, row)) continue;
     Vec16* dst = grad_y + static_cast<size_t>(row) * vecs;
     for (int i = lane_id(); i < vecs; i += kWaveSize) dst[i] = Vec16{0u, 0u, 0u, 0u};
   }
@@ -206,7 +207,7 @@ MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a
   const int me = cfg.rank;
   const int vecs = b.vecs_per_row();
   const int chunks = chunks_per_row(vecs);
-  const size_t out_rows = cfg.output_rows();
+  const size_t out_rows = output_rows(b.c);
   const int n = slots.end - slots.begin;
   const int parts = n > 0 && n < waves ? min(chunks, waves / n) : 1;
   for (int task = wave_id() - first_wave; task < n * parts; task += waves) {

@@ -53,6 +53,11 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void store_chunk(Vec16* __restrict__ row, int chun
 // cfg.experts_per_rank() and cfg.owner_rank(expert), and pair j of a token-major (token, k) list as
 // its token and k: from the context's divisors (divisor.h), with no integer division.
 MOE_A2A_DEVICE MOE_A2A_INLINE int experts_per_rank(const EpContext& c) { return c.local_experts.d; }
+// cfg.output_rows(), likewise (padded: local experts x capacity, whose count is a division there).
+MOE_A2A_DEVICE MOE_A2A_INLINE size_t output_rows(const EpContext& c) {
+  return c.cfg.packed() ? static_cast<size_t>(c.cfg.expert_capacity)
+                        : static_cast<size_t>(c.local_experts.d) * static_cast<size_t>(c.cfg.expert_capacity);
+}
 MOE_A2A_DEVICE MOE_A2A_INLINE int owner_rank_of(const EpContext& c, int32_t expert) {
   return c.local_experts.quotient(expert);
 }
