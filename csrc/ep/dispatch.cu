@@ -16,6 +16,11 @@ namespace {
 
 static_assert(kMaxExperts / 2 <= kEpBlock, "one thread per local expert when scanning expert totals");
 
+// A quantizing dispatch places this rank's own rows itself (own_placed, dispatch_kernel) where a
+// token group has at most this many (token, k) pairs: their rows of expert_x stay in shared memory
+// from the metadata to the rows (DispatchShared::own_pos).
+inline constexpr int kOwnPlacedPairs = 4 * kEpBlock;
+
 struct DispatchShared {
   // send half
   uint32_t mask[kEpBlock];        // destination ranks of each token of the group
@@ -25,6 +30,7 @@ struct DispatchShared {
   // Pairs per global expert of the tokens before this block's current group, and of the pairs of
   // the group numbered so far: the next pair's rank (place_word).
   uint32_t numbered[kMaxExperts];
+  int own_pos[kOwnPlacedPairs];  // own_placed: row of expert_x of pair j of the group, or -1
   // receive half
   int src_tokens[kMaxWorld];
   int seg_first[kMaxExperts / 2], seg_limit[kMaxExperts / 2], seg_total[kMaxExperts / 2];
@@ -184,12 +190,42 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void number_slots(const EpConfig& cfg, DispatchSha
   }
 }
 
+// Pair j = (token t, k) of a group, whose row is this rank's own in slot `slot` (own_placed): its row
+// of expert_x from `place` (kNoLocalExpert: none) as the receive half computes it (place_positions:
+// the segments of receive_counts, past the expert's limit none), into sh.own_pos[j]; and what the
+// receive half's first part writes for it: the expert's metadata and weight, and the route.
+MOE_A2A_DEVICE MOE_A2A_INLINE void place_own_pair(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, int j,
+                                                  int slot, int t, int k, int32_t place, float w) {
+  const EpConfig& cfg = b.c.cfg;
+  const int me = cfg.rank;
+  int at = -1;
+  if (place >= 0) {
+    const int e = place_expert(place);
+    const int pos = sh.src_first[me * experts_per_rank(b.c) + e] + place_rank(place);
+    if (pos < sh.seg_first[e] + sh.seg_limit[e]) at = pos;
+  }
+  sh.own_pos[j] = at;
+  if (at >= 0) {
+    a.expert_meta[3 * static_cast<size_t>(at) + 0] = me;
+    a.expert_meta[3 * static_cast<size_t>(at) + 1] = t;
+    a.expert_meta[3 * static_cast<size_t>(at) + 2] = k;
+    a.expert_weights[at] = w;
+  }
+  const size_t row = b.row_index(me, slot);
+  a.recv_route.pos[row * cfg.topk + k] = at;
+  if (k == 0) a.recv_route.token[row] = t;
+}
+
 // Step 3 of send_group. Metadata: one thread per (token, k), as in step 1: for each destination of
 // the token, where the pair goes there (its local expert and its rank on the expert's rank,
 // kNoLocalExpert on the others) and the weight; the source token once per row. The rank is one
 // shared-memory atomic on the pairs counted so far (step 0 finished before the routing's barriers).
+// With `own_placed` this rank's own pairs get no metadata in recv_x's regions: their rows of
+// expert_x go to sh.own_pos, and what the receive half writes for a row it places is written
+// here (place_own_pair).
 MOE_A2A_DEVICE MOE_A2A_INLINE void write_metadata(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh,
-                                                  const SendingGroup& grp, int64_t first_id, float first_weight) {
+                                                  const SendingGroup& grp, int64_t first_id, float first_weight,
+                                                  bool own_placed) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   for (int j = threadIdx.x; j < grp.n * cfg.topk; j += blockDim.x) {
@@ -206,6 +242,10 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void write_metadata(const EpBuffers& b, const Disp
     for (int r = 0; r < cfg.world; ++r) {
       if (!((mask >> r) & 1u)) continue;
       const int s = sh.slot[i][r];
+      if (r == me && own_placed) {
+        place_own_pair(b, a, sh, j, s, t, k, r == owner ? place : kNoLocalExpert, w);
+        continue;
+      }
       b.recv_expert(r, me, s)[k] = r == owner ? place : kNoLocalExpert;
       b.recv_weight(r, me, s)[k] = w;
       if (k == 0) *b.recv_token(r, me, s) = t;
@@ -214,21 +254,36 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void write_metadata(const EpBuffers& b, const Disp
 }
 
 // Step 4 of send_group, one (token, chunk) task: the chunk `v`, loaded (and quantized) once, to
-// every destination rank of the token.
+// every destination rank of the token in `mask`; quantized, and with `own` (own_placed), also to
+// each row of expert_x of the token's own pairs (sh.own_pos).
 template <SendCodec kCodec, Fp8Format kFmt>
 MOE_A2A_DEVICE MOE_A2A_INLINE void send_chunk(const EpBuffers& b, const DispatchArgs& a, const DispatchShared& sh,
                                               const SendingGroup& grp, int i, int chunk, int vecs, uint32_t mask,
-                                              const Vec16 (&v)[kUnroll]) {
+                                              bool own, const Vec16 (&v)[kUnroll]) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   if constexpr (kCodec != SendCodec::kCopy) {
     constexpr TokenType kType = kQuantizedFrom<kCodec>;
     Fp8Chunk q;
     quantize_chunk<kType, kFmt>(v, chunk, vecs, cfg.fp8_pow2_scales != 0, q);
-    for (int r = 0; r < cfg.world; ++r) {
-      if ((mask >> r) & 1u) {
-        store_fp8_chunk<kType>(reinterpret_cast<uint8_t*>(b.recv_x(r, me, sh.slot[i][r])), cfg.hidden, chunk, vecs, q);
+    // Destinations d < world: rank d's recv_x; then, with `own`, the rows of the token's k = d - world.
+    // One loop, so that the stores are one site of code (a quantizing kernel inlines send_group twice).
+    const int dests = cfg.world + (own ? cfg.topk : 0);
+    for (int d = 0; d < dests; ++d) {
+      uint8_t* bytes;
+      float* scales;
+      if (d < cfg.world) {
+        if (!((mask >> d) & 1u)) continue;
+        void* wire = b.recv_x(d, me, sh.slot[i][d]);
+        bytes = static_cast<uint8_t*>(wire);
+        scales = wire_scales(wire, cfg.hidden);
+      } else {
+        const int at = sh.own_pos[i * cfg.topk + d - cfg.world];
+        if (at < 0) continue;
+        bytes = static_cast<uint8_t*>(a.expert_x) + static_cast<size_t>(at) * cfg.hidden;
+        scales = a.expert_x_scale + static_cast<size_t>(at) * cfg.scale_blocks();
       }
+      store_fp8_chunk<kType>(bytes, scales, chunk, vecs, q);
     }
   } else {
     for (int r = 0; r < cfg.world; ++r) {
@@ -250,9 +305,11 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void send_chunk(const EpBuffers& b, const Dispatch
 // sh.numbered holds (this block's previous group's end; 0 and zeros before its first).
 // With `own_direct` (dispatch_kernel) this rank's own rows stay in x: its signal goes out as soon
 // as the group's metadata is stored, before the rows to the peers.
+// With `own_placed` (dispatch_kernel; the segments are laid out already) this rank's own rows go
+// into expert_x here, and no signal of the group goes to this rank.
 template <SendCodec kCodec, Fp8Format kFmt>
 MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, int g, int& numbered_to,
-                               bool own_direct, uint64_t epoch, ProfilerTrack& prof) {
+                               bool own_direct, bool own_placed, uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const TokenRange tokens = cfg.token_group(a.route.num_tokens, g);
   const SendingGroup grp{g, tokens, tokens.end - tokens.begin, static_cast<size_t>(tokens.begin) * cfg.topk};
@@ -289,7 +346,7 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   __syncthreads();
   if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchRoute, route_start, g);
   const uint64_t meta_start = prof.now();
-  write_metadata(b, a, sh, grp, first_id, first_weight);  // 3.
+  write_metadata(b, a, sh, grp, first_id, first_weight, own_placed);  // 3.
   if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchMeta, meta_start, g);
   const int me = cfg.rank;
   if (own_direct) {  // 3b. This rank's rows are in x already: the metadata is all it waits for.
@@ -297,14 +354,23 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
     if (threadIdx.x == me)
       publish(b.group_signal(me, me, g), epoch, static_cast<uint32_t>(sh.rows[me]) | round_error_bit(b, epoch));
   }
-  const uint32_t copied_to =
-      all_ranks(cfg.world) & ~(own_direct ? 1u << me : 0u);  // ranks whose rows go through recv_x
+  if (own_placed) {  // 3c. The own rows' places (sh.own_pos) before the rows; the group's empty own slots' route
+    for (int slot = grp.tokens.begin + sh.rows[me] + threadIdx.x; slot < grp.tokens.end; slot += blockDim.x) {
+      const size_t row = b.row_index(me, slot);
+      a.recv_route.token[row] = -1;
+      for (int k = 0; k < cfg.topk; ++k) a.recv_route.pos[row * cfg.topk + k] = -1;
+    }
+    __syncthreads();
+  }
+  const uint32_t copied_to =  // ranks whose rows go through recv_x
+      all_ranks(cfg.world) & ~(own_direct || own_placed ? 1u << me : 0u);
 
   // 4. Rows: each chunk is loaded once (the task's first chunk was, above) and sent.
   for (int task = first_task; task < grp.n * chunks; task += kWavesPerBlock) {
     const int i = task / chunks, chunk = task % chunks;
     const uint32_t mask = sh.mask[i] & copied_to;  // not the unused slots' bits
-    if (mask == 0) continue;
+    const bool own = own_placed && ((sh.mask[i] >> me) & 1u);
+    if (mask == 0 && !own) continue;
     ProfilerSpan row_span(prof, ProfilerEvent::kDispatchSendRow, tokens.begin + i);
     Vec16 v[kUnroll];
     if (task == first_task) {
@@ -313,7 +379,7 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
     } else {
       load_chunk(x_row(i), chunk, in.vecs, v);
     }
-    send_chunk<kCodec, kFmt>(b, a, sh, grp, i, chunk, in.vecs, mask, v);
+    send_chunk<kCodec, kFmt>(b, a, sh, grp, i, chunk, in.vecs, mask, own, v);
   }
 
   // 5. Announce: every thread's stores of the group are ordered before each signal (the
@@ -565,11 +631,12 @@ MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, Dispat
 
 // Part `part` of group part.group of every source that has one: whatever has arrived is placed
 // in one batch, until every source's group is in. False after a timeout.
+// With own_placed this rank's own rows are in place already (send_group).
 MOE_A2A_DEVICE bool receive_part(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, GroupPart part,
-                                 bool own_direct, uint64_t epoch, ProfilerTrack& prof) {
+                                 bool own_direct, bool own_placed, uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const int g = part.group;
-  uint32_t pending = sources_with_group(cfg, sh.src_tokens, g);
+  uint32_t pending = sources_with_group(cfg, sh.src_tokens, g) & ~(own_placed ? 1u << cfg.rank : 0u);
   while (pending != 0) {
     const uint64_t wait_start = prof.now();
     const auto signal = [&](int src) { return b.group_signal(cfg.rank, src, g); };
@@ -634,6 +701,13 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   // instead of staging them in recv_x, from kOwnRowsDirectTokens on (protocol.md, "Own rows").
   const bool own_direct = role == Role::kBoth && kCodec == SendCodec::kCopy && !cfg.fp8_rows() &&
                           a.route.num_tokens >= kOwnRowsDirectTokens;
+  // A launch that quantizes, with every block on both halves, places this rank's own rows in
+  // expert_x as it quantizes them, from kOwnRowsDirectTokens on: they are neither staged in recv_x
+  // nor read back, and their local writes go out beside the link's (protocol.md, "Own rows"). Its
+  // blocks lay out the segments before they send. Not where a group's pairs outgrow sh.own_pos.
+  const bool own_placed = kCodec != SendCodec::kCopy && role == Role::kBoth && !share.split && send.runs && recv.runs &&
+                          a.route.num_tokens >= kOwnRowsDirectTokens &&
+                          cfg.max_group_tokens() * cfg.topk <= kOwnPlacedPairs;
 
   const int my_groups = send.runs ? cfg.num_groups(a.route.num_tokens) : 0;
   int numbered_to = 0;  // see send_group
@@ -655,20 +729,25 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
       }
     }
   }
-  // Before the count wait: this block's first group, or, a sending block of a split, all of them
-  // (one call site: the kernel's code size is on the critical path, protocol.md "Code size").
+  // This block's first group, or, a sending block of a split, all of them, go before the count wait
+  // (step 0), except with own_placed, whose rows' places need the segments first. One call site
+  // each, hence the loop: the kernel's code size is on the critical path (protocol.md, "Code size").
   int next = send.first;  // this block's next group to send
-  for (; next < my_groups && (next == send.first || share.sends_first); next += send.stride)
-    send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, own_direct, epoch, prof);
   // Receive items: every source's groups, each split into `parts` parts by chunk where the
   // receiving blocks outnumber the groups (item u is part u % parts of group u / parts).
   const int chunks = chunks_per_row(static_cast<int>(cfg.out_row_bytes() / sizeof(Vec16)));
   int parts = 1, src_items = 0;
-  if (recv.runs) {
-    if (!receive_counts(b, a, sh, recv, epoch, prof)) return;  // timed out: engine failed
-    const int src_groups = max_over_sources(cfg.world, [&](int s) { return cfg.num_groups(sh.src_tokens[s]); });
-    parts = parts_per_group(src_groups, recv.blocks, chunks);
-    src_items = src_groups * parts;
+#pragma unroll 1
+  for (int step = 0; step < 2; ++step) {
+    if ((step == 0) != own_placed) {
+      for (; next < my_groups && (next == send.first || share.sends_first); next += send.stride)
+        send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, own_direct, own_placed, epoch, prof);
+    } else if (recv.runs) {
+      if (!receive_counts(b, a, sh, recv, epoch, prof)) return;  // timed out: engine failed
+      const int src_groups = max_over_sources(cfg.world, [&](int s) { return cfg.num_groups(sh.src_tokens[s]); });
+      parts = parts_per_group(src_groups, recv.blocks, chunks);
+      src_items = src_groups * parts;
+    }
   }
   // Step i: send this block's next group, then receive its i-th item (a block that runs both
   // halves receives item u after sending group u + G, so that the link and its local copies
@@ -679,8 +758,9 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   const int first_item = share.split && recv.first >= recv.blocks ? draw_or_end() : recv.first;
   for (int u = first_item; u < src_items || next < my_groups;
        u = share.split ? draw_or_end() : u + recv.stride, next += send.stride) {
-    if (next < my_groups) send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, own_direct, epoch, prof);
-    if (u < src_items && !receive_part(b, a, sh, group_part(u, parts, chunks), own_direct, epoch, prof)) return;
+    if (next < my_groups) send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, own_direct, own_placed, epoch, prof);
+    if (u < src_items && !receive_part(b, a, sh, group_part(u, parts, chunks), own_direct, own_placed, epoch, prof))
+      return;
   }
 }
 

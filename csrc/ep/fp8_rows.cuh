@@ -84,10 +84,12 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void quantize_chunk(const Vec16 (&v)[kUnroll], int
   }
 }
 
-// Stores a lane's share of a quantized chunk into a wire row (`hidden` fp8 bytes, then scales);
-// the first lane of each block stores its scale.
+// Stores a lane's share of a quantized chunk into a row of `hidden` fp8 bytes whose scales are at
+// `scales` (a wire row's follow its bytes: wire_scales; a row of expert_x has its own row of
+// expert_x_scale); the first lane of each block stores its scale.
 template <TokenType kType>
-MOE_A2A_DEVICE MOE_A2A_INLINE void store_fp8_chunk(uint8_t* wire, int hidden, int chunk, int vecs, const Fp8Chunk& in) {
+MOE_A2A_DEVICE MOE_A2A_INLINE void store_fp8_chunk(uint8_t* bytes, float* scales, int chunk, int vecs,
+                                                   const Fp8Chunk& in) {
   const int first = chunk * kChunkVecs + lane_id();
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
@@ -95,11 +97,11 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void store_fp8_chunk(uint8_t* wire, int hidden, in
     if (i >= vecs) continue;
     const int elem = i * kVecElems<kType>;
     if constexpr (kVecElems<kType> == 8) {
-      *reinterpret_cast<uint2*>(wire + elem) = uint2{in.lo[u], in.hi[u]};
+      *reinterpret_cast<uint2*>(bytes + elem) = uint2{in.lo[u], in.hi[u]};
     } else {
-      *reinterpret_cast<uint32_t*>(wire + elem) = in.lo[u];
+      *reinterpret_cast<uint32_t*>(bytes + elem) = in.lo[u];
     }
-    if (elem % kFp8BlockElems == 0) reinterpret_cast<float*>(wire + hidden)[elem / kFp8BlockElems] = in.scale[u];
+    if (elem % kFp8BlockElems == 0) scales[elem / kFp8BlockElems] = in.scale[u];
   }
 }
 

@@ -141,22 +141,24 @@ def test_fp8_device_arithmetic_equals_the_definition_on_every_float(fp8_format):
 
 
 @pytest.mark.parametrize(
-    "dtype, fp8_dtype, pow2, send_sms",
+    "dtype, fp8_dtype, pow2, send_sms, alignment",
     [
-        (torch.bfloat16, torch.float8_e4m3fn, False, "auto"),
-        (torch.bfloat16, torch.float8_e4m3fnuz, False, "auto"),
-        (torch.bfloat16, torch.float8_e4m3fn, False, "7,auto"),  # 7 quantizing senders, many groups each
-        (torch.float16, torch.float8_e4m3fn, False, "auto"),
-        (torch.float32, torch.float8_e4m3fn, True, "auto"),
+        (torch.bfloat16, torch.float8_e4m3fn, False, "auto", 1),
+        (torch.bfloat16, torch.float8_e4m3fnuz, False, "auto", 8),
+        (torch.bfloat16, torch.float8_e4m3fn, False, "7,auto", 1),  # 7 quantizing senders, many groups each
+        (torch.float16, torch.float8_e4m3fn, False, "auto", 1),
+        (torch.float32, torch.float8_e4m3fn, True, "auto", 1),
     ],
-    ids=["bf16-e4m3fn", "bf16-e4m3fnuz", "bf16-e4m3fn-7-senders", "fp16-e4m3fn", "fp32-e4m3fn-pow2"],
+    ids=["bf16-e4m3fn", "bf16-e4m3fnuz-aligned", "bf16-e4m3fn-7-senders", "fp16-e4m3fn", "fp32-e4m3fn-pow2"],
 )
-def test_fp8_rows_at_a_large_batch(dtype, fp8_dtype, pow2, send_sms, world, rank):
+def test_fp8_rows_at_a_large_batch(dtype, fp8_dtype, pow2, send_sms, alignment, world, rank):
     """A batch past kSplitDispatchTokens, where a quantizing dispatch picks its blocks' roles its
     own way (EpConfig::dispatch_sender_blocks; also a fixed split, 7 senders with many groups
-    each): every delivered row's bytes and scales, this rank's own included, equal the
-    reference's, from each token type (a short last block: 2880 = 22 x 128 + 64), with every
-    rank at 1024 tokens and with counts that differ by rank."""
+    each), and with every block on both halves places this rank's own rows itself (own_placed in
+    csrc/ep/dispatch.cu): every delivered row's bytes and scales equal the reference's, from each
+    token type (a short last block: 2880 = 22 x 128 + 64), with every rank at 1024 tokens and with
+    counts that differ by rank (one side of kOwnRowsDirectTokens each), a masked slot on every
+    rank; and combine of identity experts on the dequantized rows (the route of own rows too)."""
     E, K, H, T = 16, 4, 2880, 1024
     with moe_a2a.AllToAll(
         dist.group.WORLD,
@@ -169,13 +171,26 @@ def test_fp8_rows_at_a_large_batch(dtype, fp8_dtype, pow2, send_sms, world, rank
         dispatch_dtype=fp8_dtype,
         fp8_pow2_scales=pow2,
         send_sms=send_sms,
+        expert_alignment=alignment,
     ) as ep:
         for seed, num_tokens in ((21, [T] * world), (22, [T - 40 * (r % 2) for r in range(world)])):
             inputs = ref.generate_all_inputs(world, E, K, H, T, dtype, seed=seed, num_tokens=num_tokens)
+            inputs = [ref.Routing(x, idx.clone(), w) for x, idx, w in inputs]
+            for r, (_, idx, _) in enumerate(inputs):
+                idx[5 + r, 2] = ref.MASKED_SLOT
             d = ep.dispatch(*(t.cuda() for t in inputs[rank]))
             ep.synchronize()
             check_fp8_rows(d, inputs, rank, world, E, fp8_dtype, pow2=pow2, what=f"tokens {num_tokens}: ")
-            ep.combine(torch.zeros(d.expert_x.shape, dtype=dtype, device="cuda"), d)
+            rows_x, rows_s = d.expert_x.reshape(-1, H), d.expert_x_scale.reshape(-1, d.expert_x_scale.shape[-1])
+            y = ref.dequantize_fp8(rows_x, rows_s, dtype).reshape(d.expert_x.shape)
+            out = ep.combine(y, d)
+            ep.synchronize()
+            mine = inputs[rank]
+            tokens = ref.dequantize_fp8(*ref.quantize_fp8(mine.x, fp8_dtype, pow2), dtype).float()
+            wsum = torch.where(mine.topk_idx == ref.MASKED_SLOT, 0.0, mine.topk_weights).sum(1, keepdim=True)
+            torch.testing.assert_close(
+                out.float().cpu(), tokens * wsum, rtol=2e-2, atol=2e-2, msg=lambda m: f"tokens {num_tokens}: {m}"
+            )
         ep.synchronize()
 
 
