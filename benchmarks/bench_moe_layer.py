@@ -30,6 +30,12 @@ machine's floor for one d+c of the layer's bytes (--floor, default on): microben
 layer is freed, for the bytes each way of one phase of the pool's routes (busiest GPU, median
 over the pool: microbench.routes_floor_bytes, the rule bench_graph's floor uses).
 
+--trace PATH writes the in-kernel profiler's timeline of one call of each all-to-all phase asked
+(dispatch, combine and the backward rounds), after that T's timings, to
+PATH-T<T>-<counts>-<phase>.json (moe_a2a.trace: summary, chain, Perfetto). It needs a build with
+MOE_A2A_PROFILE=1, and the layer's AllToAll records every round then: the timings of that run
+include the profiler's cost.
+
 Memory per rank: E/world experts x 3 matrices of H x F (11 GiB in bf16 at world 2 for the
 default shape), their gradients for fwd+bwd, and the packed buffers sized by max_recv_tokens,
 which is the worst case T x world x K rows capped by --recv-budget-mib.
@@ -44,6 +50,8 @@ from common import fmt, summarize
 PHASES = ("forward", "dispatch", "combine", "experts", "fwd+bwd", "dispatch-bwd", "combine-bwd", "combine-bwd-y")
 # Phases that build an autograd graph (the rest run under no_grad).
 GRAD_PHASES = ("fwd+bwd", "dispatch-bwd", "combine-bwd", "combine-bwd-y")
+# Phases --trace records: one all-to-all round each (forward, experts and fwd+bwd are more).
+TRACED_PHASES = ("dispatch", "combine", "dispatch-bwd", "combine-bwd", "combine-bwd-y")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 DEFAULT_SHAPE = "256,8,7168,2048"  # DeepSeek-V3: n_routed_experts, top-k, hidden_size, moe_intermediate_size
 MIN_ITERS = 10
@@ -83,6 +91,13 @@ def parse_args(argv=None):
         p, "--floor", "measure the machine's floor for each T's bytes, after the layer is freed (default on)"
     )
     scaffold.add_out(p, "bench_moe_layer.json / .csv")
+    p.add_argument(
+        "--trace",
+        metavar="PATH",
+        help="after each T's timings, a profiler trace of one call of each all-to-all phase asked, to\n"
+        "PATH-T<T>-<counts>-<phase>.json (needs a build with MOE_A2A_PROFILE=1; timings then include\n"
+        "the profiler's cost)",
+    )
     args = p.parse_args(argv)
     args.token_list = scaffold.ints(p, "--tokens", args.tokens)
     args.experts, args.topk, args.hidden, args.ffn = scaffold.sizes(
@@ -97,6 +112,8 @@ def parse_args(argv=None):
         )
     except ValueError as e:
         p.error(str(e))
+    if args.trace and not any(ph in TRACED_PHASES for ph in args.phase_list):
+        p.error(f"--trace: --phases names none of {list(TRACED_PHASES)}")
     scaffold.at_least(p, args, iters=MIN_ITERS, pool=1, warmup=0, recv_budget_mib=1)
     args.dtype_t = DTYPES[args.dtype]
     return args
@@ -308,6 +325,7 @@ def bench_tokens(ctx, args, T, counts, flusher):
         max_recv_tokens_per_expert=recv_per_expert,
         device=ctx.device,
         init_seed=None,
+        profile=bool(args.trace),
     )
     rows = []
     try:
@@ -406,6 +424,10 @@ def bench_tokens(ctx, args, T, counts, flusher):
                 )
             ep.synchronize()  # device-side errors (capacity overflow, ...) surface here
             rows.append(phase_row(base, phase, us, flops.get(phase)))
+        if args.trace:
+            for phase in args.phase_list:
+                if phase in TRACED_PHASES:
+                    write_trace(ctx, ep, timed[phase], phase, trace_path(args.trace, T, counts, phase))
         layer.zero_grad(set_to_none=True)
     except Exception as e:  # report and go on with the next T; a hang is not caught here
         done = {r["phase"] for r in rows}
@@ -418,6 +440,33 @@ def bench_tokens(ctx, args, T, counts, flusher):
     for r in rows:
         r["peak_gib"] = peak
     return rows  # the layer's weights are freed with this frame
+
+
+def trace_path(prefix, T, counts, phase):
+    """--trace's file of one (T, counts, phase): counts specs hold "/", which a file name cannot."""
+    return f"{prefix}-T{T}-{counts.replace('/', '_')}-{phase}.json"
+
+
+def write_trace(ctx, ep, spec, phase, path):
+    """Collective. One call of a timed phase's spec with the profiler's buffers emptied just
+    before it, its records saved to `path` (moe_a2a.trace.save) before the untimed call after it,
+    so the trace holds that round alone; then `after`, which closes the round."""
+    from moe_a2a import trace
+
+    grad = torch.enable_grad() if phase in GRAD_PHASES else torch.no_grad()
+    with grad:
+        arg = spec["prepare"](0)
+        ep.synchronize()
+        ep.profile_reset()
+        ctx.align()
+        result = spec["fn"](arg)
+        ep.synchronize()
+        trace.save(path, ep)
+        if spec.get("after") is not None:
+            spec["after"](result)
+    ep.synchronize()
+    if ctx.rank == 0:
+        print(f"  trace of {phase}: {path}", flush=True)
 
 
 def layer_floor(ctx, rows):
@@ -439,6 +488,11 @@ def main(argv=None):
     mod, why = common.import_moe_a2a()  # before NCCL starts: moe_a2a pins multicast off too
     if not common.has_extension(mod):
         raise SystemExit(f"moe_a2a with its compiled extension is needed: {why or 'extension not built'}")
+    if args.trace:
+        from moe_a2a._ext import ext
+
+        if not ext().profiler_compiled_in():
+            raise SystemExit("--trace needs the in-kernel profiler: rebuild with MOE_A2A_PROFILE=1")
     ctx = common.init_distributed()
     if args.experts % ctx.world:
         raise SystemExit(f"--shape: {args.experts} experts cannot be split over {ctx.world} ranks")

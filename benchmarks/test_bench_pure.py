@@ -571,6 +571,10 @@ def test_moe_layer_bench_cli_and_sizing():
     )
     assert a.phase_list == ["dispatch", "fwd+bwd"] and a.dtype_t == torch.float32 and not a.check
     assert bm.parse_args([]).floor and not bm.parse_args(["--no-floor"]).floor
+    # --trace: a file per (T, counts, phase), the counts' "/" kept out of the name
+    assert bm.parse_args([]).trace is None and bm.parse_args(["--trace", "/tmp/t"]).trace == "/tmp/t"
+    assert bm.trace_path("/tmp/t", 128, "0/128", "combine-bwd") == "/tmp/t-T128-0_128-combine-bwd.json"
+    assert set(bm.TRACED_PHASES) <= set(bm.PHASES)
     # --counts: specs normalized and deduplicated, each count at most the smallest T
     assert bm.parse_args([]).count_list == ["max"]
     assert bm.parse_args(["--counts", "max; drawn;0/ 128;drawn"]).count_list == ["max", "drawn", "0/128"]
@@ -590,6 +594,7 @@ def test_moe_layer_bench_cli_and_sizing():
         ["--shape", "8,2,64"],
         ["--phases", "attention"],
         ["--iters", "3"],
+        ["--trace", "/tmp/t", "--phases", "forward,experts"],  # no all-to-all round to trace
     ):
         with pytest.raises(SystemExit):
             bm.parse_args(bad)

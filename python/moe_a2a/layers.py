@@ -293,6 +293,10 @@ class ExpertParallelMoE(nn.Module):
     plug in (d.expert_x, d.expert_x_scale). fp8 dispatch is forward-only with respect to x (the
     expert weights still get gradients).
 
+    profile=True builds the layer's AllToAll with the in-kernel profiler on (AllToAll(profile=):
+    a build with MOE_A2A_PROFILE=1); ``moe_a2a.trace.save(path, layer.ep)`` then writes the
+    forward and backward rounds' timelines.
+
     init_seed: weights are drawn on the CPU from this seed, expert by expert, so they equal
     ``init_full_weights(..., seed=init_seed)`` sliced to this rank (tests build the dense
     model from that). None draws on the device from torch's default generator instead:
@@ -317,6 +321,7 @@ class ExpertParallelMoE(nn.Module):
         init_seed: Optional[int] = 0,
         timeout_s: float = 5.0,
         dispatch_dtype: Optional[torch.dtype] = None,
+        profile: bool = False,
     ):
         super().__init__()
         import torch.distributed as dist
@@ -378,6 +383,8 @@ class ExpertParallelMoE(nn.Module):
             extra["max_recv_tokens_per_expert"] = int(max_recv_tokens_per_expert)
         if device is not None:
             extra["device"] = _with_index(torch.device(device))
+        if profile:
+            extra["profile"] = True
         self.ep = AllToAll(
             group,
             num_experts,

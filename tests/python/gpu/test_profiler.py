@@ -61,6 +61,30 @@ PER_ROUND = {"dispatch": 1, "combine": 2, "combine_backward": 1}
 def test_profile_needs_profiler_build(world):
     with pytest.raises(RuntimeError, match="MOE_A2A_PROFILE=1"):
         make(world, profile=True)
+    with pytest.raises(RuntimeError, match="MOE_A2A_PROFILE=1"):  # the layer passes it on
+        make_layer(world, profile=True)
+
+
+def make_layer(world, **kw):
+    from moe_a2a.layers import ExpertParallelMoE
+
+    return ExpertParallelMoE(H, 256, 4 * world, K, T, init_seed=None, **kw)
+
+
+@needs_profiler
+def test_layer_profiles_its_forward_and_backward_rounds(world, rank):
+    """ExpertParallelMoE(profile=True): a training step's rounds, every kernel of them, are in
+    the records of the layer's AllToAll."""
+    layer = make_layer(world, profile=True)
+    try:
+        x = inputs(world, rank)[0].requires_grad_()
+        layer(x).float().sum().backward()
+        layer.ep.synchronize()
+        names = ext().profiler_event_names()
+        kernels = Counter(names[e[2]] for e in layer.ep.profile_collect()["events"] if "." not in names[e[2]])
+        assert set(kernels) == set(PER_ROUND), kernels
+    finally:
+        layer.close()
 
 
 @needs_profiler
