@@ -589,7 +589,7 @@ def quantize_fp8(x: torch.Tensor, fp8_dtype: torch.dtype, pow2_scales: bool = Fa
 
 
 def dequantize_fp8(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """q [..., H] fp8 and scale [..., ceil(H/128)] -> values [..., H] in dtype (q * its block's scale)."""
+    """q [..., H] fp8 and scale [..., ceil(H/128)] -> values [..., H] in dtype (q * its block's scale), contiguous."""
     H, blocks = q.shape[-1], scale.shape[-1]
     padded = torch.nn.functional.pad(q.float(), (0, blocks * FP8_BLOCK - H))
-    return (padded.unflatten(-1, (blocks, FP8_BLOCK)) * scale.unsqueeze(-1)).flatten(-2)[..., :H].to(dtype)
+    return (padded.unflatten(-1, (blocks, FP8_BLOCK)) * scale.unsqueeze(-1)).flatten(-2)[..., :H].to(dtype).contiguous()
