@@ -260,12 +260,15 @@ MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a
 // the peers do not wait for the answers. Otherwise every wave sends, then one publishes.
 template <TokenType kType>
 MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int g,
-                               uint64_t epoch) {
+                               uint64_t epoch, ProfilerTrack& prof) {
   const TokenRange own = b.c.cfg.token_group(a.route.num_tokens, g);
   const int answering = own_answer_waves(b.c.cfg, a.route.num_tokens, g);
   const int sending = kWavesPerBlock - answering;
   if (answering == 0) {
-    store_group_grads(b, a, own, 0, kWavesPerBlock);
+    {
+      ProfilerSpan send_span(prof, ProfilerEvent::kCombineBackwardSend, g);
+      store_group_grads(b, a, own, 0, kWavesPerBlock);
+    }
     __syncthreads();  // every thread's stores of the group before each signal's release
     if (wave_id() == 0) publish_group_grads(b, a, g, epoch);
     return;
@@ -273,7 +276,10 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a,
   if (threadIdx.x == 0) sh.sent_waves = 0;
   __syncthreads();
   if (wave_id() < sending) {
-    store_group_grads(b, a, own, 0, sending);
+    {
+      ProfilerSpan send_span(prof, ProfilerEvent::kCombineBackwardSend, g);
+      store_group_grads(b, a, own, 0, sending);
+    }
     fence_acq_rel_sys();                             // each lane's stores acknowledged
     const bool lanes_past = wave_ballot(true) != 0;  // a wave barrier: every lane past its fence
     uint32_t prior = 0;
@@ -283,6 +289,7 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a,
       publish_group_grads(b, a, g, epoch);
     }
   } else {
+    ProfilerSpan answer_span(prof, ProfilerEvent::kCombineBackwardAnswer, b.c.cfg.rank);
     answer_rows<kType>(b, a, sh, b.c.cfg.rank, own, asks_weight_grads(a), sending, answering);
   }
   __syncthreads();  // sh.sent_waves is the next group's
@@ -295,7 +302,7 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a,
 // early"). False after a timeout.
 template <TokenType kType>
 MOE_A2A_DEVICE bool answer_group(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int g,
-                                 uint64_t epoch) {
+                                 uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const uint32_t peers = peer_ranks(cfg);
   uint32_t pending = sources_with_group(cfg, sh.src_tokens, g);
@@ -304,12 +311,17 @@ MOE_A2A_DEVICE bool answer_group(const EpBuffers& b, const CombineBackwardArgs& 
   if (own_answer_waves(cfg, a.route.num_tokens, g) > 0) pending &= ~(1u << cfg.rank);
   while (pending != 0) {
     const auto signal = [&](int src) { return b.group_signal(cfg.rank, src, g); };
+    const uint64_t wait_start = prof.now();
     const uint32_t arrived = await_some_ranks(b.c, signal, pending, epoch, WaitSite::kOutputGrad, g, sh.payload);
     if (arrived == 0) return false;
+    // the wait's peer: the lowest rank of those that ended it
+    if (wave_id() == 0)
+      prof.record(ProfilerEvent::kCombineBackwardWait, wait_start, __ffs(static_cast<int>(arrived)) - 1);
     pending &= ~arrived;
 #pragma unroll 1
     for (int s = 0; s < cfg.world; ++s) {
       if ((arrived >> s) & 1u) {
+        ProfilerSpan answer_span(prof, ProfilerEvent::kCombineBackwardAnswer, s);
         answer_rows<kType>(b, a, sh, s, cfg.token_group(sh.src_tokens[s], g), (sh.payload[s] & kFlagCountMask) != 0);
       }
     }
@@ -325,11 +337,13 @@ MOE_A2A_DEVICE bool answer_group(const EpBuffers& b, const CombineBackwardArgs& 
 // whether or not this rank asked for weight gradients (protocol.md, "Why nothing is overwritten
 // too early"). False after a timeout.
 MOE_A2A_DEVICE bool receive_weight_grads(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh,
-                                         int g, uint64_t epoch) {
+                                         int g, uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   const auto signal = [&](int src) { return b.wgrad_signal(me, src, g); };
+  const uint64_t wait_start = prof.now();
   if (!await_ranks(b.c, signal, peer_ranks(cfg), epoch, WaitSite::kWeightGrad, g, sh.payload)) return false;
+  prof.record_wait(ProfilerEvent::kCombineBackwardWaitWeights, wait_start, cfg.world);
   if (!asks_weight_grads(a) || a.route.num_tokens == 0) return true;
   const TokenRange own = cfg.token_group(a.route.num_tokens, g);
   for (int i = own.begin * cfg.topk + static_cast<int>(threadIdx.x); i < own.end * cfg.topk;
@@ -348,7 +362,8 @@ __global__ void __launch_bounds__(kEpBlock) combine_backward_kernel(EpContext c,
   const EpBuffers b{c};
   const uint64_t epoch = b.current_epoch();
   const int block = static_cast<int>(blockIdx.x), blocks = static_cast<int>(gridDim.x);
-  for (int g = block; g < b.c.cfg.num_groups(a.route.num_tokens); g += blocks) send_group<kType>(b, a, sh, g, epoch);
+  for (int g = block; g < b.c.cfg.num_groups(a.route.num_tokens); g += blocks)
+    send_group<kType>(b, a, sh, g, epoch, prof);
   zero_rows_of_no_expert(b, a);
   // Every block sends all its groups before it waits for any (no wait stands between two sends).
   load_route_tokens(b.c, a.recv_route, sh.src_tokens);
@@ -356,10 +371,10 @@ __global__ void __launch_bounds__(kEpBlock) combine_backward_kernel(EpContext c,
   // block signals the peers with no tokens.
   const int most_tokens = max_over_sources(b.c.cfg.world, [&](int s) { return sh.src_tokens[s]; });
   for (int g = block; g < max(1, b.c.cfg.num_groups(most_tokens)); g += blocks) {
-    if (!answer_group<kType>(b, a, sh, g, epoch)) return;  // timed out: engine failed
+    if (!answer_group<kType>(b, a, sh, g, epoch, prof)) return;  // timed out: engine failed
   }
   for (int g = block; g < max(1, b.c.cfg.num_groups(a.route.num_tokens)); g += blocks) {
-    if (!receive_weight_grads(b, a, sh, g, epoch)) return;
+    if (!receive_weight_grads(b, a, sh, g, epoch, prof)) return;
   }
   end_round(b);
 }

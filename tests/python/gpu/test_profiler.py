@@ -110,6 +110,10 @@ def test_trace_of_real_run(world, rank, one_gpu):
             # every kernel on every rank: one span per wave of every block per iteration
             assert set(PER_ROUND) == set(trace.KERNELS)
             assert kernels == {k: n * ITERS * blocks * waves for k, n in PER_ROUND.items()}, (r, kernels)
+            # the backward of combine's stages, on every rank (it sends, waits for and answers a
+            # peer's group, and waits for the weight gradients back)
+            stages = {e["name"] for e in xs if e["pid"] == r + 1 and e["name"].startswith("combine_backward.")}
+            assert stages == {f"combine_backward.{s}" for s in ("send", "wait", "answer", "wait_weights")}, (r, stages)
         # Causality across the aligned clocks: a rank's wait for a peer's rows cannot end before
         # the peer it waited for started its dispatch.
         slack = 2 * info["clock_alignment_error_us"] + 1.0
