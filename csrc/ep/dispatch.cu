@@ -84,6 +84,64 @@ MOE_A2A_DEVICE int64_t read_expert(const DispatchArgs& a, size_t i) {
 MOE_A2A_DEVICE bool valid_expert(const EpConfig& cfg, int64_t e) { return e >= 0 && e < cfg.num_experts; }
 
 // ---------------------------------------------------------------- send half
+// From this many ids on, count_pairs reads them 16 bytes at a time (count_wide). At 4096 tokens of
+// top-8 (32768 ids) the counting block took about 28 us with one id a load, 2 x H100, while the
+// receivers waited for its counts (session 10's traces) and a quantizing dispatch that places its
+// own rows waits for them in every block (session 11's). Below it the one-id loop is kept: the wide
+// reads everywhere cost the small challenge shapes 0.1-1.1 us of graph d+c (session 11, call 1).
+inline constexpr int kWideCountIds = 8192;
+
+// Id j of a 16-byte vector of ids of type IdT (int32_t or int64_t), widened.
+template <typename IdT>
+MOE_A2A_DEVICE MOE_A2A_INLINE int64_t id_in_vec(const Vec16& v, int j) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  if constexpr (sizeof(IdT) == 4) {
+    return static_cast<int32_t>(w[j]);
+  } else {
+    return static_cast<int64_t>(static_cast<uint64_t>(w[2 * j + 1]) << 32 | w[2 * j]);
+  }
+}
+
+// count_pairs for ids [first, end) of type IdT: 16-byte loads, kInFlight of them in flight a thread;
+// the ids before the first 16-byte boundary and after the last one, a thread each. Not inlined:
+// two id types, and the small counts never call it.
+template <typename IdT>
+MOE_A2A_DEVICE MOE_A2A_NOINLINE bool count_wide(const IdT* ids, int num_experts, uint32_t* pairs, int first, int end,
+                                                uint32_t add) {
+  constexpr int kPerVec = static_cast<int>(sizeof(Vec16) / sizeof(IdT));
+  constexpr int kInFlight = 8;  // vectors loaded before the first is counted
+  bool bad = false;
+  const auto count = [&](int64_t e) {
+    if (e >= 0 && e < num_experts)
+      atomic_add_relaxed_block(pairs + e, add);
+    else if (e != kMaskedSlot)
+      bad = true;
+  };
+  const size_t misaligned = reinterpret_cast<uintptr_t>(ids + first) % sizeof(Vec16);
+  const int head = min(end - first, static_cast<int>((sizeof(Vec16) - misaligned) % sizeof(Vec16) / sizeof(IdT)));
+  if (static_cast<int>(threadIdx.x) < head) count(ids[first + threadIdx.x]);
+  const int body = first + head;
+  const int vecs = (end - body) / kPerVec;
+  const Vec16* v = reinterpret_cast<const Vec16*>(ids + body);
+  for (int base = threadIdx.x; base < vecs; base += kInFlight * blockDim.x) {
+    Vec16 w[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int i = base + u * blockDim.x;
+      if (i < vecs) w[u] = v[i];
+    }
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      if (base + u * static_cast<int>(blockDim.x) >= vecs) break;
+#pragma unroll
+      for (int j = 0; j < kPerVec; ++j) count(id_in_vec<IdT>(w[u], j));
+    }
+  }
+  const int tail = body + vecs * kPerVec + threadIdx.x;
+  if (tail < end) count(ids[tail]);
+  return bad;
+}
+
 // Adds `add` (1, or ~0u to take them off) to `pairs` (per global expert, in shared memory) for
 // each (token, k) pair of topk_idx entries [first, end). True in a thread that saw a bad id
 // (neither an expert nor kMaskedSlot): it is counted nowhere, as it is sent nowhere.
@@ -117,7 +175,15 @@ MOE_A2A_DEVICE void send_counts(const EpBuffers& b, const DispatchArgs& a, Dispa
   const int tokens = a.route.num_tokens;
   for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) sh.pairs[e] = 0;
   __syncthreads();
-  const bool bad = __syncthreads_or(count_pairs(cfg, a, sh.pairs, 0, tokens * cfg.topk));
+  const int ids = tokens * cfg.topk;
+  bool bad_here;
+  if (ids < kWideCountIds)
+    bad_here = count_pairs(cfg, a, sh.pairs, 0, ids);
+  else if (a.topk_idx_is_int64)
+    bad_here = count_wide(static_cast<const int64_t*>(a.topk_idx), cfg.num_experts, sh.pairs, 0, ids, 1u);
+  else
+    bad_here = count_wide(static_cast<const int32_t*>(a.topk_idx), cfg.num_experts, sh.pairs, 0, ids, 1u);
+  const bool bad = __syncthreads_or(bad_here);
   const int local = experts_per_rank(b.c);
   for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) {
     const int r = owner_rank_of(b.c, e);

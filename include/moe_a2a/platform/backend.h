@@ -40,8 +40,10 @@
 #define MOE_A2A_HD __host__ __device__
 #define MOE_A2A_DEVICE __device__
 #define MOE_A2A_INLINE __forceinline__
+#define MOE_A2A_NOINLINE __noinline__
 #else
 #define MOE_A2A_HD
 #define MOE_A2A_DEVICE
 #define MOE_A2A_INLINE inline
+#define MOE_A2A_NOINLINE
 #endif

@@ -658,6 +658,35 @@ def test_config_mismatch_raises_on_every_rank(world, rank):
         moe_a2a.AllToAll(dist.group.WORLD, 64, 6, 2048 + 8 * rank, 8, torch.bfloat16)
 
 
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64], ids=["int32", "int64"])
+def test_ids_at_an_offset_off_16_bytes(index_dtype, world, rank):
+    """topk_idx a view that starts off a 16-byte boundary, with more ids than kWideCountIds (8192)
+    on every rank: the counting reads them 16 bytes at a time from the first boundary on, and the
+    few before it and after the last one singly; the blocks of the last token groups count the
+    pairs before theirs the same way, from and to places off a boundary too. With a masked slot
+    on every rank."""
+    E, K, H, T = 8 * world, 8, 256, 1100
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16, layout="packed") as ep:
+        num_tokens = [T - 37 * r for r in range(world)]  # > 1024 tokens each: more than 8192 ids
+        inputs = ref.generate_all_inputs(
+            world, E, K, H, T, torch.bfloat16, seed=91, index_dtype=index_dtype, num_tokens=num_tokens
+        )
+        inputs = [ref.Routing(x, idx.clone(), w) for x, idx, w in inputs]
+        for r, (_, idx, _) in enumerate(inputs):
+            idx[(7 * r) % len(idx), 1] = ref.MASKED_SLOT
+        x, idx, w = to_device(inputs)[rank]
+        flat = torch.empty(idx.numel() + 1, dtype=index_dtype, device=idx.device)
+        off = flat[1:].view(idx.shape)  # one id past the allocation's (aligned) start
+        off.copy_(idx)
+        assert off.data_ptr() % 16 != 0
+        d = ep.dispatch(x, off, w)
+        out = ep.combine(fake_grouped_gemm(d, rank), d)
+        ep.synchronize()
+        check_dispatch(d, inputs, rank, world, E)
+        want = ref.moe_reference(inputs, rank, E, world)
+        torch.testing.assert_close(out.cpu().float(), want.float(), rtol=1e-2, atol=5e-3)
+
+
 def test_invalid_config_raises(world):
     with pytest.raises(ValueError, match="divisible"):
         moe_a2a.AllToAll(dist.group.WORLD, world * 4 + 1, 2, 256, 8, torch.bfloat16)
