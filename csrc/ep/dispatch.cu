@@ -84,11 +84,13 @@ MOE_A2A_DEVICE int64_t read_expert(const DispatchArgs& a, size_t i) {
 MOE_A2A_DEVICE bool valid_expert(const EpConfig& cfg, int64_t e) { return e >= 0 && e < cfg.num_experts; }
 
 // ---------------------------------------------------------------- send half
-// From this many ids on, count_pairs reads them 16 bytes at a time (count_wide). At 4096 tokens of
-// top-8 (32768 ids) the counting block took about 28 us with one id a load, 2 x H100, while the
-// receivers waited for its counts (session 10's traces) and a quantizing dispatch that places its
-// own rows waits for them in every block (session 11's). Below it the one-id loop is kept: the wide
-// reads everywhere cost the small challenge shapes 0.1-1.1 us of graph d+c (session 11, call 1).
+// From this many ids on, the counting block (send_counts) reads them 16 bytes at a time
+// (count_wide). At 4096 tokens of top-8 (32768 ids) it took about 28 us with one id a load, 2 x
+// H100, while the receivers waited for its counts (session 10's traces), and a quantizing dispatch
+// that places its own rows waits for them in every block (session 11's): 311.1 -> 299.5 us eager
+// dispatch in bf16, 225.5 -> 211.0 in fp8. Below it, and at count_pairs' other sites (a block
+// numbering the pairs before its group), the one-id loop is kept: the wide reads there too cost the
+// small challenge shapes 0.4-0.7 us of graph d+c (session 11, call 6).
 inline constexpr int kWideCountIds = 8192;
 
 // Id j of a 16-byte vector of ids of type IdT (int32_t or int64_t), widened.

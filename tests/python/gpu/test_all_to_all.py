@@ -661,10 +661,10 @@ def test_config_mismatch_raises_on_every_rank(world, rank):
 @pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64], ids=["int32", "int64"])
 def test_ids_at_an_offset_off_16_bytes(index_dtype, world, rank):
     """topk_idx a view that starts off a 16-byte boundary, with more ids than kWideCountIds (8192)
-    on every rank: the counting reads them 16 bytes at a time from the first boundary on, and the
-    few before it and after the last one singly; the blocks of the last token groups count the
-    pairs before theirs the same way, from and to places off a boundary too. With a masked slot
-    on every rank."""
+    on every rank: the counting block reads them 16 bytes at a time from the first boundary on, and
+    the few before it and after the last one singly (count_wide); the blocks of the last token
+    groups count the pairs before theirs one id a load, over the same misaligned ids. With a
+    masked slot on every rank."""
     E, K, H, T = 8 * world, 8, 256, 1100
     with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16, layout="packed") as ep:
         num_tokens = [T - 37 * r for r in range(world)]  # > 1024 tokens each: more than 8192 ids
