@@ -10,7 +10,8 @@ say why; if it shrinks a kernel, lower the budget so the gain is kept.
 
     python3 tools/check_kernel_sizes.py [--arch sm_90]
 
-Needs nvcc only: a kernel's size is its .text section in the cubin. tools/kernel_size.py (which
+Needs nvcc only: a kernel's size is its .text section in the cubin. Its registers a thread (ptxas -v)
+are printed beside it, without a budget. tools/kernel_size.py (which
 also needs nvdisasm) says which source lines the bytes come from.
 """
 
@@ -74,11 +75,16 @@ def text_sections(cubin):
 
 
 def kernel_sizes(source, arch, tmp):
-    """{short kernel name: KB} of one source file compiled to a cubin."""
+    """{short kernel name: (KB, registers a thread or None)} of one source file compiled to a cubin.
+    The registers are printed, not budgeted: a call at a hot site once took the dispatch kernels
+    from about 110 to 190 (docs/performance.md, the eleventh session)."""
     cubin = os.path.join(tmp, os.path.basename(source) + ".cubin")
-    compile_cubin(os.path.join(ROOT, source), arch, cubin)
+    registers = compile_cubin(os.path.join(ROOT, source), arch, cubin)
     sections = text_sections(cubin)
-    return {name: size / 1024 for name, size in zip(demangle(list(sections)), sections.values())}
+    return {
+        name: (size / 1024, registers.get(symbol))
+        for name, symbol, size in zip(demangle(list(sections)), sections, sections.values())
+    }
 
 
 def main(argv=None):
@@ -92,13 +98,14 @@ def main(argv=None):
         sizes = dict(zip(sources, pool.map(lambda s: kernel_sizes(s, args.arch, tmp), sources)))
     failures = []
     for source in sources:
-        for name, kb in sorted(sizes[source].items()):
+        for name, (kb, regs) in sorted(sizes[source].items()):
             budgets = [(pattern, kb_max) for s, pattern, kb_max in BUDGETS if s == source and re.search(pattern, name)]
             if len(budgets) != 1:
                 failures.append(f"{source}: {name} matches {len(budgets)} budgets (give it exactly one)")
                 continue
             verdict = "ok" if kb <= budgets[0][1] else "OVER BUDGET"
-            print(f"  {kb:6.1f} KB  (budget {budgets[0][1]:3d})  {verdict:11s}  {name}")
+            shown = "-" if regs is None else str(regs)
+            print(f"  {kb:6.1f} KB  (budget {budgets[0][1]:3d})  {verdict:11s}  {shown:>3} registers  {name}")
             if kb > budgets[0][1]:
                 failures.append(f"{source}: {name} is {kb:.1f} KB, over its budget of {budgets[0][1]} KB")
     for pattern_source, pattern, _ in BUDGETS:

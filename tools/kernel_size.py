@@ -8,9 +8,10 @@ device function inlined at many sites.
     python3 tools/kernel_size.py csrc/ep/combine.cu [--arch sm_90] [--lines 20]
 
 Compiles FILE to a cubin (nvcc -cubin -lineinfo, the build's include paths), prints each kernel's
-size in KB and, with --lines N, the N source lines that account for most of its bytes (nvdisasm -g;
-inlined code is charged to the line it came from). Needs nvcc and nvdisasm (CUDA toolkit; NVDISASM
-names another nvdisasm). NVIDIA only: gfx942 code is compile-checked, not sized, here.
+size in KB, its registers a thread (ptxas -v) and, with --lines N, the N source lines that account
+for most of its bytes (nvdisasm -g; inlined code is charged to the line it came from). Needs nvcc
+and nvdisasm (CUDA toolkit; NVDISASM names another nvdisasm). NVIDIA only: gfx942 code is
+compile-checked, not sized, here.
 """
 
 import argparse
@@ -27,6 +28,8 @@ FUNCTION = re.compile(r"^\.text\.(\S+):$")
 LINE = re.compile(r'//## File "([^"]+)", line (\d+)')
 INSTRUCTION = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/")
 BYTES_PER_INSTRUCTION = 16  # every SASS instruction since Volta
+PTXAS_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+PTXAS_REGISTERS = re.compile(r"Used (\d+) registers")
 
 
 def find_tool(name, env):
@@ -50,11 +53,29 @@ def demangle(symbols):
 
 
 def compile_cubin(source, arch, cubin, lineinfo=False):
-    """nvcc -cubin of one source file with the build's include paths (-lineinfo for nvdisasm -g)."""
-    cmd = [find_tool("nvcc", "NVCC"), f"-arch={arch}", "-std=c++17", "-O3", "-cubin", "-o", cubin]
+    """nvcc -cubin of one source file with the build's include paths (-lineinfo for nvdisasm -g).
+    Returns {kernel symbol: registers a thread}, from ptxas -v."""
+    cmd = [find_tool("nvcc", "NVCC"), f"-arch={arch}", "-std=c++17", "-O3", "-cubin", "-Xptxas", "-v", "-o", cubin]
     cmd += ["-lineinfo"] if lineinfo else []
     cmd += ["-I", os.path.join(ROOT, "include"), "-I", os.path.join(ROOT, "csrc"), source]
-    subprocess.run(cmd, check=True)
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.stderr.write(done.stdout + done.stderr)
+        raise subprocess.CalledProcessError(done.returncode, cmd)
+    return ptxas_registers(done.stdout + done.stderr)
+
+
+def ptxas_registers(log):
+    """{entry symbol: registers a thread} from ptxas -v's lines: "Compiling entry function 'SYM'"
+    comes first, its "Used N registers" after (a device function's own lines come between)."""
+    out, entry = {}, None
+    for text in log.splitlines():
+        if m := PTXAS_ENTRY.search(text):
+            entry = m.group(1)
+        elif entry is not None and (m := PTXAS_REGISTERS.search(text)):
+            out[entry] = int(m.group(1))
+            entry = None
+    return out
 
 
 def line_bytes(disassembly):
@@ -80,11 +101,12 @@ def main():
     nvdisasm = find_tool("nvdisasm", "NVDISASM")
     with tempfile.TemporaryDirectory() as tmp:
         cubin = os.path.join(tmp, "k.cubin")
-        compile_cubin(args.file, args.arch, cubin, lineinfo=True)
+        registers = compile_cubin(args.file, args.arch, cubin, lineinfo=True)
         disassembly = subprocess.run([nvdisasm, "-g", "-c", cubin], capture_output=True, text=True, check=True).stdout
     kernels = sorted(line_bytes(disassembly).items())
     for name, (symbol, lines) in zip(demangle([symbol for symbol, _ in kernels]), kernels):
-        print(f"{sum(lines.values()) / 1024:7.1f} KB  {name}")
+        regs = registers.get(symbol)
+        print(f"{sum(lines.values()) / 1024:7.1f} KB  {regs if regs is not None else '-':>3} registers  {name}")
         for (path, line), size in lines.most_common(args.lines):
             print(f"      {size / 1024:6.1f} KB  {path}:{line}")
 
