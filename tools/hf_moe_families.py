@@ -10,8 +10,9 @@ looks at it: accepted where transformers runs its experts through the experts in
 expert_parallel() raises (`refusal`). Where the default config does not build, the modeling code
 says whether an experts class is on the interface ("accepted (not built)"). Sub-configs (a family's
 text or talker part, with no model class of their own) are left out. "tested" names the families
-whose tiny models the tests run (tests/python/tiny_moe_models.py): on the CPU against
-transformers' eager experts, and on two GPUs against the unsharded model.
+whose tiny models the tests run (tests/python/tiny_moe_models.py): "yes", on the CPU against
+transformers' eager experts and on two GPUs against the unsharded model; "CPU", the CPU test only,
+on the family's default config with its sizes shrunk (SHRUNK_NAMES).
 """
 
 import importlib
@@ -26,7 +27,7 @@ sys.path[:0] = [os.path.join(ROOT, "python"), os.path.join(ROOT, "tests", "pytho
 
 import transformers  # noqa: E402
 from tiny_moe_models import NAMES as TESTED  # noqa: E402
-from tiny_moe_models import meta_model  # noqa: E402
+from tiny_moe_models import SHRUNK_NAMES, meta_model  # noqa: E402
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING, CONFIG_MAPPING_NAMES  # noqa: E402
 
 import moe_a2a.integrations.transformers as moe_tf  # noqa: E402
@@ -76,7 +77,7 @@ def status(family: str):
     model, error = meta_model(config)
     if model is None and "Unrecognized configuration class" in error:
         return None  # a sub-config (text, talker, ...) of a family listed on its own: no model of its own
-    tested = "yes" if family in TESTED else ""
+    tested = "yes" if family in TESTED else ("CPU" if family in SHRUNK_NAMES else "")
     if model is None:
         if uses_experts_interface(config):
             why = f"its modeling code uses the experts interface; its default config does not build here ({error})"

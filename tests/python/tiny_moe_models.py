@@ -104,11 +104,102 @@ def build(name, seed=0, **overrides):
     config = tiny_configs()[name]
     for field, value in overrides.items():
         setattr(config, field, value)
+    return random_model(config, seed)
+
+
+def random_model(config, seed=0):
+    """The causal LM of `config` in fp32, every weight drawn (from_config leaves some at zero or one)."""
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    for p in model.parameters():  # from_config leaves some at zero or one; give every weight a value
+    for p in model.parameters():
         torch.nn.init.normal_(p, std=0.05)
     return model.eval()
+
+
+# Size fields of a family's default config and the tiny values shrunk_config gives those it has.
+SHRINK = dict(
+    vocab_size=128,
+    hidden_size=64,
+    intermediate_size=64,
+    intermediate_size_mlp=64,
+    moe_intermediate_size=32,
+    shared_expert_intermediate_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    q_lora_rank=32,
+    kv_lora_rank=32,
+    qk_rope_head_dim=8,
+    qk_nope_head_dim=8,
+    v_head_dim=16,
+    max_position_embeddings=64,
+    first_k_dense_replace=0,
+    num_experts=8,
+    num_local_experts=8,
+    n_routed_experts=8,
+    moe_num_experts=8,
+    num_routed_experts=8,
+    num_experts_per_tok=2,
+    moe_topk=2,
+    top_k=2,
+    n_group=1,
+    topk_group=1,
+    pad_token_id=0,  # inside the shrunk vocabulary
+)
+
+# Families that expert_parallel() accepts whose default config, shrunk (shrunk_config), builds a
+# model with MoE layers on the experts interface; the CPU tests hold each to transformers' eager
+# experts. NAMES' families have tiny configs of their own above and are not repeated. Accepted
+# families left out: multimodal ones (their causal-LM part is a *_text family, listed where it
+# builds), MLA ones (deepseek_v2, axk1/2, sarvam_mla, hy_v4: the shrunk head dims disagree), and
+# those whose shrunk config has no MoE layer or only linear-attention layers (docs/transformers.md).
+SHRUNK_NAMES = [
+    "afmoe",
+    "aria_text",
+    "cohere2_moe",
+    "deepseek_v4",
+    "ernie4_5_moe",
+    "exaone_moe",
+    "flex_olmo",
+    "glm4_moe",
+    "glm4_moe_lite",
+    "granitemoe_swa",
+    "granitemoeshared",
+    "hy_v3",
+    "inkling2_loop_text",
+    "inkling2_text",
+    "inkling_text",
+    "kolibri1",
+    "laguna",
+    "lara_mini",
+    "mellum",
+    "mimo_v2_flash",
+    "minimax",
+    "minimax_m2",
+    "minimax_m3_vl_text",
+    "nemotron_h",
+    "phimoe",
+    "sarvam_moe",
+    "solar_open",
+    "zaya",
+]
+
+
+def shrunk_config(family):
+    """The default config of `family` (a model_type of the installed transformers) with each of
+    SHRINK's fields it has as an integer set to SHRINK's value."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    config = CONFIG_MAPPING[family]()
+    for field, value in SHRINK.items():
+        try:
+            present = isinstance(getattr(config, field, None), int)
+        except Exception:  # noqa: BLE001  (a per-layer field some configs refuse to read globally)
+            present = False
+        if present:
+            setattr(config, field, value)
+    return config
 
 
 def meta_model(config):

@@ -1,6 +1,7 @@
 """moe_a2a.integrations.transformers without a GPU: registration, the sharding arithmetic, the
-checks, and the experts backend's math end to end on tiny Mixtral / Qwen3-MoE / DeepSeek-V3
-models, with LocalExchange for AllToAll at world 1 (the real exchange is tests/python/gpu's job)."""
+checks, and the experts backend's math end to end on the tiny models of tiny_moe_models (NAMES'
+own configs, and every accepted family whose default config builds with its sizes shrunk), with
+LocalExchange for AllToAll at world 1 (the real exchange is tests/python/gpu's job)."""
 
 import copy
 import os
@@ -17,7 +18,7 @@ import moe_a2a.integrations.transformers as moe_tf  # noqa: E402
 from moe_a2a.local_exchange import LocalExchange  # noqa: E402  (AllToAll at world 1, in plain torch)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from tiny_moe_models import COMMON, NAMES, build, meta_model  # noqa: E402
+from tiny_moe_models import COMMON, NAMES, SHRINK, SHRUNK_NAMES, build, meta_model, random_model, shrunk_config  # noqa: E402
 
 
 @pytest.fixture
@@ -140,7 +141,24 @@ def test_unsharded_module_with_the_backend_says_what_to_do():
 def test_backend_matches_the_eager_experts(name, overrides, one_rank_group, monkeypatch):
     """The whole backend (grouped linears with the model's own gate, combine's weighting) at
     world 1 equals transformers' eager experts, logits and gradients."""
-    reference = build(name, **overrides)
+    assert_backend_matches_eager(build(name, **overrides), COMMON["vocab_size"], monkeypatch)
+
+
+@pytest.mark.parametrize("family", SHRUNK_NAMES)
+def test_every_accepted_family_matches_the_eager_experts(family, one_rank_group, monkeypatch):
+    """The accepted families beyond NAMES, each built from its default config with the sizes shrunk
+    (tiny_moe_models.shrunk_config): the backend at world 1 equals transformers' eager experts."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    if family not in CONFIG_MAPPING_NAMES:
+        pytest.skip(f"transformers {transformers.__version__} has no {family}")
+    assert_backend_matches_eager(random_model(shrunk_config(family)), SHRINK["vocab_size"], monkeypatch)
+
+
+def assert_backend_matches_eager(reference, vocab_size, monkeypatch):
+    """expert_parallel() of a copy of `reference` at world 1 (LocalExchange for AllToAll): every MoE
+    layer goes through the backend, and its logits and every experts parameter's gradient equal
+    those of `reference` on transformers' eager experts."""
     reference.set_experts_implementation("eager")
     model = moe_tf.expert_parallel(copy.deepcopy(reference))
     made = []
@@ -150,17 +168,23 @@ def test_backend_matches_the_eager_experts(name, overrides, one_rank_group, monk
         return LocalExchange(E, K, H, 4096, dtype)
 
     monkeypatch.setattr(moe_tf._Shared, "get", get)
-    ids = torch.randint(0, COMMON["vocab_size"], (3, 9), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(0, vocab_size, (3, 9), generator=torch.Generator().manual_seed(1))
     want = reference(ids).logits
     got = model(ids).logits
-    assert made == [E for E in made[:1]] * len(moe_tf.moe_experts(model))  # every MoE layer went through it
+    layers = len(moe_tf.moe_experts(model))
+    assert layers > 0 and made == [E for E in made[:1]] * layers  # every MoE layer went through it
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     want.square().mean().backward()
     got.square().mean().backward()
-    _, ref_m = moe_tf.moe_experts(reference)[-1]
-    _, m = moe_tf.moe_experts(model)[-1]
-    torch.testing.assert_close(m.down_proj.grad, ref_m.down_proj.grad, rtol=1e-4, atol=1e-7)
-    torch.testing.assert_close(m.gate_up_proj.grad, ref_m.gate_up_proj.grad, rtol=1e-4, atol=1e-7)
+    compared = 0
+    for (_, m), (_, ref_m) in zip(moe_tf.moe_experts(model), moe_tf.moe_experts(reference)):
+        params = dict(m.named_parameters())
+        for pname, ref_p in ref_m.named_parameters():
+            if ref_p.grad is None:
+                continue
+            torch.testing.assert_close(params[pname].grad, ref_p.grad, rtol=1e-4, atol=1e-7, msg=pname)
+            compared += int(ref_p.grad.abs().max() > 0)
+    assert compared > 0  # some experts weight got a gradient, and it was compared
 
 
 def test_row_bias_follows_the_expert_segments():
