@@ -107,12 +107,12 @@ def build(name, seed=0, **overrides):
     return random_model(config, seed)
 
 
-def random_model(config, seed=0):
+def random_model(config, seed=0, std=0.05):
     """The causal LM of `config` in fp32, every weight drawn (from_config leaves some at zero or one)."""
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     for p in model.parameters():
-        torch.nn.init.normal_(p, std=0.05)
+        torch.nn.init.normal_(p, std=std)
     return model.eval()
 
 
