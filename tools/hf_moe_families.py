@@ -28,20 +28,13 @@ sys.path[:0] = [os.path.join(ROOT, "python"), os.path.join(ROOT, "tests", "pytho
 import transformers  # noqa: E402
 from tiny_moe_models import NAMES as TESTED  # noqa: E402
 from tiny_moe_models import SHRUNK_NAMES, meta_model  # noqa: E402
+from tiny_moe_models import config_field as field  # noqa: E402
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING, CONFIG_MAPPING_NAMES  # noqa: E402
 
 import moe_a2a.integrations.transformers as moe_tf  # noqa: E402
 
 EXPERT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts")
 SUB_CONFIGS = ("text_config", "language_config", "llm_config", "thinker_config")
-
-
-def field(config, name):
-    """config.name, or None (some configs raise on a per-layer field read globally)."""
-    try:
-        return getattr(config, name, None)
-    except Exception:  # noqa: BLE001
-        return None
 
 
 def expert_count(config) -> int:

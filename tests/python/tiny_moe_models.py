@@ -186,19 +186,23 @@ SHRUNK_NAMES = [
 ]
 
 
+def config_field(config, name):
+    """config.name, or None (some configs raise on a per-layer field read globally)."""
+    try:
+        return getattr(config, name, None)
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def shrunk_config(family):
     """The default config of `family` (a model_type of the installed transformers) with each of
     SHRINK's fields it has as an integer set to SHRINK's value."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     config = CONFIG_MAPPING[family]()
-    for field, value in SHRINK.items():
-        try:
-            present = isinstance(getattr(config, field, None), int)
-        except Exception:  # noqa: BLE001  (a per-layer field some configs refuse to read globally)
-            present = False
-        if present:
-            setattr(config, field, value)
+    for name, value in SHRINK.items():
+        if isinstance(config_field(config, name), int):
+            setattr(config, name, value)
     return config
 
 
