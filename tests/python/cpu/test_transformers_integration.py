@@ -1,7 +1,7 @@
 """moe_a2a.integrations.transformers without a GPU: registration, the sharding arithmetic, the
 checks, and the experts backend's math end to end on the tiny models of tiny_moe_models (NAMES'
-own configs, and every accepted family whose default config builds with its sizes shrunk), with
-LocalExchange for AllToAll at world 1 (the real exchange is tests/python/gpu's job)."""
+own configs, and the other accepted families' default configs with their sizes shrunk: SHRUNK_NAMES),
+with LocalExchange for AllToAll at world 1 (the real exchange is tests/python/gpu's job)."""
 
 import copy
 import os
@@ -18,7 +18,7 @@ import moe_a2a.integrations.transformers as moe_tf  # noqa: E402
 from moe_a2a.local_exchange import LocalExchange  # noqa: E402  (AllToAll at world 1, in plain torch)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from tiny_moe_models import COMMON, NAMES, SHRINK, SHRUNK_NAMES, build, meta_model, random_model, shrunk_config  # noqa: E402
+from tiny_moe_models import COMMON, EXTRA_INPUTS, NAMES, SHRINK, SHRUNK_NAMES, build, meta_model, shrunk_model  # noqa: E402
 
 
 @pytest.fixture
@@ -147,15 +147,17 @@ def test_backend_matches_the_eager_experts(name, overrides, one_rank_group, monk
 @pytest.mark.parametrize("family", installed_families(SHRUNK_NAMES))
 def test_every_accepted_family_matches_the_eager_experts(family, one_rank_group, monkeypatch):
     """The accepted families beyond NAMES of the installed transformers, each built from its default
-    config with the sizes shrunk (tiny_moe_models.shrunk_config): the backend at world 1 equals
-    transformers' eager experts."""
-    try:  # written against transformers 5.24, where every one builds; a later one may change a config
+    config with the sizes shrunk (tiny_moe_models.shrunk_config; a multimodal family's language model
+    alone): the backend at world 1 equals transformers' eager experts."""
+    try:  # written against transformers 5.24, where every one builds; another one may change a config
         # std 0.2: at these sizes std 0.05 left the experts' share of the logits below the tolerance
         # (zeroing their output moved zaya's logits by 4e-6); at 0.2 a 0.1% error in it shows
-        reference = random_model(shrunk_config(family), std=0.2)
+        reference = shrunk_model(family, std=0.2)
     except Exception as e:  # noqa: BLE001  (transformers' own error, before moe_a2a is involved)
         pytest.skip(f"transformers {transformers.__version__}: {family}'s shrunk config does not build: {e}")
-    assert_backend_matches_eager(reference, SHRINK["vocab_size"], monkeypatch)
+    if not moe_tf.moe_experts(reference) and reference.config.model_type in moe_tf.REFUSED_FAMILIES:
+        pytest.skip(f"transformers {transformers.__version__} has {family}'s experts off the experts interface")
+    assert_backend_matches_eager(reference, SHRINK["vocab_size"], monkeypatch, EXTRA_INPUTS.get(family))
 
 
 def experts_outputs(model):
@@ -169,10 +171,16 @@ def experts_outputs(model):
     return outs
 
 
-def assert_backend_matches_eager(reference, vocab_size, monkeypatch):
+def logits(out):
+    """A model's logits, or its last hidden state where it has no LM head (a text model alone)."""
+    return out.logits if getattr(out, "logits", None) is not None else out.last_hidden_state
+
+
+def assert_backend_matches_eager(reference, vocab_size, monkeypatch, extra_inputs=None):
     """expert_parallel() of a copy of `reference` at world 1 (LocalExchange for AllToAll): every MoE
     layer goes through the backend, and its logits and every experts parameter's gradient equal
-    those of `reference` on transformers' eager experts."""
+    those of `reference` on transformers' eager experts (`extra_inputs`: the forward's inputs beyond
+    input_ids, a function of them)."""
     reference.set_experts_implementation("eager")
     model = moe_tf.expert_parallel(copy.deepcopy(reference))
     made = []
@@ -186,8 +194,9 @@ def assert_backend_matches_eager(reference, vocab_size, monkeypatch):
     # Each MoE block's output too: a norm after the block (OLMo's, for one) hides a small error in
     # it from the logits.
     want_out, got_out = experts_outputs(reference), experts_outputs(model)
-    want = reference(ids).logits
-    got = model(ids).logits
+    kwargs = extra_inputs(ids) if extra_inputs else {}
+    want = logits(reference(ids, **kwargs))
+    got = logits(model(ids, **kwargs))
     layers = len(moe_tf.moe_experts(model))
     assert layers > 0 and made == [E for E in made[:1]] * layers  # every MoE layer went through it
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
