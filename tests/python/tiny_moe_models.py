@@ -316,10 +316,8 @@ EXTRA_INPUTS = {
 # multimodal family (aria, glm4v_moe, kimi_k25, llama4, qwen3_vl_moe, ...) runs its language model
 # alone, of its shrunk text_config (shrunk_model), next to its *_text family where transformers has
 # one. Families of transformers 5.24 (CI's); the tests skip those the installed one lacks.
-# Accepted but left out: muse_spark and muse_spark_text, whose experts normalise each expert's
-# output before the routing weight (@use_experts_implementation(has_post_expert_norm=True)); the
-# backend (_interface_experts) does not apply that norm, so their outputs differ from the eager
-# experts' (by up to 0.5 in the shrunk model).
+# muse_spark's experts normalise each expert's output before the routing weight
+# (has_post_expert_norm): the test that found the backend skipping that norm.
 SHRUNK_NAMES = [
     "afmoe",
     "aria",
@@ -377,6 +375,8 @@ SHRUNK_NAMES = [
     "mistral4",
     "mistral_large4",
     "mistral_large4_text",
+    "muse_spark",
+    "muse_spark_text",
     "nemo_speechlm",
     "nemotron_h",
     "openai_privacy_filter",

@@ -40,6 +40,7 @@ import torch
 import torch.distributed as dist
 
 from .._collective import GroupRef, all_gather
+from ..layers import expert_row_mask
 
 SUPPORTED = (5, 17), (6, 0)  # [lowest, highest) transformers version this integration is tested with
 BACKEND = "moe_a2a"
@@ -313,15 +314,26 @@ def _exchange(experts, hidden_states, top_k_index, top_k_weights, local_experts)
 
 def _interface_experts(self, x, offsets, counts) -> torch.Tensor:
     """An experts module of the experts interface on its rows: the model's own projections,
-    activation, gate and biases, grouped by expert."""
+    activation, gate, biases and post-expert norm, grouped by expert.
+
+    Rows of no expert (past the last expert, packed; past each count, padded) hold undefined
+    values, and so do their gradients from the backward of combine. The grouped matmuls never
+    read them, but a bias or a norm weight sums its gradient over every row, so where the module
+    has either, those rows are set to zero, which also gives them a zero gradient."""
+    post_norm = getattr(self, "has_post_expert_norm", False)  # transformers >= 5.24
+    valid = expert_row_mask(offsets, counts, x.shape[0])[:, None] if self.has_bias or post_norm else None
     up_w = self.gate_up_proj if self.has_gate else self.up_proj
     h = grouped_linear(x, up_w, offsets, counts, self.is_transposed)
     if self.has_bias:
-        h = h + _row_bias(self.gate_up_proj_bias if self.has_gate else self.up_proj_bias, offsets, x.shape[0])
+        up_bias = self.gate_up_proj_bias if self.has_gate else self.up_proj_bias
+        h = torch.where(valid, h + _row_bias(up_bias, offsets, x.shape[0]), 0.0)
     h = self._apply_gate(h) if self.has_gate else self.act_fn(h)
     y = grouped_linear(h, self.down_proj, offsets, counts, self.is_transposed)
     if self.has_bias:
-        y = y + _row_bias(self.down_proj_bias, offsets, x.shape[0])
+        y = torch.where(valid, y + _row_bias(self.down_proj_bias, offsets, x.shape[0]), 0.0)
+    if post_norm:  # on each expert's output, before combine weights it (as transformers' experts);
+        # masked on both sides: its weight's gradient reads its input and its output's gradient
+        y = torch.where(valid, self.post_expert_norm(torch.where(valid, y, 0.0)), 0.0)
     return y
 
 

@@ -222,6 +222,37 @@ def test_row_bias_follows_the_expert_segments():
     assert moe_tf._row_bias(bias, offsets, 6)[:, 0].tolist() == [0, 0, 2, 2, 2, 2]
 
 
+@pytest.mark.parametrize("family", installed_families(["gpt_oss", "muse_spark"]))  # biases; a post-expert norm
+def test_rows_of_no_expert_reach_no_parameter_gradient(family):
+    """dispatch leaves rows of no expert undefined, and the backward of combine their gradients: NaN
+    there must reach neither an expert's output row nor a bias's or a norm weight's gradient (each
+    sums over rows), which must equal those of the expert rows alone."""
+    model = build("gpt_oss") if family == "gpt_oss" else shrunk_model(family)
+    (_, experts), *_ = moe_tf.experts_modules(model)
+    E, H = experts.down_proj.shape[0], experts.down_proj.shape[2 if experts.is_transposed else 1]
+    counts = torch.tensor([2, 0, 3] + [1] * (E - 3), dtype=torch.int32)  # expert 1 empty
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int32), counts.cumsum(0).to(torch.int32)])
+    rows = int(offsets[-1])
+    g = torch.Generator().manual_seed(0)
+    x, grad = torch.randn(rows, H, generator=g), torch.randn(rows, H, generator=g)
+    nan = torch.full((3, H), float("nan"))  # 3 rows past the last expert
+
+    def parameter_grads(x, grad):
+        experts.zero_grad()
+        x = x.clone().requires_grad_()
+        y = moe_tf._interface_experts(experts, x, offsets, counts)
+        y.backward(grad)
+        return y.detach(), {n: p.grad.clone() for n, p in experts.named_parameters()}
+
+    y_want, want = parameter_grads(x, grad)
+    y_got, got = parameter_grads(torch.cat([x, nan]), torch.cat([grad, nan]))
+    torch.testing.assert_close(y_got[:rows], y_want)
+    assert bool((y_got[rows:] == 0).all())
+    assert any("bias" in n or "norm" in n for n in got)
+    for n in want:
+        torch.testing.assert_close(got[n], want[n], msg=lambda m: f"{family} {n}: {m}")
+
+
 @pytest.mark.parametrize("world,name", [(2, "mixtral"), (8, "deepseek_v3"), (2, "llama4_text")])
 def test_a_rank_with_no_sequences_follows_the_generate_loop(world, name):
     """transformers' synced_gpus loop (prefill, then per step an all-reduce and a forward) and
