@@ -120,19 +120,22 @@ def test_training_step_gradients_match_the_full_model(name, rank, world):
         full.backward()
         ref_params = dict(reference.named_parameters())
         experts = dict(moe_tf.experts_modules(model))
-        checked = 0
+        # Every collective first, in the same order on every rank; the checks after them (a rank
+        # failing a check while the other waits in an all_reduce would leave that one waiting).
+        got, want = {}, {}
         for n, p in model.named_parameters():
-            owner = n.rsplit(".", 1)[0]
-            assert p.grad is not None, f"{n}: no gradient"
-            g = p.grad.clone()
-            want = ref_params[n].grad
-            if owner in experts:  # this rank's experts: a slice of the full model's
-                local = moe_tf.local_expert_range(want.shape[0], world, rank)
-                want = want[local.start : local.stop]
+            g = p.grad.clone() if p.grad is not None else None
+            want[n] = ref_params[n].grad
+            if n.rsplit(".", 1)[0] in experts:  # this rank's experts: a slice of the full model's
+                local = moe_tf.local_expert_range(want[n].shape[0], world, rank)
+                want[n] = want[n][local.start : local.stop]
             else:
-                torch.distributed.all_reduce(g)
-            torch.testing.assert_close(g, want, rtol=1e-3, atol=1e-6, msg=lambda s: f"{n}: {s}")
-            checked += owner in experts
+                torch.distributed.all_reduce(g if g is not None else torch.zeros_like(p))
+            got[n] = g
+        for n, g in got.items():
+            assert g is not None, f"{n}: no gradient"
+            torch.testing.assert_close(g, want[n], rtol=1e-3, atol=1e-6, msg=lambda s: f"{n}: {s}")
+        checked = sum(n.rsplit(".", 1)[0] in experts for n in got)
         assert checked >= 2 * len(experts), f"{checked} experts parameters checked"
     finally:
         moe_tf.close(model)
