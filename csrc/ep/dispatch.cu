@@ -258,30 +258,32 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void number_slots(const EpConfig& cfg, DispatchSha
   }
 }
 
-// Pair j = (token t, k) of a group, whose row is this rank's own in slot `slot` (own_placed): its row
-// of expert_x from `place` (kNoLocalExpert: none) as the receive half computes it (place_positions:
-// the segments of receive_counts, past the expert's limit none), into sh.own_pos[j]; and what the
-// receive half's first part writes for it: the expert's metadata and weight, and the route.
-MOE_A2A_DEVICE MOE_A2A_INLINE void place_own_pair(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, int j,
-                                                  int slot, int t, int k, int32_t place, float w) {
-  const EpConfig& cfg = b.c.cfg;
-  const int me = cfg.rank;
+// The row of expert_x of a pair that source `src` sent with place word `place`, or -1: none here
+// (kNoLocalExpert, or no local expert) or past the expert's limit (a peer's place is checked like a
+// count; the overflow was reported with the segments). With `writes` also what the receive half's
+// first part writes for the pair: the expert's metadata and weight, and its slot's route (row
+// `route_row` of recv_route). The receive half (place_positions) and, for this rank's own pairs,
+// the sending block that places them (own_placed, write_metadata) both place through here.
+MOE_A2A_DEVICE MOE_A2A_INLINE int place_pair(const EpBuffers& b, const DispatchArgs& a, const DispatchShared& sh, int src,
+                                             size_t route_row, int token, int k, int32_t place, float w, bool writes) {
+  const int local = experts_per_rank(b.c);
+  const int e = place_expert(place);
   int at = -1;
-  if (place >= 0) {
-    const int e = place_expert(place);
-    const int pos = sh.src_first[me * experts_per_rank(b.c) + e] + place_rank(place);
+  if (place >= 0 && e < local) {
+    const int pos = sh.src_first[src * local + e] + place_rank(place);
     if (pos < sh.seg_first[e] + sh.seg_limit[e]) at = pos;
   }
-  sh.own_pos[j] = at;
-  if (at >= 0) {
-    a.expert_meta[3 * static_cast<size_t>(at) + 0] = me;
-    a.expert_meta[3 * static_cast<size_t>(at) + 1] = t;
-    a.expert_meta[3 * static_cast<size_t>(at) + 2] = k;
-    a.expert_weights[at] = w;
+  if (writes) {
+    if (at >= 0) {
+      a.expert_meta[3 * static_cast<size_t>(at) + 0] = src;
+      a.expert_meta[3 * static_cast<size_t>(at) + 1] = token;
+      a.expert_meta[3 * static_cast<size_t>(at) + 2] = k;
+      a.expert_weights[at] = w;
+    }
+    a.recv_route.pos[route_row * b.c.cfg.topk + k] = at;
+    if (k == 0) a.recv_route.token[route_row] = token;
   }
-  const size_t row = b.row_index(me, slot);
-  a.recv_route.pos[row * cfg.topk + k] = at;
-  if (k == 0) a.recv_route.token[row] = t;
+  return at;
 }
 
 // Step 3 of send_group. Metadata: one thread per (token, k), as in step 1: for each destination of
@@ -290,7 +292,7 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void place_own_pair(const EpBuffers& b, const Disp
 // shared-memory atomic on the pairs counted so far (step 0 finished before the routing's barriers).
 // With `own_placed` this rank's own pairs get no metadata in recv_x's regions: their rows of
 // expert_x go to sh.own_pos, and what the receive half writes for a row it places is written
-// here (place_own_pair).
+// here (place_pair), and their rows of expert_x go to sh.own_pos.
 MOE_A2A_DEVICE MOE_A2A_INLINE void write_metadata(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh,
                                                   const SendingGroup& grp, int64_t first_id, float first_weight,
                                                   bool own_placed) {
@@ -311,7 +313,7 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void write_metadata(const EpBuffers& b, const Disp
       if (!((mask >> r) & 1u)) continue;
       const int s = sh.slot[i][r];
       if (r == me && own_placed) {
-        place_own_pair(b, a, sh, j, s, t, k, r == owner ? place : kNoLocalExpert, w);
+        sh.own_pos[j] = place_pair(b, a, sh, me, b.row_index(me, s), t, k, r == owner ? place : kNoLocalExpert, w, true);
         continue;
       }
       b.recv_expert(r, me, s)[k] = r == owner ? place : kNoLocalExpert;
@@ -585,7 +587,6 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void place_positions(const EpBuffers& b, const Dis
                                                    int batch, int n, bool first_part) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
-  const int local = experts_per_rank(b.c);
   const SourceRows& in = sh.batch;
   for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
     const auto [r, k] = pair_of(b.c, j);
@@ -596,23 +597,7 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void place_positions(const EpBuffers& b, const Dis
     const int32_t place = b.recv_expert(me, src, slot)[k];
     const int token = *b.recv_token(me, src, slot);
     const float w = b.recv_weight(me, src, slot)[k];
-    const int e = place_expert(place);
-    int at = -1;
-    if (place >= 0 && e < local) {
-      const int pos = sh.src_first[src * local + e] + place_rank(place);
-      if (pos < sh.seg_first[e] + sh.seg_limit[e]) at = pos;
-    }
-    sh.dest[r][k] = at;
-    if (first_part) {
-      if (at >= 0) {
-        a.expert_meta[3 * static_cast<size_t>(at) + 0] = src;
-        a.expert_meta[3 * static_cast<size_t>(at) + 1] = token;
-        a.expert_meta[3 * static_cast<size_t>(at) + 2] = k;
-        a.expert_weights[at] = w;
-      }
-      a.recv_route.pos[row * cfg.topk + k] = at;
-      if (k == 0) a.recv_route.token[row] = token;
-    }
+    sh.dest[r][k] = place_pair(b, a, sh, src, row, token, k, place, w, first_part);
   }
 }
 
