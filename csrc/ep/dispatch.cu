@@ -264,8 +264,9 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void number_slots(const EpConfig& cfg, DispatchSha
 // first part writes for the pair: the expert's metadata and weight, and its slot's route (row
 // `route_row` of recv_route). The receive half (place_positions) and, for this rank's own pairs,
 // the sending block that places them (own_placed, write_metadata) both place through here.
-MOE_A2A_DEVICE MOE_A2A_INLINE int place_pair(const EpBuffers& b, const DispatchArgs& a, const DispatchShared& sh, int src,
-                                             size_t route_row, int token, int k, int32_t place, float w, bool writes) {
+MOE_A2A_DEVICE MOE_A2A_INLINE int place_pair(const EpBuffers& b, const DispatchArgs& a, const DispatchShared& sh,
+                                             int src, size_t route_row, int token, int k, int32_t place, float w,
+                                             bool writes) {
   const int local = experts_per_rank(b.c);
   const int e = place_expert(place);
   int at = -1;
@@ -313,7 +314,8 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void write_metadata(const EpBuffers& b, const Disp
       if (!((mask >> r) & 1u)) continue;
       const int s = sh.slot[i][r];
       if (r == me && own_placed) {
-        sh.own_pos[j] = place_pair(b, a, sh, me, b.row_index(me, s), t, k, r == owner ? place : kNoLocalExpert, w, true);
+        sh.own_pos[j] =
+            place_pair(b, a, sh, me, b.row_index(me, s), t, k, r == owner ? place : kNoLocalExpert, w, true);
         continue;
       }
       b.recv_expert(r, me, s)[k] = r == owner ? place : kNoLocalExpert;
