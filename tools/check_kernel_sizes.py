@@ -30,17 +30,25 @@ from kernel_size import ROOT, compile_cubin, demangle  # tools/, beside this fil
 # (2026-11-25, CUDA 13, sm_90; after the divisors of include/moe_a2a/divisor.h) in the comments; the
 # budgets leave about 7% of room.
 BUDGETS = [
+    # Each round's kernel has two instances (session 13): `false`, below kOwnRowsDirectTokens (1024) tokens, leaves
+    # out the own-rows code that only a fused launch from 1024 tokens runs (dispatch's own_direct / own_placed,
+    # combine's own_direct); `true` has it. Leaving it out gained 0.1-0.6 us of graph d+c at every challenge shape
+    # drawn and 0.2-0.4 at DeepSeek-V3 128 / 256 tokens (2 x H100, alternated with main in one call), so the small
+    # instances have budgets of their own.
     # The counting block's 16-byte reads of topk_idx from 8192 ids on (count_wide) since 2026-11-26 (session 11;
     # +13 KB, was 114.5 / 114.6-116.0 / 134.8-156.1): that code runs in one block from 1024 tokens of top-8 on.
     # DeepSeek-V3 at 4096 tokens: graph d+c 590.4 against 602.1 us, fp8 504.9 against 520.1; the challenge
     # shapes drawn within 0.2 us of graph d+c (2 x H100, the same call).
-    ("csrc/ep/dispatch.cu", r"dispatch_kernel<\(SendCodec\)0,", 137),  # plain copy: 128.1
-    ("csrc/ep/dispatch.cu", r"dispatch_kernel<\(SendCodec\)[123], \(Fp8Format\)1>", 139),  # e4m3fn: 128.0-129.4
-    ("csrc/ep/dispatch.cu", r"dispatch_kernel<\(SendCodec\)[123], \(Fp8Format\)2>", 182),  # e4m3fnuz: 148.1-169.6
-    # Own rows summed on the token side since 2026-11-26 (+23 KB; that code runs from 1024 tokens on,
-    # and the small shapes stayed within 0.3 us on 2 x H100, graph d+c in the same call).
-    ("csrc/ep/combine.cu", r"combine_kernel<\(TokenType\)[01]>", 104),  # bf16 / fp16: 97.5-97.9
-    ("csrc/ep/combine.cu", r"combine_kernel<\(TokenType\)2>", 87),  # fp32: 81.6
+    ("csrc/ep/dispatch.cu", r"dispatch_kernel<\(SendCodec\)0, \(Fp8Format\)0, false>", 133),  # plain copy: 124.8
+    ("csrc/ep/dispatch.cu", r"dispatch_kernel<\(SendCodec\)0, \(Fp8Format\)0, true>", 137),  # plain copy: 128.1
+    ("csrc/ep/dispatch.cu", r"dispatch_kernel<\(SendCodec\)[123], \(Fp8Format\)1,", 139),  # e4m3fn: 128.2-129.8
+    ("csrc/ep/dispatch.cu", r"dispatch_kernel<\(SendCodec\)[123], \(Fp8Format\)2,", 182),  # e4m3fnuz: 148.4-169.9
+    # Own rows summed on the token side since 2026-11-26 (+23 KB; that code runs from 1024 tokens on, and the
+    # small shapes stayed within 0.3 us on 2 x H100, graph d+c in the same call); only the `true` instance has it.
+    ("csrc/ep/combine.cu", r"combine_kernel<\(TokenType\)[01], false>", 85),  # bf16 / fp16: 79.0-79.2
+    ("csrc/ep/combine.cu", r"combine_kernel<\(TokenType\)[01], true>", 104),  # bf16 / fp16: 97.1-97.5
+    ("csrc/ep/combine.cu", r"combine_kernel<\(TokenType\)2, false>", 71),  # fp32: 66.4
+    ("csrc/ep/combine.cu", r"combine_kernel<\(TokenType\)2, true>", 87),  # fp32: 81.4
     # Row tasks and own rows answered while sending since 2026-11-26 (session 8; 83.9 / 93.5 / 68.4, was
     # 29.0-32.4): 28% faster at 2048 tokens and 19% at 512 (2 x H100, DeepSeek-V3); at 128 tokens, where the
     # code runs cold, 43.4 us against 43.3 with the weight gradients, 34.2 against 32.4 without (the same call).

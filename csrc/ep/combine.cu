@@ -369,7 +369,9 @@ MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, Combi
   return !(flagged && sh.timed_out);
 }
 
-template <TokenType kType>
+// kOwnRows (own_rows_instance): the instance that may sum this rank's own rows on the token side
+// (own_direct); the other leaves that code out (protocol.md, "Code size").
+template <TokenType kType, bool kOwnRows>
 __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineArgs a, Role role) {
   __shared__ CombineShared sh;
   // Launched early (launch_kernel): nothing before this reads memory. The next kernel, a dispatch
@@ -407,7 +409,7 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
   // partials of its units, and with more own tokens than a peer's it would wait idle while they
   // answer, then sum its own rows.
   const int tokens = a.route.num_tokens;
-  bool own_direct = role == Role::kBoth && tokens >= kOwnRowsDirectTokens && !cfg.flagged_partials(tokens);
+  bool own_direct = kOwnRows && role == Role::kBoth && tokens >= kOwnRowsDirectTokens && !cfg.flagged_partials(tokens);
   if (own_direct) {
     const int me = cfg.rank;
     own_direct =
@@ -448,6 +450,15 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
   if (receives(role)) end_round(b);
 }
 
+template <TokenType kType>
+void launch_combine_kernel(const EpContext& ctx, const CombineArgs& args, Role role, hipStream_t stream) {
+  const dim3 grid(ctx.cfg.num_blocks), block(kEpBlock);
+  if (own_rows_instance(role, args.route.num_tokens))
+    launch_kernel(combine_kernel<kType, true>, grid, block, stream, ctx.early_launch, ctx, args, role);
+  else
+    launch_kernel(combine_kernel<kType, false>, grid, block, stream, ctx.early_launch, ctx, args, role);
+}
+
 }  // namespace
 
 void launch_combine(const EpContext& ctx, const CombineArgs& args, Role role, hipStream_t stream) {
@@ -455,9 +466,7 @@ void launch_combine(const EpContext& ctx, const CombineArgs& args, Role role, hi
     MOE_A2A_CHECK(args.route.num_tokens >= 0 && args.route.num_tokens <= ctx.cfg.max_tokens, "combine: num_tokens ",
                   args.route.num_tokens, " outside [0, ", ctx.cfg.max_tokens, "]");
   }
-  MOE_A2A_DISPATCH_TOKEN_TYPE(ctx.token_type, kType,
-                              (launch_kernel(combine_kernel<kType>, dim3(ctx.cfg.num_blocks), dim3(kEpBlock), stream,
-                                             ctx.early_launch, ctx, args, role)));
+  MOE_A2A_DISPATCH_TOKEN_TYPE(ctx.token_type, kType, (launch_combine_kernel<kType>(ctx, args, role, stream)));
 }
 
 }  // namespace moe_a2a

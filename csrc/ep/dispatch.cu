@@ -738,7 +738,9 @@ MOE_A2A_DEVICE int draw_item(const EpBuffers& b, DispatchShared& sh, uint64_t ep
   return sh.drawn;  // read before the next draw: receive_part synchronises the block in between
 }
 
-template <SendCodec kCodec, Fp8Format kFmt>
+// kOwnRows (own_rows_instance): the instance that may move this rank's own rows without the heap
+// (own_direct, own_placed); the other leaves that code out (protocol.md, "Code size").
+template <SendCodec kCodec, Fp8Format kFmt, bool kOwnRows>
 __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, DispatchArgs a, Role role) {
   __shared__ DispatchShared sh;
   // Launched early (launch_kernel): nothing before this reads memory. The next kernel, combine
@@ -754,14 +756,14 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   const HalfShare& recv = share.recv;
   // A launch that sends and receives, copying rows as they are, reads this rank's own rows from x
   // instead of staging them in recv_x, from kOwnRowsDirectTokens on (protocol.md, "Own rows").
-  const bool own_direct = role == Role::kBoth && kCodec == SendCodec::kCopy && !cfg.fp8_rows() &&
+  const bool own_direct = kOwnRows && role == Role::kBoth && kCodec == SendCodec::kCopy && !cfg.fp8_rows() &&
                           a.route.num_tokens >= kOwnRowsDirectTokens;
   // A launch that quantizes, with every block on both halves, places this rank's own rows in
   // expert_x as it quantizes them, from kOwnRowsDirectTokens on: they are neither staged in recv_x
   // nor read back, and their local writes go out beside the link's (protocol.md, "Own rows"). Its
   // blocks lay out the segments before they send. Not where a group's pairs outgrow sh.own_pos.
-  const bool own_placed = kCodec != SendCodec::kCopy && role == Role::kBoth && !share.split && send.runs && recv.runs &&
-                          a.route.num_tokens >= kOwnRowsDirectTokens &&
+  const bool own_placed = kOwnRows && kCodec != SendCodec::kCopy && role == Role::kBoth && !share.split && send.runs &&
+                          recv.runs && a.route.num_tokens >= kOwnRowsDirectTokens &&
                           cfg.max_group_tokens() * cfg.topk <= kOwnPlacedPairs;
 
   const int my_groups = send.runs ? cfg.num_groups(a.route.num_tokens) : 0;
@@ -819,18 +821,25 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   }
 }
 
-// The kernel of a codec, and of the config's fp8 format where it quantizes.
-template <SendCodec kCodec>
+// The kernel of a codec, of the config's fp8 format where it quantizes, and of the batch (kOwnRows).
+template <SendCodec kCodec, bool kOwnRows>
 void launch_dispatch_kernel(const EpContext& ctx, const DispatchArgs& args, Role role, hipStream_t stream) {
   const dim3 grid(ctx.cfg.num_blocks), block(kEpBlock);
   const bool early = ctx.early_launch;
   if constexpr (kCodec == SendCodec::kCopy) {
-    launch_kernel(dispatch_kernel<kCodec, Fp8Format::kNone>, grid, block, stream, early, ctx, args, role);
+    launch_kernel(dispatch_kernel<kCodec, Fp8Format::kNone, kOwnRows>, grid, block, stream, early, ctx, args, role);
   } else if (ctx.cfg.fp8 == Fp8Format::kE4M3Fnuz) {
-    launch_kernel(dispatch_kernel<kCodec, Fp8Format::kE4M3Fnuz>, grid, block, stream, early, ctx, args, role);
+    launch_kernel(dispatch_kernel<kCodec, Fp8Format::kE4M3Fnuz, kOwnRows>, grid, block, stream, early, ctx, args, role);
   } else {
-    launch_kernel(dispatch_kernel<kCodec, Fp8Format::kE4M3Fn>, grid, block, stream, early, ctx, args, role);
+    launch_kernel(dispatch_kernel<kCodec, Fp8Format::kE4M3Fn, kOwnRows>, grid, block, stream, early, ctx, args, role);
   }
+}
+template <SendCodec kCodec>
+void launch_dispatch_kernel(const EpContext& ctx, const DispatchArgs& args, Role role, hipStream_t stream) {
+  if (own_rows_instance(role, args.route.num_tokens))
+    launch_dispatch_kernel<kCodec, true>(ctx, args, role, stream);
+  else
+    launch_dispatch_kernel<kCodec, false>(ctx, args, role, stream);
 }
 
 }  // namespace
