@@ -291,9 +291,9 @@ MOE_A2A_DEVICE MOE_A2A_INLINE int place_pair(const EpBuffers& b, const DispatchA
 // the token, where the pair goes there (its local expert and its rank on the expert's rank,
 // kNoLocalExpert on the others) and the weight; the source token once per row. The rank is one
 // shared-memory atomic on the pairs counted so far (step 0 finished before the routing's barriers).
-// With `own_placed` this rank's own pairs get no metadata in recv_x's regions: their rows of
-// expert_x go to sh.own_pos, and what the receive half writes for a row it places is written
-// here (place_pair), and their rows of expert_x go to sh.own_pos.
+// With `own_placed` this rank's own pairs get no metadata in recv_x's regions: what the receive
+// half writes for a row it places is written here (place_pair), and their rows of expert_x go to
+// sh.own_pos.
 MOE_A2A_DEVICE MOE_A2A_INLINE void write_metadata(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh,
                                                   const SendingGroup& grp, int64_t first_id, float first_weight,
                                                   bool own_placed) {
@@ -823,7 +823,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
 
 // The kernel of a codec, of the config's fp8 format where it quantizes, and of the batch (kOwnRows).
 template <SendCodec kCodec, bool kOwnRows>
-void launch_dispatch_kernel(const EpContext& ctx, const DispatchArgs& args, Role role, hipStream_t stream) {
+void launch_dispatch_instance(const EpContext& ctx, const DispatchArgs& args, Role role, hipStream_t stream) {
   const dim3 grid(ctx.cfg.num_blocks), block(kEpBlock);
   const bool early = ctx.early_launch;
   if constexpr (kCodec == SendCodec::kCopy) {
@@ -837,9 +837,9 @@ void launch_dispatch_kernel(const EpContext& ctx, const DispatchArgs& args, Role
 template <SendCodec kCodec>
 void launch_dispatch_kernel(const EpContext& ctx, const DispatchArgs& args, Role role, hipStream_t stream) {
   if (own_rows_instance(role, args.route.num_tokens))
-    launch_dispatch_kernel<kCodec, true>(ctx, args, role, stream);
+    launch_dispatch_instance<kCodec, true>(ctx, args, role, stream);
   else
-    launch_dispatch_kernel<kCodec, false>(ctx, args, role, stream);
+    launch_dispatch_instance<kCodec, false>(ctx, args, role, stream);
 }
 
 }  // namespace
