@@ -7,7 +7,11 @@
 # benchmarks/bench_graph.py --shapes ab (10 replays) into OUT/<n>-<tree name>/: under torchrun on every GPU
 # of a node with two or more, else by the MPS proxy (tools/mps_proxy.sh: both ranks at once on the one
 # GPU). The first tree is the base and is timed once more at the end (OUT/<n+1>-base-again/), so drift
-# of the machine over the call shows as base vs base-again. benchmarks/compare_graph.py writes
+# of the machine over the call shows as base vs base-again.
+# AB_ROUNDS=N (default 1) times the trees N times, in order, then in reverse order, and so on (A B C C B A
+# A B C ...; runs named TREE, TREE.r2, ...): a change of 0.3 us is judged against the spread of its own
+# runs, and drift over the call falls on every tree alike. With N >= 2 the base-again run is left out
+# (the rounds end on the base when N is even). benchmarks/compare_graph.py writes
 # OUT/compare.md (every run's graph d+c per shape, and its ratio to the base's).
 # AB_BENCH=host times host time instead: benchmarks/bench_host.py (each call in units of a torch.add
 # timed in the same iteration, "x add"), compared the same way. Default AB_BENCH=graph.
@@ -31,6 +35,8 @@ case $BENCH in
   host) bench_args=(benchmarks/bench_host.py) ;;
   *) echo "AB_BENCH must be graph or host, got $BENCH" >&2; exit 2 ;;
 esac
+rounds=${AB_ROUNDS:-1}
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "AB_ROUNDS must be a positive integer, got $rounds" >&2; exit 2; }
 status=0
 runs=() names=()
 
@@ -73,28 +79,36 @@ built=()
 for j in "${!pids[@]}"; do
   if wait "${pids[$j]}"; then built+=(1); else built+=(0); fi
 done
-i=0
-for tree in "$@"; do
-  label=${labels[$i]}
-  name=${label#*-}
-  if [ "${built[$i]}" != 1 ]; then
-    echo "-- $name: build failed (see $OUT/$label-build.log)"
-    status=1
-  elif time_tree "$OUT/$label" "$tree"; then
-    runs+=("$OUT/$label/bench_$BENCH.json")
-    names+=("$name")
+trees=("$@")
+n=${#trees[@]}
+for j in "${!trees[@]}"; do
+  [ "${built[$j]}" = 1 ] || { echo "-- ${labels[$j]#*-}: build failed (see $OUT/${labels[$j]}-build.log)"; status=1; }
+done
+run=0
+for round in $(seq 1 "$rounds"); do
+  for step in $(seq 0 $((n - 1))); do
+    j=$([ $((round % 2)) = 1 ] && echo "$step" || echo $((n - 1 - step)))  # odd rounds in order, even reversed
+    [ "${built[$j]}" = 1 ] || continue
+    run=$((run + 1))
+    name=${labels[$j]#*-}$([ "$round" = 1 ] || echo ".r$round")
+    label=$([ "$rounds" = 1 ] && echo "${labels[$j]}" || echo "$run-$name")
+    if time_tree "$OUT/$label" "${trees[$j]}"; then
+      runs+=("$OUT/$label/bench_$BENCH.json")
+      names+=("$name")
+    else
+      echo "-- $name: the timing run failed (see $OUT/$label.log)"
+      status=1
+    fi
+  done
+done
+if [ "$rounds" = 1 ]; then
+  if time_tree "$OUT/$((n + 1))-base-again" "$1"; then
+    runs+=("$OUT/$((n + 1))-base-again/bench_$BENCH.json")
+    names+=(base-again)
   else
-    echo "-- $name: the timing run failed (see $OUT/$label.log)"
+    echo "-- base-again: the timing run failed"
     status=1
   fi
-  i=$((i + 1))
-done
-if time_tree "$OUT/$((i + 1))-base-again" "$1"; then
-  runs+=("$OUT/$((i + 1))-base-again/bench_$BENCH.json")
-  names+=(base-again)
-else
-  echo "-- base-again: the timing run failed"
-  status=1
 fi
 if [ ${#runs[@]} -ge 2 ]; then
   names_csv=$(IFS=,; echo "${names[*]}")
