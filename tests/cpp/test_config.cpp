@@ -144,9 +144,9 @@ TEST(EpConfig, RecvXSizeIsExact) {
   EXPECT_EQ(l.comb_x - l.recv_count, 8u * 16 * 4);  // 128 experts' counts: 512 bytes
   EXPECT_EQ(l.comb_w - l.comb_x, 8u * 256 * 4096 * 2);
   EXPECT_EQ(l.comb_flagged - l.comb_w, 256u * 8 * 4);
-  EXPECT_EQ(l.count_signal - l.comb_flagged, 8u * 4 * 4096 * 2 * 2);  // 4 tokens' rows, 8 bytes per 4
-  EXPECT_EQ(l.group_signal - l.count_signal, kBufferAlign);           // 8 signals of 8 bytes, padded
-  EXPECT_EQ(c.max_groups(), 132);                                     // min(max_tokens, 132 blocks x 1 group)
+  EXPECT_EQ(l.count_signal - l.comb_flagged, 8u * 32 * 4096 * 2 * 2);  // 32 tokens' rows, 8 bytes per 4
+  EXPECT_EQ(l.group_signal - l.count_signal, kBufferAlign);            // 8 signals of 8 bytes, padded
+  EXPECT_EQ(c.max_groups(), 132);                                      // min(max_tokens, 132 blocks x 1 group)
   EXPECT_EQ(l.partial_signal - l.group_signal, 8u * 132 * 8);
   EXPECT_EQ(l.start_signal - l.partial_signal, 8u * 132 * 8);
   EXPECT_EQ(l.wgrad_signal - l.start_signal, kBufferAlign);  // 8 start signals, padded
@@ -197,7 +197,7 @@ TEST(EpConfig, NoInt32OverflowAtTheLargestConfig) {
   const size_t counts = 512 * 4, weight_grads = 4096 * 16 * 4;
   EXPECT_EQ(l.comb_x, token_buf + rows * 4 + rows * 16 * 4 * 2 + counts);
   EXPECT_EQ(l.comb_w, l.comb_x + token_buf);
-  const size_t flagged = 8u * 4 * 16384 * 2 * 2;
+  const size_t flagged = 8u * 32 * 16384 * 2 * 2;  // 32 tokens (kFlaggedTokens), 8 bytes per 4
   EXPECT_EQ(l.comb_flagged, l.comb_w + weight_grads);
   EXPECT_EQ(l.count_signal, l.comb_flagged + flagged);
   EXPECT_GT(l.total, static_cast<size_t>(std::numeric_limits<int32_t>::max()));

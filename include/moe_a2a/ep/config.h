@@ -118,10 +118,10 @@ inline constexpr int kSplitDispatchTokens = 1024;
 inline constexpr int kOwnRowsDirectTokens = 1024;
 // A rank with at most this many tokens gets its combine partial sums as flagged words
 // (EpConfig::flagged_partials; docs/design/protocol.md, "Flagged partial sums"): twice the bytes,
-// summed as they land instead of after a signal. On the one-GPU proxy (DeepSeek-V3 shape) that was
-// 13% faster at 1 token, 6% at 2, 3% at 4, the same at 8 and 16, and 6% slower at 16 tokens of
-// E64-K6-H2048; two GPUs have not timed it yet.
-inline constexpr int kFlaggedTokens = 4;
+// summed as they land instead of after a fence and a signal. On 2 x H100 (session 15) 32 took
+// 2.4-2.7 us off graph d+c at the challenge shapes of 16 and 32 tokens drawn per rank, against the
+// one-GPU proxy's 4; 64 lost at 128 tokens drawn, where the doubled bytes cross a busy link.
+inline constexpr int kFlaggedTokens = 32;
 // A flagged row is laid out in blocks of 64 vectors (the widest wave, csrc/ep/flagged_rows.cuh).
 inline constexpr size_t kFlaggedRowAlign = 64 * 16;
 
