@@ -236,8 +236,11 @@ class _CombineFunction(torch.autograd.Function):
     returns grad_expert_y[row] = w * grad_out[t] and sends grad w = <grad_out[t], y(row)> home."""
 
     @staticmethod
-    def forward(ctx, engine, state, expert_y, topk_weights, expert_weights, offsets, counts, *route):
-        del topk_weights  # same values as expert_weights (both from dispatch); here for its gradient
+    def forward(ctx, engine, state, expert_y, topk_weights, expert_x, expert_weights, offsets, counts, *route):
+        # topk_weights: same values as expert_weights (both from dispatch); here for its gradient.
+        # expert_x: dispatch's differentiable output, given no gradient here; the edge makes every
+        # rank run dispatch's backward after this one (AllToAll.combine).
+        del topk_weights, expert_x
         ctx.engine = engine
         ctx.save_for_backward(expert_y, expert_weights, offsets, counts, *route)
         return _combine_round(engine, state, expert_y, expert_weights, _Route(*route))
@@ -251,7 +254,7 @@ class _CombineFunction(torch.autograd.Function):
         grad_y, grad_w = _combine_backward_round(
             ctx.engine, grad_out, expert_y, expert_weights, offsets, counts, _Route(*route), weight_grads
         )
-        return (None, None, grad_y, grad_w if weight_grads else None, None, None, None) + (None,) * len(route)
+        return (None, None, grad_y, grad_w if weight_grads else None, None, None, None, None) + (None,) * len(route)
 
 
 def _close_engines(engines, heap: SymmetricHeap, timeout_s: float) -> None:
@@ -643,15 +646,25 @@ class AllToAll:
         these need no gradient, the backward computes none and skips its read of expert_y).
         expert_y's gradient, in the rows of no expert: 0 where an expert's GEMM reads them
         (padded: past each expert's count; packed: a segment's alignment padding); packed rows
-        past the last segment, which no expert reads, are undefined, as in expert_x."""
+        past the last segment, which no expert reads, are undefined, as in expert_x. After a
+        differentiable dispatch the output needs a gradient too, whatever expert_y is made of: the
+        backward then runs both rounds on every rank, in the same order (below)."""
         engine = self._check_round(dispatched._round, "combine")
         r = dispatched._route
-        if _needs_grad(expert_y, dispatched._topk_weights):
+        # A differentiable dispatch's expert_x goes in too: both backward rounds are collective, and
+        # autograd calls dispatch's backward only where a gradient path reaches expert_x. A rank
+        # whose experts made expert_y without reading it (none of its experts got a row, say) would
+        # skip that round and run the next layer's backward of combine while its peers wait in the
+        # backward of dispatch. Through this edge every rank that runs combine's backward runs
+        # dispatch's right after its experts' (a zero gradient where they gave none).
+        expert_x = dispatched.expert_x if _needs_grad(dispatched.expert_x) else None
+        if _needs_grad(expert_y, dispatched._topk_weights, expert_x):
             out = _CombineFunction.apply(
                 engine,
                 self._state,
                 expert_y,
                 dispatched._topk_weights,
+                expert_x,
                 dispatched.expert_weights,
                 dispatched.expert_offsets,
                 dispatched.expert_num_tokens,

@@ -262,8 +262,12 @@ def grouped_linear(
         if n > 0:
             ys.append(x[s : s + n] @ w[e])
             rows.append(torch.arange(s, s + n, device=x.device))
+    if not ys:  # no row here: an empty product keeps x and the weights in the graph, so that both
+        # get a gradient (zeros), as the full model's unused experts do, and autograd reaches dispatch
+        ys.append(x[:0] @ w[0])
+        rows.append(torch.arange(0, device=x.device))
     out = x.new_zeros(x.shape[0], w.shape[-1])
-    return out.index_copy(0, torch.cat(rows), torch.cat(ys)) if ys else out  # differentiable in every slice
+    return out.index_copy(0, torch.cat(rows), torch.cat(ys))  # differentiable in every slice
 
 
 def _row_bias(bias: torch.Tensor, offsets: torch.Tensor, rows: int) -> torch.Tensor:

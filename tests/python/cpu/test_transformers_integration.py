@@ -253,6 +253,27 @@ def test_rows_of_no_expert_reach_no_parameter_gradient(family):
         torch.testing.assert_close(got[n], want[n], msg=lambda m: f"{family} {n}: {m}")
 
 
+@pytest.mark.parametrize("name", ["qwen3_moe", "gpt_oss"])  # gpt-oss: biases
+def test_experts_with_no_row_still_give_every_gradient(name):
+    """A rank whose experts got no row (every count 0, all rows past the last expert): the
+    output is zeros, and x and every expert parameter still get a gradient, of zeros, not None.
+    Without the edge to x, autograd skipped that rank's backward of dispatch, a collective round
+    (4 x H100, session 15: the training test hung); without one to the weights, they had no
+    gradient where the full model's unused experts get zeros."""
+    model = build(name)
+    (_, experts), *_ = moe_tf.experts_modules(model)
+    E, H = experts.down_proj.shape[0], experts.down_proj.shape[2 if experts.is_transposed else 1]
+    counts, offsets = torch.zeros(E, dtype=torch.int32), torch.zeros(E + 1, dtype=torch.int32)
+    x = torch.randn(4, H).requires_grad_()
+    y = moe_tf._interface_experts(experts, x, offsets, counts)
+    y.sum().backward()
+    assert bool((y == 0).all())
+    assert x.grad is not None and bool((x.grad == 0).all())
+    for n, p in experts.named_parameters():
+        assert p.grad is not None, f"{name} {n}: no gradient"
+        assert bool((p.grad == 0).all()), f"{name} {n}: a nonzero gradient from no row"
+
+
 @pytest.mark.parametrize("world,name", [(2, "mixtral"), (8, "deepseek_v3"), (2, "llama4_text")])
 def test_a_rank_with_no_sequences_follows_the_generate_loop(world, name):
     """transformers' synced_gpus loop (prefill, then per step an all-reduce and a forward) and

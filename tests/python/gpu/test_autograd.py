@@ -190,6 +190,33 @@ def test_two_layers_share_one_all_to_all(world, rank):
         torch.testing.assert_close(x.grad, (s * s).expand_as(x0), rtol=1e-5, atol=1e-5)
 
 
+def test_experts_that_do_not_read_expert_x(world, rank):
+    """Two layers, each out = in + combine(experts(dispatch(in))); in the second, the last rank's
+    experts make expert_y without reading expert_x (transformers' experts on a rank that got no
+    row return a fresh zero tensor). Autograd would skip that rank's backward of dispatch, and it
+    would run the first layer's backward of combine while its peers wait in the backward of
+    dispatch (4 x H100, session 15). Through combine's edge to expert_x every rank runs both rounds
+    of each layer, in order, and the gradient is the closed form: each layer scales token t by
+    1 + sum_k w c(k), with c = 0 for the last rank's experts in the second layer."""
+    E, K, H, T = 8 * world, 2, 256, 16
+    inputs = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=79)
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float32, layout="packed") as ep:
+        x0, idx, w = (t.cuda() for t in inputs[rank])
+        x = x0.clone().requires_grad_()
+        h = x + one_round(ep, x, idx, w, rank)[0]
+        d = ep.dispatch(h, idx, w)
+        last = rank == world - 1
+        out = h + ep.combine(torch.zeros_like(d.expert_x) if last else d.expert_x * (1.0 + rank), d)
+        out.sum().backward()
+        ep.synchronize()
+        owner = torch.div(idx, E // world, rounding_mode="floor")
+        c = 1.0 + owner.float()
+        s1 = 1.0 + (w * c).sum(1, keepdim=True)
+        s2 = 1.0 + (w * torch.where(owner == world - 1, 0.0, c)).sum(1, keepdim=True)
+        torch.testing.assert_close(out.detach(), s1 * s2 * x0, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(x.grad, (s1 * s2).expand_as(x0), rtol=1e-5, atol=1e-5)
+
+
 def test_split_calls_refuse_to_drop_gradients(world, rank):
     E, K, H, T = 4 * world, 2, 256, 8
     inputs = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=74)
