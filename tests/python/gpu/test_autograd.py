@@ -193,11 +193,12 @@ def test_two_layers_share_one_all_to_all(world, rank):
 def test_experts_that_do_not_read_expert_x(world, rank):
     """Two layers, each out = in + combine(experts(dispatch(in))); in the second, the last rank's
     experts make expert_y without reading expert_x (transformers' experts on a rank that got no
-    row return a fresh zero tensor). Autograd would skip that rank's backward of dispatch, and it
-    would run the first layer's backward of combine while its peers wait in the backward of
-    dispatch (4 x H100, session 15). Through combine's edge to expert_x every rank runs both rounds
-    of each layer, in order, and the gradient is the closed form: each layer scales token t by
-    1 + sum_k w c(k), with c = 0 for the last rank's experts in the second layer."""
+    row return a fresh zero tensor). Without a path to expert_x autograd skips that rank's second
+    backward of dispatch (here its backward of combine too: nothing else of the round needs a
+    gradient), so its rounds fall out of step with its peers' and they time out in the first layer's
+    (4 x H100, session 15, in a transformers model). Through combine's edge to expert_x every rank
+    runs both rounds of each layer, in order, and the gradient is the closed form: each layer scales
+    token t by 1 + sum_k w c(k), with c = 0 for the last rank's experts in the second layer."""
     E, K, H, T = 8 * world, 2, 256, 16
     inputs = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=79)
     with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float32, layout="packed") as ep:
