@@ -12,7 +12,6 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/machine.
 S="8,2,6144,16;64,6,2048,32;128,4,2880,128;128,8,4096,256;256,8,7168,256;256,8,7168,1;256,8,7168,16;256,8,7168,32"
 AB_ROUNDS=2 AB_GRAPH_ARGS="--shapes $S --counts drawn" timeout 330 bash tools/graph_ab.sh $OUT/ab . .exp/fw
 echo "graph_ab rc=$?" >> $OUT/machine.txt
-(cd .exp/fw && env MOE_A2A_PROFILE=0 MOE_A2A_TEST_HOOKS=1 MAX_JOBS=64 python3 setup.py build_ext --inplace --force > $OUT/fw-hooks-build.log 2>&1
- A=tests/python/gpu/test_all_to_all.py
- timeout 120 torchrun --nproc-per-node=4 -m pytest $A -k "flagged" -q -rfE -p no:cacheprovider > $OUT/fw-flagged-tests.log 2>&1)
+(cd .exp/fw && GPU_TESTS=tests/python/gpu/test_all_to_all.py timeout 200 bash tools/gpu_run.sh $OUT/fw-tests build,tests \
+  -k flagged > $OUT/fw-tests-driver.log 2>&1)  # rebuilt with the tests' hooks, which graph_ab.sh's build leaves out
 echo "fw flagged tests rc=$?" >> $OUT/machine.txt

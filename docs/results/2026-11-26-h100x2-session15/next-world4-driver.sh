@@ -7,10 +7,10 @@ set -u
 source tools/no_multicast_env.sh
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/machine.txt
-env MOE_A2A_PROFILE=0 MOE_A2A_TEST_HOOKS=1 MAX_JOBS=64 python3 setup.py build_ext --inplace --force > $OUT/build.log 2>&1
-echo "build rc=$?" >> $OUT/machine.txt
-MOE_A2A_TEST_TIMEOUT_S=60 timeout 90 torchrun --nproc-per-node=4 -m pytest tests/python/gpu/test_transformers.py \
-  -k training_step -q -rfE -p no:cacheprovider > $OUT/training.log 2>&1
+# tools/gpu_run.sh builds with the tests' hooks, runs pytest under torchrun on every GPU (extra arguments go to
+# pytest) and names what failed or hung in OUT/summary.txt.
+GPU_TESTS=tests/python/gpu/test_transformers.py timeout 200 bash tools/gpu_run.sh $OUT/training build,tests \
+  -k training_step > $OUT/training-driver.log 2>&1
 echo "training tests rc=$?" >> $OUT/machine.txt
 timeout 420 bash tools/gpu_run.sh $OUT/suite tests > $OUT/suite-driver.log 2>&1
 echo "suite rc=$?" >> $OUT/machine.txt
