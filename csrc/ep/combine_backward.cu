@@ -141,8 +141,9 @@ inline constexpr int kGradsInFlight = 4;
 // A task of answer_rows: the chunks [first, end) of one row, for every k of it whose expert is
 // here. Lane k holds (row, k)'s position in expert_y (-1: none here) and its weight; the gradient's
 // chunk is loaded once for all of them, and the y chunks of kGradsInFlight of them at once. Returns,
-// in lane k, (row, k)'s dot product over these chunks (the sum in chunk order of each chunk's
-// wave sum), when weight_grad.
+// in lane k, (row, k)'s dot product over these chunks, when weight_grad: each lane sums its own
+// products over the chunks, in chunk order, and one wave sum a (row, k) ends the task (a wave sum
+// a chunk was five dependent shuffles on every chunk's path).
 template <TokenType kType>
 MOE_A2A_DEVICE float answer_row_chunks(const Vec16* grad_out, const Vec16* y, Vec16* grad_y, int p, float w, int first,
                                        int end, int vecs, bool weight_grad) {
@@ -181,12 +182,14 @@ MOE_A2A_DEVICE float answer_row_chunks(const Vec16* grad_out, const Vec16* y, Ve
           out[u] = pack_vec<kType>(acc);
         }
         store_chunk(grad_y + row[q], chunk, vecs, out);
-        if (weight_grad) sum[q] += wave_sum(d);
+        if (weight_grad) sum[q] += d;
       }
     }
 #pragma unroll
     for (int q = 0; q < kGradsInFlight; ++q) {
-      if (k0 + q < n && lane_id() == lane[q]) dot = sum[q];
+      if (k0 + q >= n) break;  // n is the same in every lane: the wave sums' shuffles see every lane
+      const float total = weight_grad ? wave_sum(sum[q]) : 0.0f;
+      if (lane_id() == lane[q]) dot = total;
     }
   }
   return dot;
