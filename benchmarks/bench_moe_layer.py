@@ -16,6 +16,9 @@ them; "a/b[/c...]": rank r sends entry r % n, 0 allowed), device time in us of
     combine-bwd    the backward round of combine alone (grads of the expert output and topk_weights)
     combine-bwd-y  the same with topk_weights needing no gradient (a frozen router): only the expert
                    output's gradient, and the round does not read the expert output
+    hbm-y      no all-to-all: the rows this rank's experts got, read from one buffer and written
+               scaled to another (torch.mul): the bytes of y and of its gradient that the backward
+               of combine moves through this GPU's memory whatever the link does, its local floor
 Each is timed with CUDA events on every rank, then the max over ranks per iteration; the table
 gives the median and p10-p90 over iterations, with fresh tokens from a pool and L2 flushed before
 every iteration (benchmarks/common.py). TFLOP/s counts the experts' GEMMs of the average rank
@@ -23,8 +26,10 @@ every iteration (benchmarks/common.py). TFLOP/s counts the experts' GEMMs of the
 average) against the max-over-ranks time.
 
 A second table puts each backward round next to the forward round it mirrors, gives the
-all-to-all's share of fwd+bwd, and each pair of all-to-all rounds (forward: dispatch + combine;
-backward: combine-bwd + dispatch-bwd, about the bytes of one d+c too: MIRROR_LEGEND) over the
+all-to-all's share of fwd+bwd, the backward of combine over hbm-y (its local floor) and hbm-y over
+dispatch (the least combine-bwd / dispatch that this GPU's memory allows), and each pair of
+all-to-all rounds (forward: dispatch + combine; backward: combine-bwd + dispatch-bwd, about the
+bytes of one d+c too: MIRROR_LEGEND) over the
 machine's floor for one d+c of the layer's bytes (--floor, default on): microbench.floor_for_bytes
 (a bare exchange, one kernel per phase, CUDA-graph steady state), measured once per T after the
 layer is freed, for the bytes each way of one phase of the pool's routes (busiest GPU, median
@@ -47,7 +52,17 @@ import scaffold
 import torch
 from common import fmt, summarize
 
-PHASES = ("forward", "dispatch", "combine", "experts", "fwd+bwd", "dispatch-bwd", "combine-bwd", "combine-bwd-y")
+PHASES = (
+    "forward",
+    "dispatch",
+    "combine",
+    "experts",
+    "fwd+bwd",
+    "dispatch-bwd",
+    "combine-bwd",
+    "combine-bwd-y",
+    "hbm-y",
+)
 # Phases that build an autograd graph (the rest run under no_grad).
 GRAD_PHASES = ("fwd+bwd", "dispatch-bwd", "combine-bwd", "combine-bwd-y")
 # Phases --trace records: one all-to-all round each (forward, experts and fwd+bwd are more).
@@ -158,6 +173,13 @@ def expert_flops(rows, hidden, ffn, backward=False):
     return 3 * fwd if backward else fwd
 
 
+def rows_of_rank(ids_of_ranks, experts, world, rank):
+    """The rows `rank`'s experts get from every rank's expert ids [tokens, K] (one tensor a rank,
+    -1: no expert): each (token, k) whose expert is one of its experts // world."""
+    per = experts // world
+    return sum(int(((ids >= rank * per) & (ids < (rank + 1) * per)).sum()) for ids in ids_of_ranks)
+
+
 def weight_bytes_per_rank(experts, world, hidden, ffn, elem_bytes):
     return (experts // world) * 3 * hidden * ffn * elem_bytes
 
@@ -204,19 +226,26 @@ A2A_PHASES = ("dispatch", "combine", "dispatch-bwd", "combine-bwd")
 # per token back; dispatch's backward is a combine of gradients). The floor of one d+c for the
 # layer's bytes is therefore each pair's floor.
 PAIRS = (("dispatch", "combine"), ("combine-bwd", "dispatch-bwd"))
+# The backward of combine over its local floor, and that floor over the forward dispatch: where
+# hbm-y alone takes longer than 1.1 dispatches, no schedule brings combine-bwd to 1.1x.
+HBM_RATIOS = (("combine-bwd", "hbm-y"), ("hbm-y", "dispatch"))
 MIRROR_HEADERS = [
     "T/rank",
     "combine-bwd / dispatch",
     "dispatch-bwd / combine",
     "combine-bwd-y / dispatch",
     "all-to-all share of fwd+bwd",
+    "combine-bwd / hbm-y",
+    "hbm-y / dispatch",
     "floor us",
     "KB each way",
     "(d + c) / floor",
     "(c-bwd + d-bwd) / floor",
 ]
 MIRROR_LEGEND = (
-    "each backward round over its forward mirror (medians), the all-to-all's share of a training step, and\n"
+    "each backward round over its forward mirror (medians), the all-to-all's share of a training step, the\n"
+    "backward of combine over hbm-y (y's rows read and their gradient's written: its local floor) and hbm-y over\n"
+    "dispatch (the least combine-bwd / dispatch this GPU's memory allows), and\n"
     "each pair of all-to-all rounds (the sum of its medians) over the machine's floor for its bytes, measured in\n"
     "this run (a bare exchange of one dispatch + combine, one kernel per phase, graph steady state; KB each way\n"
     "per phase from the layer's routes). The backward pair moves about the bytes of one d + c (combine-bwd\n"
@@ -246,12 +275,18 @@ def mirror_rows(rows):
         a2a = [median.get(p) for p in A2A_PHASES]
         step = median.get("fwd+bwd")
         share = f"{100 * sum(a2a) / step:.1f}%" if step and None not in a2a else None
+        local = [median[a] / median[b] if a in median and b in median else None for a, b in HBM_RATIOS]
         floor_us = next((r["floor_exchange_us"] for r in of_T if "floor_exchange_us" in r), None)
         nbytes = next((r["floor_exchange_bytes"] for r in of_T if "floor_exchange_bytes" in r), None)
         kb = nbytes / 1e3 if nbytes is not None else None
         pairs = [pair_over_floor(median, p, floor_us) for p in PAIRS]
         out.append(
-            [T] + [fmt(x, 2) for x in ratios] + [fmt(share), fmt(floor_us), fmt(kb)] + [fmt(x, 2) for x in pairs]
+            [T]
+            + [fmt(x, 2) for x in ratios]
+            + [fmt(share)]
+            + [fmt(x, 2) for x in local]
+            + [fmt(floor_us), fmt(kb)]
+            + [fmt(x, 2) for x in pairs]
         )
     return out
 
@@ -340,8 +375,9 @@ def bench_tokens(ctx, args, T, counts, flusher):
 
         with torch.no_grad():
             routes = [route(x, layer.router_weight, args.topk, layer.normalize_topk) for x in pool]
-        if args.floor:  # the floor's bytes from every rank's expert ids (collective); measured in layer_floor
-            gathered = [common.gather_rows(ctx, idx) for idx, _ in routes]
+        gathered = [common.gather_rows(ctx, idx) for idx, _ in routes]  # collective
+        rows_here = [rows_of_rank(ids, args.experts, ctx.world, ctx.rank) for ids in gathered]
+        if args.floor:  # the floor's bytes from every rank's expert ids; measured in layer_floor
             base["floor_exchange_bytes"] = microbench.routes_floor_bytes(
                 gathered, args.experts, ctx.world, args.hidden, args.dtype_t
             )
@@ -384,6 +420,14 @@ def bench_tokens(ctx, args, T, counts, flusher):
             y = d.expert_x.detach().requires_grad_(True)
             return ep.combine(y, d), y, w
 
+        if "hbm-y" in args.phase_list:  # hbm-y's two buffers, as large as the most rows of a pool entry
+            most = max(rows_here)
+            y_rows, grad_rows = (torch.empty(most, args.hidden, dtype=args.dtype_t, device=ctx.device) for _ in "yg")
+
+        def hbm_y_rows(i):
+            n = rows_here[get(i)]
+            return y_rows[:n], grad_rows[:n]
+
         rows_per_rank = sum(base["rank_tokens"]) / ctx.world * args.topk  # the average rank's received rows
         flops = {
             "forward": expert_flops(rows_per_rank, args.hidden, args.ffn),
@@ -408,6 +452,7 @@ def bench_tokens(ctx, args, T, counts, flusher):
                 fn=lambda g: torch.autograd.grad(g[0], g[1], grad_out(g[0])),
                 prepare=lambda i: combine_graph(i, router_grad=False),
             ),
+            "hbm-y": dict(fn=lambda r: torch.mul(r[0], 0.5, out=r[1]), prepare=hbm_y_rows),
         }
         for phase in args.phase_list:
             spec = timed[phase]

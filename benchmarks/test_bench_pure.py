@@ -608,6 +608,9 @@ def test_moe_layer_bench_cli_and_sizing():
     assert bm.expert_flops(10, 7, 3) == 3 * 2 * 10 * 7 * 3
     assert bm.expert_flops(10, 7, 3, backward=True) == 3 * bm.expert_flops(10, 7, 3)
     assert bm.weight_bytes_per_rank(256, 2, 7168, 2048, 2) / 2**30 == pytest.approx(10.5, rel=1e-3)
+    # hbm-y's rows: the (token, k)s of every rank whose expert is one of the rank's (-1: none)
+    ids = [torch.tensor([[0, 3], [4, 7]]), torch.tensor([[1, -1]]), torch.zeros(0, 2, dtype=torch.long)]
+    assert [bm.rows_of_rank(ids, 8, 2, r) for r in (0, 1)] == [3, 2]
 
 
 def test_moe_layer_bench_report():
@@ -630,8 +633,11 @@ def test_moe_layer_bench_report():
     medians["combine-bwd-y"] = 60.0  # not part of the share of a training step
     full = [bm.phase_row(dict(base, tokens=512), p, [us] * 3) for p, us in medians.items()]
     mirrors = bm.mirror_rows(rows + full)
-    assert mirrors[0] == [128, "-", "-", "-", "-", "-", "-", "-", "-"]  # no backward round ran at 128, no floor
-    assert mirrors[1] == [512, "2.20", "1.10", "1.20", "20.0%", "-", "-", "-", "-"]
+    assert mirrors[0] == [128] + ["-"] * 10  # no backward round ran at 128, no floor
+    assert mirrors[1] == [512, "2.20", "1.10", "1.20", "20.0%", "-", "-", "-", "-", "-", "-"]  # hbm-y did not run
+    # the backward of combine over its local floor (hbm-y), and that floor over the dispatch
+    with_hbm = full + [bm.phase_row(dict(base, tokens=512), "hbm-y", [55.0] * 3)]
+    assert bm.mirror_rows(with_hbm)[0][5:7] == ["2.00", "1.10"]
     # each pair of rounds over the floor of one d+c for the layer's bytes (same floor for both)
     assert bm.pair_over_floor(medians, ("dispatch", "combine"), 30.0) == pytest.approx(3.0)
     assert bm.pair_over_floor(medians, ("combine-bwd", "dispatch-bwd"), 30.0) == pytest.approx(154 / 30)
@@ -639,12 +645,13 @@ def test_moe_layer_bench_report():
     assert bm.pair_over_floor(medians, ("dispatch", "combine"), None) is None  # no floor
     floor = {"floor_exchange_us": 30.0, "floor_exchange_blocks": 32, "floor_exchange_bytes": 1_835_008}
     measured = [dict(r, **floor) for r in full]
-    assert bm.mirror_rows(measured) == [[512, "2.20", "1.10", "1.20", "20.0%", "30.0", "1835.0", "3.00", "5.13"]]
+    want = [512, "2.20", "1.10", "1.20", "20.0%", "-", "-", "30.0", "1835.0", "3.00", "5.13"]
+    assert bm.mirror_rows(measured) == [want]
     # --phases subset: a pair with a phase that did not run shows "-"; a failed floor keeps the bytes
     some = [r for r in measured if r["phase"] in ("dispatch", "combine", "combine-bwd")]
     assert bm.mirror_rows(some)[0][-2:] == ["3.00", "-"]
     failed = [dict(r, floor_exchange_bytes=4000, floor_exchange_status="RuntimeError: heap") for r in full]
-    assert bm.mirror_rows(failed)[0][5:] == ["-", "4.0", "-", "-"]
+    assert bm.mirror_rows(failed)[0][7:] == ["-", "4.0", "-", "-"]
     assert bm.floor_notes(failed + measured) == ["T=512: floor not measured: RuntimeError: heap"]
     # a counts spec other than "max" names its case: its own table rows, its own mirror row
     drawn = [dict(r, counts="drawn") for r in measured]
