@@ -138,25 +138,12 @@ struct CombineBackwardShared {
 // The (row, k)s of a row whose y chunks answer_row_chunks loads at once.
 inline constexpr int kGradsInFlight = 4;
 
-// How many chunks ahead of its loads answer_row_chunks asks L2 for the same rows.
-inline constexpr int kPrefetchAhead = 1;
-
-// Chunk `chunk` of a row asked of L2, a 128-byte line a lane (the first lanes), where the row has it.
-MOE_A2A_DEVICE MOE_A2A_INLINE void prefetch_chunk(const Vec16* row, int chunk, int vecs) {
-  constexpr int kVecsPerLine = 128 / static_cast<int>(sizeof(Vec16));
-  static_assert(kChunkVecs / kVecsPerLine <= kWaveSize, "a chunk has a line for each of at most a wave's lanes");
-  const int i = chunk * kChunkVecs + lane_id() * kVecsPerLine;
-  if (lane_id() < kChunkVecs / kVecsPerLine && i < vecs) prefetch_l2(row + i);
-}
-
 // A task of answer_rows: the chunks [first, end) of one row, for every k of it whose expert is
 // here. Lane k holds (row, k)'s position in expert_y (-1: none here) and its weight; the gradient's
 // chunk is loaded once for all of them, and the y chunks of kGradsInFlight of them at once. Returns,
 // in lane k, (row, k)'s dot product over these chunks, when weight_grad: each lane sums its own
 // products over the chunks, in chunk order, and one wave sum a (row, k) ends the task (a wave sum
-// a chunk was five dependent shuffles on every chunk's path). Once a chunk's loads are issued, the
-// same rows' chunk kPrefetchAhead on is asked of L2 (prefetch_chunk): a wave holds one chunk's
-// loads in its registers, and with the hint the later loads wait for L2, not for HBM.
+// a chunk was five dependent shuffles on every chunk's path).
 template <TokenType kType>
 MOE_A2A_DEVICE float answer_row_chunks(const Vec16* grad_out, const Vec16* y, Vec16* grad_y, int p, float w, int first,
                                        int end, int vecs, bool weight_grad) {
@@ -180,13 +167,6 @@ MOE_A2A_DEVICE float answer_row_chunks(const Vec16* grad_out, const Vec16* y, Ve
 #pragma unroll
       for (int q = 0; q < kGradsInFlight; ++q) {
         if (weight_grad && k0 + q < n) load_chunk(y + row[q], chunk, vecs, yv[q]);
-      }
-      if (chunk + kPrefetchAhead < end) {
-        prefetch_chunk(grad_out, chunk + kPrefetchAhead, vecs);
-#pragma unroll
-        for (int q = 0; q < kGradsInFlight; ++q) {
-          if (weight_grad && k0 + q < n) prefetch_chunk(y + row[q], chunk + kPrefetchAhead, vecs);
-        }
       }
 #pragma unroll
       for (int q = 0; q < kGradsInFlight; ++q) {

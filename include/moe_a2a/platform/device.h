@@ -40,9 +40,6 @@ MOE_A2A_DEVICE MOE_A2A_INLINE T wave_shfl_xor(T v, int lane_mask) {
 // s_memrealtime ticks at a constant rate independent of the shader clock; the host reads the
 // rate from hipDeviceAttributeWallClockRate (wall_clock_rate_hz below).
 MOE_A2A_DEVICE MOE_A2A_INLINE uint64_t wall_clock() { return __builtin_amdgcn_s_memrealtime(); }
-// No L2 hint on gfx942: its ISA has no global-memory prefetch without a destination (a register
-// or LDS), so this is a no-op and the loads that follow pay their whole latency, as without it.
-MOE_A2A_DEVICE MOE_A2A_INLINE void prefetch_l2(const void*) {}
 
 #else  // CUDA
 
@@ -55,8 +52,6 @@ template <typename T>
 MOE_A2A_DEVICE MOE_A2A_INLINE T wave_shfl_xor(T v, int lane_mask) {
   return __shfl_xor_sync(0xffffffffu, v, lane_mask);
 }
-// Asks L2 for the 128-byte line holding p: no register, no wait; a later load of it finds it there.
-MOE_A2A_DEVICE MOE_A2A_INLINE void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 // %globaltimer counts nanoseconds (about 32 ns granularity) and is the same clock on all SMs.
 MOE_A2A_DEVICE MOE_A2A_INLINE uint64_t wall_clock() {
   uint64_t t;
