@@ -25,15 +25,15 @@ every iteration (benchmarks/common.py). TFLOP/s counts the experts' GEMMs of the
 (T x K rows, T the mean count over ranks and pool entries: every rank receives that many rows on
 average) against the max-over-ranks time.
 
-A second table puts each backward round next to the forward round it mirrors, gives the
-all-to-all's share of fwd+bwd, the backward of combine over hbm-y (its local floor) and hbm-y over
-dispatch (the least combine-bwd / dispatch that this GPU's memory allows), and each pair of
-all-to-all rounds (forward: dispatch + combine; backward: combine-bwd + dispatch-bwd, about the
-bytes of one d+c too: MIRROR_LEGEND) over the
-machine's floor for one d+c of the layer's bytes (--floor, default on): microbench.floor_for_bytes
-(a bare exchange, one kernel per phase, CUDA-graph steady state), measured once per T after the
-layer is freed, for the bytes each way of one phase of the pool's routes (busiest GPU, median
-over the pool: microbench.routes_floor_bytes, the rule bench_graph's floor uses).
+A second table puts each backward round next to the forward round it mirrors, gives the all-to-all's
+share of fwd+bwd, the backward of combine over hbm-y (its local floor) and hbm-y over dispatch (the
+least combine-bwd / dispatch that this GPU's memory allows), and each pair of all-to-all rounds
+(forward: dispatch + combine; backward: combine-bwd + dispatch-bwd, about the bytes of one d+c too:
+MIRROR_LEGEND) over the machine's floor for one d+c of the layer's bytes (--floor, default on):
+microbench.floor_for_bytes (a bare exchange, one kernel per phase, CUDA-graph steady state),
+measured once per T after the layer is freed, for the bytes each way of one phase of the pool's
+routes (busiest GPU, median over the pool: microbench.routes_floor_bytes, the rule bench_graph's
+floor uses).
 
 --trace PATH writes the in-kernel profiler's timeline of one call of each all-to-all phase asked
 (dispatch, combine and the backward rounds), after that T's timings, to
