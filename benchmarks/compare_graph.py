@@ -6,6 +6,8 @@ one run per source tree). Needs no GPU.
 - bench_host.json runs: per call, each run's host time in units of a torch.add timed in the same
   iteration ("x add", the number that survives a host's drift), its median us, and the ratio of
   "x add" to the first run's.
+- bench_moe_layer.json runs: per token count (and counts spec) and phase, each run's median (p10-p90)
+  device time and its ratio to the first run's.
 
     python benchmarks/compare_graph.py BASE.json OTHER.json [...] [--names base,other,...] [--out FILE.md]
 """
@@ -70,14 +72,38 @@ def compare_host(paths, names):
     return side_by_side(runs, names, ["shape", "sequence", "call"], lambda r: r["per_add"], cell, "x add (us)")
 
 
-def is_host_run(path):
+def compare_layer(paths, names):
+    """bench_moe_layer.json runs: one line per (T, counts spec other than "max", phase) of the first run;
+    a phase that failed there ("status" an error, no median) shows "-"."""
+
+    def case(r):
+        counts = r.get("counts") or "max"
+        return str(r["tokens"]) + (f" {counts}" if counts != "max" else "")
+
+    def cell(r):
+        return f"{fmt(r['us_median'])} ({fmt(r['us_p10'])}-{fmt(r['us_p90'])})"
+
+    runs = [{(case(r), r["phase"]): r for r in load_rows(p)} for p in paths]
+    return side_by_side(runs, names, ["T/rank", "phase"], lambda r: r.get("us_median"), cell, "us (p10-p90)")
+
+
+def run_kind(path):
+    """ "host", "layer" or "graph": which benchmark wrote the run (by its rows' fields)."""
     rows = load_rows(path)
-    return bool(rows) and "per_add" in rows[0]
+    if rows and "per_add" in rows[0]:
+        return "host"
+    if rows and "phase" in rows[0] and "shape" not in rows[0]:
+        return "layer"
+    return "graph"
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("runs", nargs="+", help="bench_graph.json or bench_host.json files, one kind; the first is the base")
+    p.add_argument(
+        "runs",
+        nargs="+",
+        help="bench_graph.json, bench_host.json or bench_moe_layer.json files, one kind; the first is the base",
+    )
     p.add_argument("--names", help="comma list, one per run (default: the files' folder names)")
     p.add_argument("--out", help="also write the table here")
     args = p.parse_args(argv)
@@ -88,10 +114,10 @@ def main(argv=None):
     )
     if len(names) != len(args.runs):
         p.error(f"{len(args.runs)} runs but {len(names)} names")
-    kinds = {is_host_run(r) for r in args.runs}
+    kinds = {run_kind(r) for r in args.runs}
     if len(kinds) != 1:
-        p.error("the runs mix bench_graph.json and bench_host.json files")
-    table = (compare_host if kinds.pop() else compare)(args.runs, names)
+        p.error(f"the runs mix the outputs of different benchmarks ({', '.join(sorted(kinds))})")
+    table = {"host": compare_host, "layer": compare_layer, "graph": compare}[kinds.pop()](args.runs, names)
     print(table)
     if args.out:
         with open(args.out, "w") as f:

@@ -894,6 +894,37 @@ def test_compare_graph_sets_host_runs_side_by_side(tmp_path):
         compare_graph.main([base, graph])
 
 
+def test_compare_graph_sets_layer_runs_side_by_side(tmp_path):
+    """compare_graph.py on bench_moe_layer.json runs (2 x H100, 2026-11-27): one line per (T, phase), a failed
+    phase "-", the kinds never mix."""
+    import compare_graph
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    d = os.path.join(root, "docs/results/2026-11-27-h100x2-session16/call2/layer")
+    base, new = (os.path.join(d, run, "bench_moe_layer.json") for run in ("1-base", "2-new"))
+    assert compare_graph.run_kind(base) == "layer"
+    text = compare_graph.compare_layer([base, new], ["base", "new"])
+    assert text.splitlines()[0] == "| T/rank | phase | base us (p10-p90) | new us (p10-p90) | new / base |"
+    assert "| 2048 | combine-bwd | 253.4 (250.4-255.5) | 246.5 (244.1-249.2) | 0.973 |" in text
+    assert len(text.splitlines()) == 2 + 3 * 4  # three token counts, four phases
+    with open(new) as f:
+        failed = json.load(f)
+    for r in failed["rows"]:
+        if r["phase"] == "hbm-y":
+            r.pop("us_median")
+            r["status"] = "error: RuntimeError: out of memory"
+        r["counts"] = "max"
+    path = tmp_path / "bench_moe_layer.json"
+    path.write_text(json.dumps(failed))
+    text = compare_graph.compare_layer([base, str(path)], ["base", "oom"])
+    assert "| 128 | hbm-y | 16.2 (16.0-16.5) | - | - |" in text
+    assert compare_graph.main([base, str(path), "--names", "base,oom"]) == 0
+    graph = os.path.join(root, "docs/results/2026-11-23-h100-mps-proxy/bench_graph-baseline-run1.json")
+    assert compare_graph.run_kind(graph) == "graph"
+    with pytest.raises(SystemExit):
+        compare_graph.main([base, graph])
+
+
 def test_bench_graph_ab_shape_set():
     """--shapes ab: the set tools/graph_ab.sh and tools/mps_proxy.sh time (challenge + DeepSeek-V3 T=1, 128)."""
     import bench_graph

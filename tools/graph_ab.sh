@@ -14,7 +14,11 @@
 # (the rounds end on the base when N is even). benchmarks/compare_graph.py writes
 # OUT/compare.md (every run's graph d+c per shape, and its ratio to the base's).
 # AB_BENCH=host times host time instead: benchmarks/bench_host.py (each call in units of a torch.add
-# timed in the same iteration, "x add"), compared the same way. Default AB_BENCH=graph.
+# timed in the same iteration, "x add"), compared the same way. AB_BENCH=layer times
+# benchmarks/bench_moe_layer.py (eager device time of the MoE layer's all-to-all rounds, forward and
+# backward, and hbm-y; DeepSeek-V3, 128 / 512 / 2048 tokens a rank; AB_LAYER_ARGS: more or other
+# arguments, e.g. "--tokens 512 --phases combine-bwd,dispatch"), compared per (T, phase). Default
+# AB_BENCH=graph.
 # AB_GRAPH_ARGS: more bench_graph.py arguments for every tree (e.g. "--fp8 e4m3fn": each shape's fp8
 # dispatch too, next to the token dtype's; compare.md has a line for each).
 # Exit status: non-zero if a build or a run failed.
@@ -33,8 +37,15 @@ BENCH=${AB_BENCH:-graph}
 case $BENCH in
   graph) bench_args=(benchmarks/bench_graph.py --shapes ab --replays 10 --iters 30 ${AB_GRAPH_ARGS:-}) ;;
   host) bench_args=(benchmarks/bench_host.py) ;;
-  *) echo "AB_BENCH must be graph or host, got $BENCH" >&2; exit 2 ;;
+  layer)
+    # the MoE layer needs a GPU a rank (its weights); the one-GPU proxy times kernels, not the layer
+    [ "$NGPU" -ge 2 ] || { echo "AB_BENCH=layer needs two or more GPUs, this node has $NGPU" >&2; exit 2; }
+    # shellcheck disable=SC2054,SC2206  # the phases are one comma list; AB_LAYER_ARGS is split on purpose
+    bench_args=(benchmarks/bench_moe_layer.py --tokens 128,512,2048 --iters 30 --no-check
+      --phases dispatch,combine,dispatch-bwd,combine-bwd,combine-bwd-y,hbm-y ${AB_LAYER_ARGS:-}) ;;
+  *) echo "AB_BENCH must be graph, host or layer, got $BENCH" >&2; exit 2 ;;
 esac
+result=bench_$([ "$BENCH" = layer ] && echo moe_layer || echo "$BENCH").json  # the file each run writes
 rounds=${AB_ROUNDS:-1}
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "AB_ROUNDS must be a positive integer, got $rounds" >&2; exit 2; }
 status=0
@@ -45,8 +56,12 @@ time_tree() {  # time_tree DIR TREE: TREE's package timed by this checkout's ben
   package=$(cd "$2" && pwd)/python
   mkdir -p "$dir"
   if [ "$NGPU" -ge 2 ]; then
-    local extra=(--no-microbench)
-    [ "$BENCH" = graph ] && extra+=(--no-floor)
+    local extra=()
+    case $BENCH in
+      graph) extra=(--no-microbench --no-floor) ;;
+      host) extra=(--no-microbench) ;;
+      layer) extra=(--no-floor) ;;
+    esac
     (cd "$HERE" && PYTHONPATH="$package" torchrun --nproc-per-node="$NGPU" "${bench_args[@]}" "${extra[@]}" \
       --out "$dir") >"$dir.log" 2>&1
   else
@@ -93,7 +108,7 @@ for round in $(seq 1 "$rounds"); do
     name=${labels[$j]#*-}$([ "$round" = 1 ] || echo ".r$round")
     label=$([ "$rounds" = 1 ] && echo "${labels[$j]}" || echo "$run-$name")
     if time_tree "$OUT/$label" "${trees[$j]}"; then
-      runs+=("$OUT/$label/bench_$BENCH.json")
+      runs+=("$OUT/$label/$result")
       names+=("$name")
     else
       echo "-- $name: the timing run failed (see $OUT/$label.log)"
@@ -103,7 +118,7 @@ for round in $(seq 1 "$rounds"); do
 done
 if [ "$rounds" = 1 ]; then
   if time_tree "$OUT/$((n + 1))-base-again" "$1"; then
-    runs+=("$OUT/$((n + 1))-base-again/bench_$BENCH.json")
+    runs+=("$OUT/$((n + 1))-base-again/$result")
     names+=(base-again)
   else
     echo "-- base-again: the timing run failed"
