@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """A run's numbers as the markdown of docs/performance.md and the issues' closing notes
 use: every target of benchmarks/targets.py with its measured value (read from the rows where every
-rank had the shape's max tokens, counts "max"), then the graph table, then, when the run has
+rank had the shape's max tokens, counts "max"), issue 40's training rounds (LAYER_TARGETS, from
+bench_moe_layer.json: step `layer`), then the graph table, then, when the run has
 other per-rank counts (bench_graph.py --counts), each unequal spec's graph d+c next to the equal
 pair at its larger count, and the "drawn" rows next to "max".
 
     python benchmarks/perf_report.py OUT_DIR [--out OUT_DIR/perf_report.md]
 
 OUT_DIR is what tools/gpu_run.sh left (bench_graph.json from step `graph`, fp8/bench_graph.json
-from step `fp8`); a file that is not there is reported as not measured. Needs no GPU.
+from step `fp8`, bench_moe_layer.json from step `layer`); a file that is not there is reported as
+not measured. Needs no GPU.
 """
 
 import argparse
@@ -18,7 +20,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import fmt  # noqa: E402
-from targets import TARGETS  # noqa: E402
+from targets import LAYER_TARGETS, TARGETS  # noqa: E402
 
 
 def load(results_dir: str, name: str):
@@ -85,6 +87,29 @@ def target_lines(results_dir: str):
             f"{'yes' if ok else 'no'} |"
         )
     return lines, met, total
+
+
+def layer_value(result, t):
+    """A LayerTarget's ratio in a bench_moe_layer.json, or None where either phase did not run."""
+    rows = {
+        r["phase"]: r for r in (result or {}).get("rows", []) if r.get("tokens") == t.tokens and counts_of(r) == "max"
+    }
+    num, den = rows.get(t.phase, {}).get(t.field), rows.get(t.over, {}).get(t.over_field)
+    return num / den if num is not None and den else None
+
+
+def layer_target_lines(results_dir: str):
+    """Issue 40's targets (LAYER_TARGETS) as target_lines gives issue 35's."""
+    lines = ["| target | measured | bound | met |", "|---|---|---|---|"]
+    met = 0
+    for t in LAYER_TARGETS:
+        value = layer_value(load(results_dir, t.source), t)
+        if value is None:
+            lines.append(f"| {t.what} | not measured ({t.source}) | {fmt(t.bound, 2)} x | - |")
+            continue
+        met += value <= t.bound
+        lines.append(f"| {t.what} | {fmt(value, 2)} x | {fmt(t.bound, 2)} x | {'yes' if value <= t.bound else 'no'} |")
+    return lines, met, len(LAYER_TARGETS)
 
 
 def graph_lines(result):
@@ -168,6 +193,10 @@ def report(results_dir: str) -> str:
     graph = load(results_dir, "bench_graph.json")
     targets, met, total = target_lines(results_dir)
     out = [f"Run: {describe_run(graph)}", "", f"Targets met: {met} of {total}", ""] + targets
+    layer, layer_met, layer_total = layer_target_lines(results_dir)
+    world = next((r.get("world") for r in (load(results_dir, "bench_moe_layer.json") or {}).get("rows", [])), None)
+    where = f"bench_moe_layer.json, world {world}" if world else "bench_moe_layer.json"
+    out += ["", f"Training rounds (issue 40; {where}), targets met: {layer_met} of {layer_total}", ""] + layer
     if graph is not None:
         out += ["", "CUDA-graph steady state and eager (bench_graph.json, token dtype rows):", ""] + graph_lines(graph)
         unequal = unequal_lines(graph.get("rows", []))

@@ -1,8 +1,9 @@
 """The speed targets moe_a2a is judged by, as data: issue 35's table (two real GPUs; its fp8 row
-replaces issue 13's). World 2, CUDA-graph steady state unless it says eager, median, max over ranks.
-benchmarks/perf_report.py sets a run's numbers next to them; targets live here and in benchmarks,
-never in timed tests. The issue's unequal-pair target (any unequal pair <= 1.10x the equal pair at
-the larger count) is a ratio between rows: perf_report.py prints it next to these (unequal_lines).
+replaces issue 13's), and issue 40's training rounds (LAYER_TARGETS). World 2, CUDA-graph steady
+state unless it says eager, median, max over ranks. benchmarks/perf_report.py sets a run's numbers
+next to them; targets live here and in benchmarks, never in timed tests. The issue's unequal-pair
+target (any unequal pair <= 1.10x the equal pair at the larger count) is a ratio between rows:
+perf_report.py prints it next to these (unequal_lines).
 
 Each target names the result file and row it is read from (the row's "shape", its per-rank counts
 spec "counts" (bench_graph.py --counts; "max", every rank at the shape's max tokens, and rows from
@@ -63,4 +64,36 @@ TARGETS = (
         dispatch_dtype="e4m3fn",  # bench_graph.py --fp8 e4m3fn
         unit="x",
     ),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerTarget:
+    """Issue 40: one quantity of bench_moe_layer.json over another, at T tokens on every rank ("max"
+    counts): a round's median over its forward mirror's, or a round's p90 over its p10."""
+
+    what: str
+    tokens: int
+    phase: str
+    over: str  # the phase whose `over_field` divides
+    bound: float  # at most this ratio
+    field: str = "us_median"
+    over_field: str = "us_median"
+    source: str = "bench_moe_layer.json"
+
+
+LAYER_TARGETS = (
+    tuple(
+        LayerTarget(f"backward of combine / forward dispatch, T={T}", T, "combine-bwd", "dispatch", 1.1)
+        for T in (128, 512, 2048)
+    )
+    + tuple(
+        LayerTarget(f"backward of dispatch / forward combine, T={T}", T, "dispatch-bwd", "combine", 1.1)
+        for T in (128, 512, 2048)
+    )
+    + (
+        LayerTarget(
+            "forward dispatch p90 / p10 in the layer, T=128", 128, "dispatch", "dispatch", 1.2, "us_p90", "us_p10"
+        ),
+    )
 )

@@ -854,6 +854,34 @@ def test_perf_report_sets_every_target_next_to_its_value(tmp_path):
     assert "Targets met: 1 of" in text
 
 
+def test_perf_report_sets_the_training_targets_next_to_their_ratios(tmp_path):
+    """perf_report.py's issue 40 block on a stored bench_moe_layer.json (4 x H100, 2026-11-27): each round over its
+    forward mirror at every T, dispatch's p90 over its p10; a phase that did not run is not measured."""
+    import shutil
+
+    import perf_report
+    from targets import LAYER_TARGETS
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    layer = os.path.join(root, "docs/results/2026-11-27-h100x2-session16/call5/layer/bench_moe_layer.json")
+    text = perf_report.report(str(tmp_path))  # no layer run: every training target not measured
+    assert f"Training rounds (issue 40; bench_moe_layer.json), targets met: 0 of {len(LAYER_TARGETS)}" in text
+    unmeasured = "| not measured (bench_moe_layer.json) | 1.10 x | - |"
+    assert "| backward of combine / forward dispatch, T=128 " + unmeasured in text
+    shutil.copy(layer, tmp_path)
+    text = perf_report.report(str(tmp_path))
+    assert "Training rounds (issue 40; bench_moe_layer.json, world 4), targets met: 4 of 7" in text
+    assert "| backward of combine / forward dispatch, T=2048 | 1.40 x | 1.10 x | no |" in text  # 413.0 / 295.3
+    assert "| backward of dispatch / forward combine, T=512 | 1.03 x | 1.10 x | yes |" in text  # 87.0 / 84.6
+    assert "| forward dispatch p90 / p10 in the layer, T=128 | 1.03 x | 1.20 x | yes |" in text  # 43.8 / 42.4
+    with open(layer) as f:
+        run = json.load(f)
+    run["rows"] = [r for r in run["rows"] if r["phase"] != "combine"]
+    (tmp_path / "bench_moe_layer.json").write_text(json.dumps(run))
+    text = perf_report.report(str(tmp_path))
+    assert "| backward of dispatch / forward combine, T=512 " + unmeasured in text
+
+
 def test_compare_graph_sets_runs_side_by_side(tmp_path):
     """benchmarks/compare_graph.py on the stored one-GPU proxy runs (1 x H100, 2026-11-23)."""
     import compare_graph

@@ -11,7 +11,7 @@
 # protocol at a larger world, time-sliced: the whole suite takes several times as long, so GPU_TESTS, the test
 # paths, default tests/python/gpu, lets it run a few files per call).
 # `graph` runs benchmarks/bench_graph.py: dispatch + combine as CUDA-graph steady state and
-# eager, challenge shapes and the DeepSeek-V3 shape at 1..4096 tokens. After `graph` or `fp8`,
+# eager, challenge shapes and the DeepSeek-V3 shape at 1..4096 tokens. After `graph`, `fp8` or `layer`,
 # benchmarks/perf_report.py writes OUT/perf_report.md: every speed target next to its measured value.
 # `host` runs benchmarks/bench_host.py: the host time of each call (forward, split, training with backward)
 # next to one plain torch op; on a one-GPU node (named only) under the MPS proxy, host times being the CPU's.
@@ -133,9 +133,10 @@ if asked fp8; then
     --fp8 e4m3fn --out "$OUT/fp8"
   grep -A 4 "^fp8 (" "$OUT/bench_fp8.log" | tee -a "$OUT/summary.txt"
 fi
-if wants graph || asked fp8; then  # every speed target next to its measured value (benchmarks/targets.py)
+if wants graph || asked fp8 || asked layer; then  # every speed target next to its value (benchmarks/targets.py)
   python3 benchmarks/perf_report.py "$OUT" --out "$OUT/perf_report.md" >/dev/null &&
-    sed -n '/^Targets met/,/^$/p;/^| target/,/^$/p' "$OUT/perf_report.md" | tee -a "$OUT/summary.txt"
+    sed -n '/^Targets met/,/^$/p;/^Training rounds/,/^$/p;/^| target/,/^$/p' "$OUT/perf_report.md" |
+    tee -a "$OUT/summary.txt"
 fi
 if asked hf; then
   step bench_hf_model 600 torchrun --nproc-per-node="$NGPU" benchmarks/bench_hf_model.py --out "$OUT"
