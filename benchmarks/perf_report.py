@@ -20,7 +20,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import fmt  # noqa: E402
-from targets import LAYER_TARGETS, TARGETS  # noqa: E402
+from targets import LAYER_SOURCE, LAYER_TARGETS, TARGETS  # noqa: E402
 
 
 def load(results_dir: str, name: str):
@@ -98,14 +98,15 @@ def layer_value(result, t):
     return num / den if num is not None and den else None
 
 
-def layer_target_lines(results_dir: str):
-    """Issue 40's targets (LAYER_TARGETS) as target_lines gives issue 35's."""
+def layer_target_lines(result):
+    """Issue 40's targets (LAYER_TARGETS) in a bench_moe_layer.json (None: not there), as
+    target_lines gives issue 35's."""
     lines = ["| target | measured | bound | met |", "|---|---|---|---|"]
     met = 0
     for t in LAYER_TARGETS:
-        value = layer_value(load(results_dir, t.source), t)
+        value = layer_value(result, t)
         if value is None:
-            lines.append(f"| {t.what} | not measured ({t.source}) | {fmt(t.bound, 2)} x | - |")
+            lines.append(f"| {t.what} | not measured ({LAYER_SOURCE}) | {fmt(t.bound, 2)} x | - |")
             continue
         met += value <= t.bound
         lines.append(f"| {t.what} | {fmt(value, 2)} x | {fmt(t.bound, 2)} x | {'yes' if value <= t.bound else 'no'} |")
@@ -193,9 +194,10 @@ def report(results_dir: str) -> str:
     graph = load(results_dir, "bench_graph.json")
     targets, met, total = target_lines(results_dir)
     out = [f"Run: {describe_run(graph)}", "", f"Targets met: {met} of {total}", ""] + targets
-    layer, layer_met, layer_total = layer_target_lines(results_dir)
-    world = next((r.get("world") for r in (load(results_dir, "bench_moe_layer.json") or {}).get("rows", [])), None)
-    where = f"bench_moe_layer.json, world {world}" if world else "bench_moe_layer.json"
+    layer_run = load(results_dir, LAYER_SOURCE)
+    layer, layer_met, layer_total = layer_target_lines(layer_run)
+    world = next((r.get("world") for r in (layer_run or {}).get("rows", [])), None)
+    where = f"{LAYER_SOURCE}, world {world}" if world else LAYER_SOURCE
     out += ["", f"Training rounds (issue 40; {where}), targets met: {layer_met} of {layer_total}", ""] + layer
     if graph is not None:
         out += ["", "CUDA-graph steady state and eager (bench_graph.json, token dtype rows):", ""] + graph_lines(graph)
