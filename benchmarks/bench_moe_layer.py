@@ -421,8 +421,8 @@ def bench_tokens(ctx, args, T, counts, flusher):
             return ep.combine(y, d), y, w
 
         if "hbm-y" in args.phase_list:  # hbm-y's two buffers, as large as the most rows of a pool entry
-            most = max(rows_here)
-            y_rows, grad_rows = (torch.empty(most, args.hidden, dtype=args.dtype_t, device=ctx.device) for _ in "yg")
+            y_rows = torch.empty(max(rows_here), args.hidden, dtype=args.dtype_t, device=ctx.device)
+            grad_rows = torch.empty_like(y_rows)
 
         def hbm_y_rows(i):
             n = rows_here[get(i)]

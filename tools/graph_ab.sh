@@ -34,18 +34,22 @@ source "$HERE/tools/no_multicast_env.sh"
 NGPU=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 echo "-- $NGPU GPU(s): $([ "$NGPU" -ge 2 ] && echo "torchrun on every GPU" || echo "the one-GPU MPS proxy")"
 BENCH=${AB_BENCH:-graph}
+# Per benchmark: its arguments, those it takes under torchrun only (the proxy passes its own), and the
+# file each run writes.
 case $BENCH in
-  graph) bench_args=(benchmarks/bench_graph.py --shapes ab --replays 10 --iters 30 ${AB_GRAPH_ARGS:-}) ;;
-  host) bench_args=(benchmarks/bench_host.py) ;;
+  graph)
+    bench_args=(benchmarks/bench_graph.py --shapes ab --replays 10 --iters 30 ${AB_GRAPH_ARGS:-})
+    torchrun_args=(--no-microbench --no-floor) result=bench_graph.json ;;
+  host) bench_args=(benchmarks/bench_host.py) torchrun_args=(--no-microbench) result=bench_host.json ;;
   layer)
     # the MoE layer needs a GPU a rank (its weights); the one-GPU proxy times kernels, not the layer
     [ "$NGPU" -ge 2 ] || { echo "AB_BENCH=layer needs two or more GPUs, this node has $NGPU" >&2; exit 2; }
     # shellcheck disable=SC2054,SC2206  # the phases are one comma list; AB_LAYER_ARGS is split on purpose
     bench_args=(benchmarks/bench_moe_layer.py --tokens 128,512,2048 --iters 30 --no-check
-      --phases dispatch,combine,dispatch-bwd,combine-bwd,combine-bwd-y,hbm-y ${AB_LAYER_ARGS:-}) ;;
+      --phases dispatch,combine,dispatch-bwd,combine-bwd,combine-bwd-y,hbm-y ${AB_LAYER_ARGS:-})
+    torchrun_args=(--no-floor) result=bench_moe_layer.json ;;
   *) echo "AB_BENCH must be graph, host or layer, got $BENCH" >&2; exit 2 ;;
 esac
-result=bench_$([ "$BENCH" = layer ] && echo moe_layer || echo "$BENCH").json  # the file each run writes
 rounds=${AB_ROUNDS:-1}
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "AB_ROUNDS must be a positive integer, got $rounds" >&2; exit 2; }
 status=0
@@ -56,14 +60,8 @@ time_tree() {  # time_tree DIR TREE: TREE's package timed by this checkout's ben
   package=$(cd "$2" && pwd)/python
   mkdir -p "$dir"
   if [ "$NGPU" -ge 2 ]; then
-    local extra=()
-    case $BENCH in
-      graph) extra=(--no-microbench --no-floor) ;;
-      host) extra=(--no-microbench) ;;
-      layer) extra=(--no-floor) ;;
-    esac
-    (cd "$HERE" && PYTHONPATH="$package" torchrun --nproc-per-node="$NGPU" "${bench_args[@]}" "${extra[@]}" \
-      --out "$dir") >"$dir.log" 2>&1
+    (cd "$HERE" && PYTHONPATH="$package" torchrun --nproc-per-node="$NGPU" "${bench_args[@]}" \
+      "${torchrun_args[@]}" --out "$dir") >"$dir.log" 2>&1
   else
     MOE_A2A_PACKAGE_DIR="$package" bash "$HERE/tools/mps_proxy.sh" "$dir" "${bench_args[@]}" >"$dir.log" 2>&1
   fi
