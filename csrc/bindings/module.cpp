@@ -346,6 +346,7 @@ PYBIND11_MODULE(_C, m) {
     return py::make_tuple(c.heap_layout().comb_flagged, c.flagged_region_bytes());
   });
   m.attr("FLAGGED_TOKENS") = moe_a2a::kFlaggedTokens;
+  m.attr("OWN_PLACED_COPY_TOKENS") = moe_a2a::kOwnPlacedCopyTokens;
   m.def("put_pattern",
         [](const SymmetricHeap& h, size_t region_offset, size_t words, size_t flag_offset, uint64_t epoch) {
           const c10::cuda::CUDAGuard guard(h.device());

@@ -16,9 +16,9 @@ namespace {
 
 static_assert(kMaxExperts / 2 <= kEpBlock, "one thread per local expert when scanning expert totals");
 
-// A quantizing dispatch places this rank's own rows itself (own_placed, dispatch_kernel) where a
-// token group has at most this many (token, k) pairs: their rows of expert_x stay in shared memory
-// from the metadata to the rows (DispatchShared::own_pos).
+// A dispatch with every block on both halves places this rank's own rows itself (own_placed,
+// dispatch_kernel) where a token group has at most this many (token, k) pairs: their rows of
+// expert_x stay in shared memory from the metadata to the rows (DispatchShared::own_pos).
 inline constexpr int kOwnPlacedPairs = 4 * kEpBlock;
 
 struct DispatchShared {
@@ -59,6 +59,17 @@ SendCodec send_codec(const EpContext& c, const DispatchArgs& a) {
       return SendCodec::kQuantizeFp32;
   }
 }
+
+// Rows that the send half copies as they are: the token type (not fp8 rows, quantized here or by
+// the caller).
+MOE_A2A_HD inline bool plain_rows(SendCodec codec, const EpConfig& cfg) {
+  return codec == SendCodec::kCopy && !cfg.fp8_rows();
+}
+// The token count from which a fused launch places its own rows as it sends them (own_placed):
+// plain rows from kOwnPlacedCopyTokens, rows it quantizes from kOwnRowsDirectTokens (from 512 too,
+// fp8 lost 3 us where the ranks' counts differ: protocol.md, "Own rows").
+MOE_A2A_HD inline int own_placed_from(bool plain) { return plain ? kOwnPlacedCopyTokens : kOwnRowsDirectTokens; }
+
 template <SendCodec kCodec>
 inline constexpr TokenType kQuantizedFrom = kCodec == SendCodec::kQuantizeBf16   ? TokenType::kBFloat16
                                             : kCodec == SendCodec::kQuantizeFp16 ? TokenType::kFloat16
@@ -326,8 +337,8 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void write_metadata(const EpBuffers& b, const Disp
 }
 
 // Step 4 of send_group, one (token, chunk) task: the chunk `v`, loaded (and quantized) once, to
-// every destination rank of the token in `mask`; quantized, and with `own` (own_placed), also to
-// each row of expert_x of the token's own pairs (sh.own_pos).
+// every destination rank of the token in `mask`, and with `own` (own_placed) to each row of
+// expert_x of the token's own pairs (sh.own_pos).
 template <SendCodec kCodec, Fp8Format kFmt>
 MOE_A2A_DEVICE MOE_A2A_INLINE void send_chunk(const EpBuffers& b, const DispatchArgs& a, const DispatchShared& sh,
                                               const SendingGroup& grp, int i, int chunk, int vecs, uint32_t mask,
@@ -360,6 +371,10 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void send_chunk(const EpBuffers& b, const Dispatch
   } else {
     for (int r = 0; r < cfg.world; ++r) {
       if ((mask >> r) & 1u) store_chunk(b.recv_x(r, me, sh.slot[i][r]), chunk, vecs, v);
+    }
+    for (int k = 0; own && k < cfg.topk; ++k) {  // plain rows only (own_placed)
+      const int at = sh.own_pos[i * cfg.topk + k];
+      if (at >= 0) store_chunk(static_cast<Vec16*>(a.expert_x) + static_cast<size_t>(at) * vecs, chunk, vecs, v);
     }
     if (cfg.fp8_rows() && chunk == 0) {  // quantized by the caller: its scales follow the bytes
       const float* scales = a.x_scale + static_cast<size_t>(grp.tokens.begin + i) * cfg.scale_blocks();
@@ -754,17 +769,20 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
       block_shares(role, cfg.dispatch_sender_blocks(a.route.num_tokens, kCodec != SendCodec::kCopy));
   const HalfShare& send = share.send;
   const HalfShare& recv = share.recv;
-  // A launch that sends and receives, copying rows as they are, reads this rank's own rows from x
-  // instead of staging them in recv_x, from kOwnRowsDirectTokens on (protocol.md, "Own rows").
-  const bool own_direct = kOwnRows && role == Role::kBoth && kCodec == SendCodec::kCopy && !cfg.fp8_rows() &&
-                          a.route.num_tokens >= kOwnRowsDirectTokens;
-  // A launch that quantizes, with every block on both halves, places this rank's own rows in
-  // expert_x as it quantizes them, from kOwnRowsDirectTokens on: they are neither staged in recv_x
-  // nor read back, and their local writes go out beside the link's (protocol.md, "Own rows"). Its
-  // blocks lay out the segments before they send. Not where a group's pairs outgrow sh.own_pos.
-  const bool own_placed = kOwnRows && kCodec != SendCodec::kCopy && role == Role::kBoth && !share.split && send.runs &&
-                          recv.runs && a.route.num_tokens >= kOwnRowsDirectTokens &&
+  const bool plain = plain_rows(kCodec, cfg);
+  // A launch with every block on both halves places this rank's own rows in expert_x as it sends
+  // them (from own_placed_from tokens on): they are neither staged in recv_x nor read back, and
+  // their local writes go out beside the link's (protocol.md, "Own rows"). Its blocks lay out the
+  // segments before they send. Not where a group's pairs outgrow sh.own_pos, nor for fp8 rows
+  // that the caller quantized.
+  const bool own_placed = kOwnRows && (kCodec != SendCodec::kCopy || plain) && role == Role::kBoth && !share.split &&
+                          send.runs && recv.runs && a.route.num_tokens >= own_placed_from(plain) &&
                           cfg.max_group_tokens() * cfg.topk <= kOwnPlacedPairs;
+  // A launch that sends and receives plain rows, and does not place them so (its halves split),
+  // reads this rank's own rows from x instead of staging them in recv_x, from kOwnRowsDirectTokens
+  // on (protocol.md, "Own rows").
+  const bool own_direct =
+      kOwnRows && role == Role::kBoth && plain && !own_placed && a.route.num_tokens >= kOwnRowsDirectTokens;
 
   const int my_groups = send.runs ? cfg.num_groups(a.route.num_tokens) : 0;
   int numbered_to = 0;  // see send_group
@@ -836,7 +854,7 @@ void launch_dispatch_instance(const EpContext& ctx, const DispatchArgs& args, Ro
 }
 template <SendCodec kCodec>
 void launch_dispatch_kernel(const EpContext& ctx, const DispatchArgs& args, Role role, hipStream_t stream) {
-  if (own_rows_instance(role, args.route.num_tokens))
+  if (own_rows_instance(role, args.route.num_tokens, own_placed_from(plain_rows(kCodec, ctx.cfg))))
     launch_dispatch_instance<kCodec, true>(ctx, args, role, stream);
   else
     launch_dispatch_instance<kCodec, false>(ctx, args, role, stream);

@@ -116,6 +116,15 @@ inline constexpr int kSplitDispatchTokens = 1024;
 // tokens dispatch's was slower (the own rows' signal came before the peers', and a block placed
 // them in a batch of their own); combine's, not timed there, keeps the same threshold.
 inline constexpr int kOwnRowsDirectTokens = 1024;
+// From this many tokens a fused dispatch that copies rows as they are (not fp8), with every block
+// on both halves, places this rank's own rows in expert_x as it sends them (own_placed, as a
+// quantizing dispatch does from kOwnRowsDirectTokens): its blocks wait for the counts before
+// sending, and the own rows' writes run beside the link's instead of after it. 2 x H100,
+// DeepSeek-V3, graph d+c (session 17): 5% faster from 512 to 768 tokens every rank, 1-1.7 us
+// slower where only this rank is past 512 and its peer well below; from 256, 2.7 us slower at
+// 256 tokens (E128-K8-H4096), from 128, up to 5.8 with counts drawn (docs/design/protocol.md,
+// "Own rows").
+inline constexpr int kOwnPlacedCopyTokens = 512;
 // A rank with at most this many tokens gets its combine partial sums as flagged words
 // (EpConfig::flagged_partials; docs/design/protocol.md, "Flagged partial sums"): twice the bytes,
 // summed as they land instead of after a fence and a signal. On 2 x H100 (session 15) 32 took

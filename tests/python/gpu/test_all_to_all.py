@@ -535,6 +535,45 @@ def test_flagged_partial_sums_across_the_threshold(layout, world, rank):
                 assert not hooks.flagged_words(ep).any(), f"backward {counts}: flagged words left behind"
 
 
+@pytest.mark.parametrize("layout, alignment", [("padded", 1), ("packed", 1), ("packed", 8)])
+def test_own_rows_placed_by_senders(layout, alignment, world, rank):
+    """From OWN_PLACED_COPY_TOKENS tokens a fused dispatch of plain rows, every block on both halves,
+    places this rank's own rows in expert_x as it sends them (own_placed in csrc/ep/dispatch.cu),
+    its own slots' route and metadata included. Ranks on both sides of the threshold, a masked
+    slot on each: dispatch against the reference; combine, the backward of dispatch and the weight
+    gradients bitwise those of a split launch (send_sms), which stages its own rows in recv_x."""
+    n = ext().OWN_PLACED_COPY_TOKENS
+    E, K, H, T = 8 * world, 4, 1024, n + 64
+    for i, counts in enumerate([(T, n - 1), (n, T), (T, T)]):
+        num_tokens = [counts[r % 2] for r in range(world)]
+        inputs = ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=700 + i, num_tokens=num_tokens)
+        inputs = [ref.Routing(x, idx.clone(), w) for x, idx, w in inputs]
+        for r, (_, idx, _) in enumerate(inputs):
+            idx[3 + r, 1] = ref.MASKED_SLOT
+        x, idx, w = to_device(inputs)[rank]
+        results = []
+        for send_sms in (0, sm_count() // 2):
+            with moe_a2a.AllToAll(
+                dist.group.WORLD,
+                E,
+                K,
+                H,
+                T,
+                torch.bfloat16,
+                layout=layout,
+                expert_alignment=alignment,
+                send_sms=send_sms,
+            ) as ep:
+                out = run_round(ep, inputs, rank, world, E)
+                xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+                d = ep.dispatch(xg, idx, wg)
+                ep.combine(d.expert_x * (1.0 + rank), d).float().square().sum().backward()
+                ep.synchronize()
+                results.append((out, xg.grad, wg.grad))
+        for name, placed, staged in zip(("combine", "grad x", "grad w"), *results):
+            assert torch.equal(placed, staged), f"tokens {num_tokens}: {name} with own rows placed differs from staged"
+
+
 def sm_count():
     return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
 
