@@ -550,32 +550,32 @@ def test_own_rows_placed_by_senders(layout, alignment, world, rank):
         inputs = [ref.Routing(x, idx.clone(), w) for x, idx, w in inputs]
         for r, (_, idx, _) in enumerate(inputs):
             idx[3 + r, 1] = ref.MASKED_SLOT
-        x, idx, w = to_device(inputs)[rank]
-        results = []
-        for send_sms in (0, sm_count() // 2):
-            with moe_a2a.AllToAll(
-                dist.group.WORLD,
-                E,
-                K,
-                H,
-                T,
-                torch.bfloat16,
-                layout=layout,
-                expert_alignment=alignment,
-                send_sms=send_sms,
-            ) as ep:
-                out = run_round(ep, inputs, rank, world, E)
-                xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
-                d = ep.dispatch(xg, idx, wg)
-                ep.combine(d.expert_x * (1.0 + rank), d).float().square().sum().backward()
-                ep.synchronize()
-                results.append((out, xg.grad, wg.grad))
+        kw = dict(layout=layout, expert_alignment=alignment)
+        results = rounds_fused_and_split(inputs, rank, world, (E, K, H, T), sm_count() // 2, **kw)
         for name, placed, staged in zip(("combine", "grad x", "grad w"), *results):
             assert torch.equal(placed, staged), f"tokens {num_tokens}: {name} with own rows placed differs from staged"
 
 
 def sm_count():
     return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+
+
+def rounds_fused_and_split(inputs, rank, world, shape, split, **kw):
+    """On an AllToAll with every block on both halves (send_sms=0), then on one with `split` sending
+    blocks (AllToAll(**kw) besides): a forward round checked against the reference, and a training
+    round. Per AllToAll: (combine's output, x's gradient, the weights' gradient)."""
+    E, K, H, T = shape
+    x, idx, w = to_device(inputs)[rank]
+    results = []
+    for send_sms in (0, split):
+        with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16, send_sms=send_sms, **kw) as ep:
+            out = run_round(ep, inputs, rank, world, E)
+            xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+            d = ep.dispatch(xg, idx, wg)
+            ep.combine(d.expert_x * (1.0 + rank), d).float().square().sum().backward()
+            ep.synchronize()
+            results.append((out, xg.grad, wg.grad))
+    return results
 
 
 @pytest.mark.parametrize(
@@ -603,16 +603,7 @@ def test_sending_and_receiving_blocks(num_sms, send_sms, T, layout, alignment, w
     kw = dict(layout=layout, num_sms=num_sms, expert_alignment=alignment)
     num_tokens = [max(T - 7 * r, 0) if T > 1 else (1, 0)[r % 2] for r in range(world)]
     inputs = ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=97, num_tokens=num_tokens)
-    x, idx, w = to_device(inputs)[rank]
-    results = []
-    for split in (0, send_sms):
-        with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16, send_sms=split, **kw) as ep:
-            out = run_round(ep, inputs, rank, world, E)
-            xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
-            d = ep.dispatch(xg, idx, wg)
-            ep.combine(d.expert_x * (1.0 + rank), d).float().square().sum().backward()
-            ep.synchronize()
-            results.append((out, xg.grad, wg.grad))
+    results = rounds_fused_and_split(inputs, rank, world, (E, K, H, T), send_sms, **kw)
     for name, fused, split in zip(("combine", "grad x", "grad w"), *results):
         assert torch.equal(fused, split), f"{name} with send_sms={send_sms} differs from every block doing both"
 
