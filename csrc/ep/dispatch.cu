@@ -7,6 +7,8 @@
 // first (send_counts: the receivers need every expert's total before placing rows); each sending
 // block then sends its token groups (send_group). Receive half: the expert segments from every
 // source's counts (receive_counts), then each (group, part) item (receive_part, place_rows).
+#include <algorithm>
+
 #include "ep_device.cuh"
 #include "fp8_rows.cuh"
 #include "moe_a2a/platform/block_ops.h"
@@ -66,9 +68,13 @@ MOE_A2A_HD inline bool plain_rows(SendCodec codec, const EpConfig& cfg) {
   return codec == SendCodec::kCopy && !cfg.fp8_rows();
 }
 // The token count from which a fused launch places its own rows as it sends them (own_placed):
-// plain rows from kOwnPlacedCopyTokens, rows it quantizes from kOwnRowsDirectTokens (from 512 too,
-// fp8 lost 3 us where the ranks' counts differ: protocol.md, "Own rows").
-MOE_A2A_HD inline int own_placed_from(bool plain) { return plain ? kOwnPlacedCopyTokens : kOwnRowsDirectTokens; }
+// rows it quantizes from kOwnRowsDirectTokens (from 512 too, fp8 lost 3 us where the ranks' counts
+// differ: protocol.md, "Own rows"); plain rows from kOwnPlacedCopyTokens up to kOwnPlacedCopyWorld
+// ranks, never beyond (there, from kOwnRowsDirectTokens, own_direct reads them from x).
+MOE_A2A_HD inline int own_placed_from(bool plain, int world) {
+  if (!plain) return kOwnRowsDirectTokens;
+  return world <= kOwnPlacedCopyWorld ? kOwnPlacedCopyTokens : INT32_MAX;
+}
 
 template <SendCodec kCodec>
 inline constexpr TokenType kQuantizedFrom = kCodec == SendCodec::kQuantizeBf16   ? TokenType::kBFloat16
@@ -776,7 +782,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   // segments before they send. Not where a group's pairs outgrow sh.own_pos, nor for fp8 rows
   // that the caller quantized.
   const bool own_placed = kOwnRows && (kCodec != SendCodec::kCopy || plain) && role == Role::kBoth && !share.split &&
-                          send.runs && recv.runs && a.route.num_tokens >= own_placed_from(plain) &&
+                          send.runs && recv.runs && a.route.num_tokens >= own_placed_from(plain, cfg.world) &&
                           cfg.max_group_tokens() * cfg.topk <= kOwnPlacedPairs;
   // A launch that sends and receives plain rows, and does not place them so (its halves split),
   // reads this rank's own rows from x instead of staging them in recv_x, from kOwnRowsDirectTokens
@@ -854,7 +860,9 @@ void launch_dispatch_instance(const EpContext& ctx, const DispatchArgs& args, Ro
 }
 template <SendCodec kCodec>
 void launch_dispatch_kernel(const EpContext& ctx, const DispatchArgs& args, Role role, hipStream_t stream) {
-  if (own_rows_instance(role, args.route.num_tokens, own_placed_from(plain_rows(kCodec, ctx.cfg))))
+  // the instance with the own-rows code from where own_placed or own_direct may run
+  const int from = std::min(own_placed_from(plain_rows(kCodec, ctx.cfg), ctx.cfg.world), kOwnRowsDirectTokens);
+  if (own_rows_instance(role, args.route.num_tokens, from))
     launch_dispatch_instance<kCodec, true>(ctx, args, role, stream);
   else
     launch_dispatch_instance<kCodec, false>(ctx, args, role, stream);
