@@ -125,9 +125,10 @@ inline constexpr int kOwnRowsDirectTokens = 1024;
 // 256 tokens (E128-K8-H4096), from 128, up to 5.8 with counts drawn (docs/design/protocol.md,
 // "Own rows").
 inline constexpr int kOwnPlacedCopyTokens = 512;
-// ... at worlds up to this: only world 2 has timed it. At world 8 (reasoned, protocol.md "Own rows")
-// the own rows are an eighth of those a rank receives, so little overlaps, while the wait for the
-// counts before the first send grows to the slowest of 8 counting blocks.
+// The largest world at which kOwnPlacedCopyTokens applies: only world 2 has timed it. At world 8
+// (reasoned, protocol.md "Own rows") the own rows are an eighth of those a rank receives, so little
+// overlaps, while the wait for the counts before the first send grows to the slowest of 8
+// counting blocks.
 inline constexpr int kOwnPlacedCopyWorld = 2;
 // A rank with at most this many tokens gets its combine partial sums as flagged words
 // (EpConfig::flagged_partials; docs/design/protocol.md, "Flagged partial sums"): twice the bytes,

@@ -59,7 +59,7 @@ enum class Role : int32_t { kSend = 1, kRecv = 2, kBoth = 3 };
 MOE_A2A_HD inline bool sends(Role r) { return (static_cast<int32_t>(r) & 1) != 0; }
 MOE_A2A_HD inline bool receives(Role r) { return (static_cast<int32_t>(r) & 2) != 0; }
 // Whether a launch may move this rank's own rows without the heap: a fused one of `from` tokens or
-// more (kOwnRowsDirectTokens; a dispatch that copies rows, kOwnPlacedCopyTokens). The launchers pick
+// more (kOwnRowsDirectTokens; a dispatch of plain rows at world 2, kOwnPlacedCopyTokens). The launchers pick
 // the instance of dispatch_kernel and combine_kernel that has that code only then: below, it is
 // code a launch never runs but fetches (docs/design/protocol.md, "Code size").
 inline bool own_rows_instance(Role role, int32_t num_tokens, int32_t from = kOwnRowsDirectTokens) {

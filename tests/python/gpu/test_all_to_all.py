@@ -538,11 +538,11 @@ def test_flagged_partial_sums_across_the_threshold(layout, world, rank):
 @pytest.mark.parametrize("layout, alignment", [("padded", 1), ("packed", 1), ("packed", 8)])
 def test_own_rows_placed_by_senders(layout, alignment, world, rank):
     """From OWN_PLACED_COPY_TOKENS tokens a fused dispatch of plain rows, every block on both halves,
-    places this rank's own rows in expert_x as it sends them at world 2 (own_placed in
-    csrc/ep/dispatch.cu; at a larger world both launches stage them),
-    its own slots' route and metadata included. Ranks on both sides of the threshold, a masked
-    slot on each: dispatch against the reference; combine, the backward of dispatch and the weight
-    gradients bitwise those of a split launch (send_sms), which stages its own rows in recv_x."""
+    places this rank's own rows in expert_x as it sends them, their route and metadata included
+    (own_placed in csrc/ep/dispatch.cu; at world 2 only: beyond, both launches stage them). Ranks on
+    both sides of the threshold, a masked slot on each: dispatch against the reference; combine,
+    the backward of dispatch and the weight gradients bitwise those of a split launch (send_sms),
+    which stages its own rows in recv_x."""
     n = ext().OWN_PLACED_COPY_TOKENS
     E, K, H, T = 8 * world, 4, 1024, n + 64
     for i, counts in enumerate([(T, n - 1), (n, T), (T, T)]):
