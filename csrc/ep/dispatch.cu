@@ -70,10 +70,12 @@ MOE_A2A_HD inline bool plain_rows(SendCodec codec, const EpConfig& cfg) {
 // The token count from which a fused launch places its own rows as it sends them (own_placed):
 // rows it quantizes from kOwnRowsDirectTokens (from 512 too, fp8 lost 3 us where the ranks' counts
 // differ: protocol.md, "Own rows"); plain rows from kOwnPlacedCopyTokens up to kOwnPlacedCopyWorld
-// ranks, never beyond (there, from kOwnRowsDirectTokens, own_direct reads them from x).
-MOE_A2A_HD inline int own_placed_from(bool plain, int world) {
-  if (!plain) return kOwnRowsDirectTokens;
-  return world <= kOwnPlacedCopyWorld ? kOwnPlacedCopyTokens : INT32_MAX;
+// ranks, never beyond (there, from kOwnRowsDirectTokens, own_direct reads them from x); fp8 rows
+// that the caller quantized, never.
+MOE_A2A_HD inline int own_placed_from(SendCodec codec, const EpConfig& cfg) {
+  if (codec != SendCodec::kCopy) return kOwnRowsDirectTokens;
+  if (!plain_rows(codec, cfg)) return INT32_MAX;
+  return cfg.world <= kOwnPlacedCopyWorld ? kOwnPlacedCopyTokens : INT32_MAX;
 }
 
 template <SendCodec kCodec>
@@ -775,20 +777,18 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
       block_shares(role, cfg.dispatch_sender_blocks(a.route.num_tokens, kCodec != SendCodec::kCopy));
   const HalfShare& send = share.send;
   const HalfShare& recv = share.recv;
-  const bool plain = plain_rows(kCodec, cfg);
   // A launch with every block on both halves places this rank's own rows in expert_x as it sends
   // them (from own_placed_from tokens on): they are neither staged in recv_x nor read back, and
   // their local writes go out beside the link's (protocol.md, "Own rows"). Its blocks lay out the
-  // segments before they send. Not where a group's pairs outgrow sh.own_pos, nor for fp8 rows
-  // that the caller quantized.
-  const bool own_placed = kOwnRows && (kCodec != SendCodec::kCopy || plain) && role == Role::kBoth && !share.split &&
-                          send.runs && recv.runs && a.route.num_tokens >= own_placed_from(plain, cfg.world) &&
+  // segments before they send. Not where a group's pairs outgrow sh.own_pos.
+  const bool own_placed = kOwnRows && role == Role::kBoth && !share.split && send.runs && recv.runs &&
+                          a.route.num_tokens >= own_placed_from(kCodec, cfg) &&
                           cfg.max_group_tokens() * cfg.topk <= kOwnPlacedPairs;
   // A launch that sends and receives plain rows, and does not place them so (its halves split),
   // reads this rank's own rows from x instead of staging them in recv_x, from kOwnRowsDirectTokens
   // on (protocol.md, "Own rows").
-  const bool own_direct =
-      kOwnRows && role == Role::kBoth && plain && !own_placed && a.route.num_tokens >= kOwnRowsDirectTokens;
+  const bool own_direct = kOwnRows && role == Role::kBoth && plain_rows(kCodec, cfg) && !own_placed &&
+                          a.route.num_tokens >= kOwnRowsDirectTokens;
 
   const int my_groups = send.runs ? cfg.num_groups(a.route.num_tokens) : 0;
   int numbered_to = 0;  // see send_group
@@ -861,7 +861,7 @@ void launch_dispatch_instance(const EpContext& ctx, const DispatchArgs& args, Ro
 template <SendCodec kCodec>
 void launch_dispatch_kernel(const EpContext& ctx, const DispatchArgs& args, Role role, hipStream_t stream) {
   // the instance with the own-rows code from where own_placed or own_direct may run
-  const int from = std::min(own_placed_from(plain_rows(kCodec, ctx.cfg), ctx.cfg.world), kOwnRowsDirectTokens);
+  const int from = std::min(own_placed_from(kCodec, ctx.cfg), kOwnRowsDirectTokens);
   if (own_rows_instance(role, args.route.num_tokens, from))
     launch_dispatch_instance<kCodec, true>(ctx, args, role, stream);
   else
