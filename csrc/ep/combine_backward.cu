@@ -70,17 +70,17 @@ MOE_A2A_DEVICE void publish_weight_grads(const EpBuffers& b, uint32_t ranks, int
   }
 }
 
-// The waves of send_group that answer this rank's own rows of its group g while the others send
-// the group; 0: none (send_group sends with every wave, then the rows are answered with the
-// peers'). Where the group has a row for each of half the block's waves or more, a wave a row up
-// to all but kMinGradSendWaves: no row is split into parts (answer_rows), which would need the
-// whole block; with fewer rows, a row's chunks answered by one wave after another would take
-// longer than the link.
+// The waves of send_group that answer this rank's own rows of its group g from the start, while
+// the others send the group; 0: every wave sends first. Where the group has a row for each of
+// half the block's waves or more, all but kMinGradSendWaves answer, whatever the rows (they take
+// parts of rows, answer_rows); with fewer rows the link goes first. The sending waves join the
+// answers once their stores are out. 2 x H100, DeepSeek-V3, 512 tokens a rank (session 18, call 2):
+// 76.1 us against 80.6 with a wave a row (4 answering) and 86.8 with every wave sending first.
 MOE_A2A_DEVICE MOE_A2A_INLINE int own_answer_waves(const EpConfig& cfg, int tokens, int g) {
   const TokenRange own = cfg.token_group(tokens, g);
   const int rows = own.end - own.begin;
   if (g >= cfg.num_groups(tokens) || 2 * rows < kWavesPerBlock) return 0;
-  return min(rows, kWavesPerBlock - kMinGradSendWaves);
+  return kWavesPerBlock - kMinGradSendWaves;
 }
 
 // Whether flat row `row` (packed: below the last expert's end) holds no (token, k): padded,
@@ -124,16 +124,36 @@ MOE_A2A_DEVICE void zero_rows_of_no_expert(const EpBuffers& b, const CombineBack
   }
 }
 
+// The most tasks send_group splits a group's own rows into (answer_rows, handed out as waves ask):
+// a row's chunks in parts small enough that a wave that joins late still finds some, and a part
+// of a wave's loads in flight to memory, not one row's walk. Four a wave.
+inline constexpr int kOwnRowTasks = 4 * kWavesPerBlock;
+
 struct CombineBackwardShared {
   int src_tokens[kMaxWorld];
   uint32_t payload[kMaxWorld];
-  // answer_rows with a row split into parts (a group of fewer slots than waves): each task's
+  // answer_rows with a row split into parts (a group of fewer slots than tasks): each task's
   // per-k dot products of its part, and each slot's token (-1: none) and k's here.
-  float part_dot[kWavesPerBlock][kMaxTopk];
-  int slot_token[kWavesPerBlock];
-  uint32_t slot_here[kWavesPerBlock];
-  uint32_t sent_waves;  // send_group: the sending waves done with the group's stores
+  float part_dot[kOwnRowTasks][kMaxTopk];
+  int slot_token[kOwnRowTasks];
+  uint32_t slot_here[kOwnRowTasks];
+  uint32_t sent_waves;   // send_group: the sending waves done with the group's stores
+  uint32_t tasks_taken;  // send_group: the own rows' tasks handed out (answer_rows)
 };
+
+// How many parts answer_rows splits each of `slots` rows into, so that the rows make about
+// `tasks` tasks: 1 where they are that many or more, at most a part a chunk.
+MOE_A2A_DEVICE MOE_A2A_INLINE int row_parts(int slots, int tasks, int chunks) {
+  return slots > 0 && slots < tasks ? min(chunks, tasks / slots) : 1;
+}
+
+// answer_rows' next task for the calling wave, out of the block's shared count (one relaxed
+// block-scope add by lane 0), so that the waves free first take the next ones.
+MOE_A2A_DEVICE MOE_A2A_INLINE int take_task(uint32_t* taken) {
+  uint32_t task = 0;
+  if (lane_id() == 0) task = atomic_add_relaxed_block(taken, 1u);
+  return static_cast<int>(wave_shfl(task, 0));
+}
 
 // The (row, k)s of a row whose y chunks answer_row_chunks loads at once.
 inline constexpr int kGradsInFlight = 4;
@@ -196,24 +216,27 @@ MOE_A2A_DEVICE float answer_row_chunks(const Vec16* grad_out, const Vec16* y, Ve
 }
 
 // Step 2 for the slots of source src's token group (its slots are the group's token range, the
-// rows first, then empty slots: dispatch's numbering). Tasks (slot, part): a part is a range of
-// the row's chunks, more than one only where the group has fewer slots than the block has waves
-// (at one token, a chunk a wave), so that a few rows do not wait for one wave's walk along them.
-// A task writes every grad y(row, k) here from one load of the gradient. The weight gradient of a
-// (row, k) is the sum over its parts, in order, of each part's dot product (answer_row_chunks):
-// the same for the same token count, whatever the timing. Without weight_grad (the source asked
-// for none), y, the round's largest read, is not loaded.
+// rows first, then empty slots: dispatch's numbering), by every wave of the block. Tasks (slot,
+// part): a part is a range of the row's chunks, more than one only where the group has fewer
+// slots than the block has waves (at one token, a chunk a wave), so that a few rows do not wait
+// for one wave's walk along them; with `taken` (send_group's own rows), about kOwnRowTasks tasks,
+// each to whichever wave asks first (take_task). A task writes every grad y(row, k) here from one
+// load of the gradient. The weight gradient of a (row, k) is the sum over its parts, in order, of
+// each part's dot product (answer_row_chunks): the same for the same token count, whatever the
+// timing. Without weight_grad (the source asked for none), y, the round's largest read, is not
+// loaded.
 template <TokenType kType>
 MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int src,
-                                TokenRange slots, bool weight_grad, int first_wave = 0, int waves = kWavesPerBlock) {
+                                TokenRange slots, bool weight_grad, uint32_t* taken = nullptr) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   const int vecs = b.vecs_per_row();
   const int chunks = chunks_per_row(vecs);
   const size_t out_rows = output_rows(b.c);
   const int n = slots.end - slots.begin;
-  const int parts = n > 0 && n < waves ? min(chunks, waves / n) : 1;
-  for (int task = wave_id() - first_wave; task < n * parts; task += waves) {
+  const int parts = row_parts(n, taken != nullptr ? kOwnRowTasks : kWavesPerBlock, chunks);
+  const auto next_task = [&](int task) { return taken != nullptr ? take_task(taken) : task + kWavesPerBlock; };
+  for (int task = taken != nullptr ? take_task(taken) : wave_id(); task < n * parts; task = next_task(task)) {
     const int i = task / parts, part = task % parts;
     const size_t row = b.row_index(src, slots.begin + i);
     const int token = a.recv_route.token[row];
@@ -256,17 +279,27 @@ MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a
   __syncthreads();  // sh.part_dot is the next call's
 }
 
-// Step 1 for token group g of this rank: its gradients to the peers, then its signal. Where
-// own_answer_waves says so, the block's waves split: the first ones send (the link), the others
-// answer the group's own rows meanwhile (step 2 for this rank as the source: HBM), and the last
-// sending wave to finish publishes once every sending wave's stores are acknowledged, so that
-// the peers do not wait for the answers. Otherwise every wave sends, then one publishes.
+// Step 1 for token group g of this rank: its gradients to the peers, then its signal; and the
+// group's own rows (step 2 for this rank as the source), whose tasks the waves take as they come
+// free (answer_rows with sh.tasks_taken). Where own_answer_waves says so, the block's waves split:
+// the first ones send (the link), the others answer from the start (HBM), and the last sending
+// wave to finish publishes once every sending wave's stores are acknowledged, so that the peers
+// do not wait for the answers; otherwise every wave sends, then wave 0 publishes. Either way the
+// sending waves then join the answers: the release waits for the link to drain (about 7 us at 128
+// tokens on 2 x H100), and with a wave a row the answers were a chain of one chunk's loads after
+// another (session 18: the own rows of 4 tokens took 30-48 us on 4 waves while 4 senders idled
+// from 20 us).
 template <TokenType kType>
 MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int g,
                                uint64_t epoch, ProfilerTrack& prof) {
   const TokenRange own = b.c.cfg.token_group(a.route.num_tokens, g);
   const int answering = own_answer_waves(b.c.cfg, a.route.num_tokens, g);
   const int sending = kWavesPerBlock - answering;
+  if (threadIdx.x == 0) {
+    sh.sent_waves = 0;
+    sh.tasks_taken = 0;
+  }
+  __syncthreads();
   if (answering == 0) {
     {
       ProfilerSpan send_span(prof, ProfilerEvent::kCombineBackwardSend, g);
@@ -274,11 +307,7 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a,
     }
     __syncthreads();  // every thread's stores of the group before each signal's release
     if (wave_id() == 0) publish_group_grads(b, a, g, epoch);
-    return;
-  }
-  if (threadIdx.x == 0) sh.sent_waves = 0;
-  __syncthreads();
-  if (wave_id() < sending) {
+  } else if (wave_id() < sending) {
     {
       ProfilerSpan send_span(prof, ProfilerEvent::kCombineBackwardSend, g);
       store_group_grads(b, a, own, 0, sending);
@@ -291,11 +320,12 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a,
       fence_acq_rel_sys();  // acquire side: the other sending waves' stores before the signal
       publish_group_grads(b, a, g, epoch);
     }
-  } else {
-    ProfilerSpan answer_span(prof, ProfilerEvent::kCombineBackwardAnswer, b.c.cfg.rank);
-    answer_rows<kType>(b, a, sh, b.c.cfg.rank, own, asks_weight_grads(a), sending, answering);
   }
-  __syncthreads();  // sh.sent_waves is the next group's
+  {
+    ProfilerSpan answer_span(prof, ProfilerEvent::kCombineBackwardAnswer, b.c.cfg.rank);
+    answer_rows<kType>(b, a, sh, b.c.cfg.rank, own, asks_weight_grads(a), &sh.tasks_taken);
+  }
+  __syncthreads();  // sh.sent_waves and sh.tasks_taken are the next group's
 }
 
 // Step 2 for token group g of every source that has one, whatever has arrived in one batch, until
@@ -310,8 +340,7 @@ MOE_A2A_DEVICE bool answer_group(const EpBuffers& b, const CombineBackwardArgs& 
   const uint32_t peers = peer_ranks(cfg);
   uint32_t pending = sources_with_group(cfg, sh.src_tokens, g);
   if (g == 0) publish_weight_grads(b, peers & ~pending, 0, epoch);
-  // This rank's own rows of the group, where send_group answered them.
-  if (own_answer_waves(cfg, a.route.num_tokens, g) > 0) pending &= ~(1u << cfg.rank);
+  pending &= ~(1u << cfg.rank);  // this rank's own rows of the group: send_group answered them
   while (pending != 0) {
     const auto signal = [&](int src) { return b.group_signal(cfg.rank, src, g); };
     const uint64_t wait_start = prof.now();
