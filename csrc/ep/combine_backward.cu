@@ -124,28 +124,24 @@ MOE_A2A_DEVICE void zero_rows_of_no_expert(const EpBuffers& b, const CombineBack
   }
 }
 
-// The most tasks send_group splits a group's own rows into (answer_rows, handed out as waves ask):
-// a row's chunks in parts small enough that a wave that joins late still finds some, and a part
-// of a wave's loads in flight to memory, not one row's walk. Four a wave.
-inline constexpr int kOwnRowTasks = 4 * kWavesPerBlock;
+// About how many tasks answer_rows splits a group's rows into, handed out as waves ask: a row's
+// chunks in parts small enough that a wave that comes late (send_group's senders) still finds
+// some and that rows with more k's here than others do not hold the block. Eight a wave: at 2048
+// tokens a rank (16 rows a group, 2 x H100, session 18 call 4) 225.6-227.8 us against 231.4-231.7
+// with four a wave and 234.9-236.8 with the peers' rows in fixed shares; the same at 128 and 512.
+inline constexpr int kRowTasks = 8 * kWavesPerBlock;
 
 struct CombineBackwardShared {
   int src_tokens[kMaxWorld];
   uint32_t payload[kMaxWorld];
   // answer_rows with a row split into parts (a group of fewer slots than tasks): each task's
   // per-k dot products of its part, and each slot's token (-1: none) and k's here.
-  float part_dot[kOwnRowTasks][kMaxTopk];
-  int slot_token[kOwnRowTasks];
-  uint32_t slot_here[kOwnRowTasks];
+  float part_dot[kRowTasks][kMaxTopk];
+  int slot_token[kRowTasks];
+  uint32_t slot_here[kRowTasks];
+  uint32_t tasks_taken;  // answer_rows: its tasks handed out so far (0 between calls)
   uint32_t sent_waves;   // send_group: the sending waves done with the group's stores
-  uint32_t tasks_taken;  // send_group: the own rows' tasks handed out (answer_rows)
 };
-
-// How many parts answer_rows splits each of `slots` rows into, so that the rows make about
-// `tasks` tasks: 1 where they are that many or more, at most a part a chunk.
-MOE_A2A_DEVICE MOE_A2A_INLINE int row_parts(int slots, int tasks, int chunks) {
-  return slots > 0 && slots < tasks ? min(chunks, tasks / slots) : 1;
-}
 
 // answer_rows' next task for the calling wave, out of the block's shared count (one relaxed
 // block-scope add by lane 0), so that the waves free first take the next ones.
@@ -217,26 +213,23 @@ MOE_A2A_DEVICE float answer_row_chunks(const Vec16* grad_out, const Vec16* y, Ve
 
 // Step 2 for the slots of source src's token group (its slots are the group's token range, the
 // rows first, then empty slots: dispatch's numbering), by every wave of the block. Tasks (slot,
-// part): a part is a range of the row's chunks, more than one only where the group has fewer
-// slots than the block has waves (at one token, a chunk a wave), so that a few rows do not wait
-// for one wave's walk along them; with `taken` (send_group's own rows), about kOwnRowTasks tasks,
-// each to whichever wave asks first (take_task). A task writes every grad y(row, k) here from one
-// load of the gradient. The weight gradient of a (row, k) is the sum over its parts, in order, of
-// each part's dot product (answer_row_chunks): the same for the same token count, whatever the
-// timing. Without weight_grad (the source asked for none), y, the round's largest read, is not
-// loaded.
+// part), each to whichever wave asks first (take_task): a part is a range of the row's chunks,
+// more than one where the group has fewer than kRowTasks slots (at one token, a chunk a task).
+// A task writes every grad y(row, k) here from one load of the gradient. The weight gradient of a
+// (row, k) is the sum over its parts, in order, of each part's dot product (answer_row_chunks):
+// the same for the same token count, whatever the timing. Without weight_grad (the source asked
+// for none), y, the round's largest read, is not loaded. Ends with a block barrier.
 template <TokenType kType>
 MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int src,
-                                TokenRange slots, bool weight_grad, uint32_t* taken = nullptr) {
+                                TokenRange slots, bool weight_grad) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   const int vecs = b.vecs_per_row();
   const int chunks = chunks_per_row(vecs);
   const size_t out_rows = output_rows(b.c);
   const int n = slots.end - slots.begin;
-  const int parts = row_parts(n, taken != nullptr ? kOwnRowTasks : kWavesPerBlock, chunks);
-  const auto next_task = [&](int task) { return taken != nullptr ? take_task(taken) : task + kWavesPerBlock; };
-  for (int task = taken != nullptr ? take_task(taken) : wave_id(); task < n * parts; task = next_task(task)) {
+  const int parts = n > 0 && n < kRowTasks ? min(chunks, kRowTasks / n) : 1;
+  for (int task = take_task(&sh.tasks_taken); task < n * parts; task = take_task(&sh.tasks_taken)) {
     const int i = task / parts, part = task % parts;
     const size_t row = b.row_index(src, slots.begin + i);
     const int token = a.recv_route.token[row];
@@ -267,21 +260,23 @@ MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a
       sh.slot_here[i] = static_cast<uint32_t>(here);  // lanes below topk <= 16
     }
   }
-  if (!weight_grad || parts == 1) return;
-  __syncthreads();  // every part's dot products
-  for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
-    const auto [i, k] = pair_of(b.c, j);
-    if (((sh.slot_here[i] >> k) & 1u) == 0) continue;
-    float dot = 0.0f;
-    for (int part = 0; part < parts; ++part) dot += sh.part_dot[i * parts + part][k];
-    b.comb_w(src, sh.slot_token[i])[k] = dot;
+  __syncthreads();  // every task done (its part's dot products in sh.part_dot), none taken after
+  if (weight_grad && parts > 1) {
+    for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
+      const auto [i, k] = pair_of(b.c, j);
+      if (((sh.slot_here[i] >> k) & 1u) == 0) continue;
+      float dot = 0.0f;
+      for (int part = 0; part < parts; ++part) dot += sh.part_dot[i * parts + part][k];
+      b.comb_w(src, sh.slot_token[i])[k] = dot;
+    }
   }
-  __syncthreads();  // sh.part_dot is the next call's
+  if (threadIdx.x == 0) sh.tasks_taken = 0;
+  __syncthreads();  // sh.part_dot and sh.tasks_taken are the next call's
 }
 
 // Step 1 for token group g of this rank: its gradients to the peers, then its signal; and the
 // group's own rows (step 2 for this rank as the source), whose tasks the waves take as they come
-// free (answer_rows with sh.tasks_taken). Where own_answer_waves says so, the block's waves split:
+// free (answer_rows). Where own_answer_waves says so, the block's waves split:
 // the first ones send (the link), the others answer from the start (HBM), and the last sending
 // wave to finish publishes once every sending wave's stores are acknowledged, so that the peers
 // do not wait for the answers; otherwise every wave sends, then wave 0 publishes. Either way the
@@ -295,10 +290,7 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a,
   const TokenRange own = b.c.cfg.token_group(a.route.num_tokens, g);
   const int answering = own_answer_waves(b.c.cfg, a.route.num_tokens, g);
   const int sending = kWavesPerBlock - answering;
-  if (threadIdx.x == 0) {
-    sh.sent_waves = 0;
-    sh.tasks_taken = 0;
-  }
+  if (threadIdx.x == 0) sh.sent_waves = 0;
   __syncthreads();
   if (answering == 0) {
     {
@@ -323,9 +315,8 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a,
   }
   {
     ProfilerSpan answer_span(prof, ProfilerEvent::kCombineBackwardAnswer, b.c.cfg.rank);
-    answer_rows<kType>(b, a, sh, b.c.cfg.rank, own, asks_weight_grads(a), &sh.tasks_taken);
-  }
-  __syncthreads();  // sh.sent_waves and sh.tasks_taken are the next group's
+    answer_rows<kType>(b, a, sh, b.c.cfg.rank, own, asks_weight_grads(a));
+  }  // answer_rows' last barrier: no wave reads sh.sent_waves after it
 }
 
 // Step 2 for token group g of every source that has one, whatever has arrived in one batch, until
@@ -390,6 +381,7 @@ MOE_A2A_DEVICE bool receive_weight_grads(const EpBuffers& b, const CombineBackwa
 template <TokenType kType>
 __global__ void __launch_bounds__(kEpBlock) combine_backward_kernel(EpContext c, CombineBackwardArgs a) {
   __shared__ CombineBackwardShared sh;
+  if (threadIdx.x == 0) sh.tasks_taken = 0;  // before a barrier: send_group's first, or await_some_ranks'
   ProfilerTrack prof(c.profiler, ProfilerEvent::kCombineBackward);
   const EpBuffers b{c};
   const uint64_t epoch = b.current_epoch();
