@@ -1,10 +1,10 @@
 // The backward of combine: one round, one kernel. For out[t] = sum_k w[t,k] * y(t,k):
 //   grad y(t,k) = w[t,k] * grad_out[t]        (on the expert's rank, into grad_expert_y)
 //   grad w[t,k] = <grad_out[t], y(t,k)>       (computed where y is, sent back to t's rank)
-// Every block runs three steps: send_group for each of its token groups (token side, and where
-// it overlaps, the group's own rows of the expert side; then zero_rows_of_no_expert),
-// answer_group for each of its items (expert side: group g of every source, as the groups
-// arrive, like dispatch's receive half, each answered group signalled back to its source), and
+// Every block runs three steps: send_group for each of its token groups (token side, and the
+// group's own rows of the expert side; then zero_rows_of_no_expert), answer_group for each of its
+// items (expert side: group g of every peer, as the groups arrive, like dispatch's receive half,
+// each answered group signalled back to its source), and
 // receive_weight_grads for each of its token groups (token side, as the answers arrive). Block b
 // takes groups b, b + B, ... in every step, so a group's own rows are answered in the block that
 // reads their weight gradients.
