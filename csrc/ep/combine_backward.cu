@@ -4,10 +4,9 @@
 // Every block runs three steps: send_group for each of its token groups (token side, and the
 // group's own rows of the expert side; then zero_rows_of_no_expert), answer_group for each of its
 // items (expert side: group g of every peer, as the groups arrive, like dispatch's receive half,
-// each answered group signalled back to its source), and
-// receive_weight_grads for each of its token groups (token side, as the answers arrive). Block b
-// takes groups b, b + B, ... in every step, so a group's own rows are answered in the block that
-// reads their weight gradients.
+// each answered group signalled back to its source), and receive_weight_grads for each of its
+// token groups (token side, as the answers arrive). Block b takes groups b, b + B, ... in every
+// step, so a group's own rows are answered in the block that reads their weight gradients.
 // A rank whose topk_weights need no gradient passes grad_topk_weights = nullptr: its group
 // signals say so, and the expert ranks skip its dot products (and their read of y).
 // What each writes, publishes and waits for: docs/design/protocol.md (the table, and "Backward
@@ -276,14 +275,13 @@ MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a
 
 // Step 1 for token group g of this rank: its gradients to the peers, then its signal; and the
 // group's own rows (step 2 for this rank as the source), whose tasks the waves take as they come
-// free (answer_rows). Where own_answer_waves says so, the block's waves split:
-// the first ones send (the link), the others answer from the start (HBM), and the last sending
-// wave to finish publishes once every sending wave's stores are acknowledged, so that the peers
-// do not wait for the answers; otherwise every wave sends, then wave 0 publishes. Either way the
-// sending waves then join the answers: the release waits for the link to drain (about 7 us at 128
-// tokens on 2 x H100), and with a wave a row the answers were a chain of one chunk's loads after
-// another (session 18: the own rows of 4 tokens took 30-48 us on 4 waves while 4 senders idled
-// from 20 us).
+// free (answer_rows). Where own_answer_waves says so, the block's waves split: the first ones send
+// (the link), the others answer from the start (HBM), and the last sending wave to finish
+// publishes once every sending wave's stores are acknowledged, so that the peers do not wait for
+// the answers; otherwise every wave sends, then wave 0 publishes. Either way the sending waves
+// then join the answers: the release waits for the link to drain (about 7 us at 128 tokens on
+// 2 x H100), and with a wave a row the answers were a chain of one chunk's loads after another
+// (session 18: the own rows of 4 tokens took 30-48 us on 4 waves while 4 senders idled from 20 us).
 template <TokenType kType>
 MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int g,
                                uint64_t epoch, ProfilerTrack& prof) {
