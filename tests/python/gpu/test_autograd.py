@@ -33,18 +33,25 @@ def one_round(ep, x, idx, w, rank):
     return ep.combine(d.expert_x * (1.0 + rank), d), d
 
 
-# (hidden, num_sms) of the backward of combine's three ways to answer a row: one token a group and
-# one chunk a row; one token a group, its rows' chunks split over the waves and the weight gradient
-# summed over them; 12 tokens a group on 2 blocks, the group's own rows answered while it is sent.
-GRIDS = {"one-chunk": (512, None), "rows-in-parts": (2048, None), "own-rows-while-sending": (2048, 2)}
+# (hidden, num_sms, topk) of the backward of combine's ways to answer a row: one token a group and
+# one chunk a row; one token a group, its rows' chunks split into tasks and the weight gradient
+# summed over them; 12 tokens a group on 2 blocks, the group's own rows answered while it is sent;
+# the same with top-8 of 8 experts a rank, so that many rows have more k's on one rank
+# than answer_row_chunks loads at once (kGradsInFlight, 4) and take two passes.
+GRIDS = {
+    "one-chunk": (512, None, 4),
+    "rows-in-parts": (2048, None, 4),
+    "own-rows-while-sending": (2048, 2, 4),
+    "more-k-than-in-flight": (2048, 2, 8),
+}
 
 
 @pytest.mark.parametrize("layout,dtype", CASES, ids=[f"{lay}-{str(d)[6:]}" for lay, d in CASES])
 @pytest.mark.parametrize("tokens", ["random", "rank0_empty"])
 @pytest.mark.parametrize("grid", list(GRIDS))
 def test_gradients_match_closed_form(layout, dtype, tokens, grid, world, rank):
-    H, num_sms = GRIDS[grid]
-    E, K, T = 8 * world, 4, 24
+    H, num_sms, K = GRIDS[grid]
+    E, T = 8 * world, 24
     counts = None if tokens == "random" else [0] + [T] * (world - 1)
     inputs = ref.generate_all_inputs(world, E, K, H, T, dtype, seed=71, num_tokens=counts)
     inputs = [ref.Routing(r.x.float().to(dtype), r.topk_idx, r.topk_weights) for r in inputs]
