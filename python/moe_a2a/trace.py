@@ -420,19 +420,30 @@ def timeline(trace, block=0, by_wave=False) -> str:
     return "\n".join(out)
 
 
+def _chain_stage(e, rank):
+    """A stage's row in chain(): a stage whose argument is a source rank (the backward of combine's
+    answers) gets two, this rank's own rows and the peers', which run at different times."""
+    source = e.get("args", {}).get("source")
+    if source is None:
+        return e["name"]
+    return e["name"] + (" (own)" if source == rank else " (peers)")
+
+
 def chain(trace) -> str:
     """The whole kernel's critical path, over all its blocks: for every rank and kernel, when each
     stage first starts and last ends over the kernel's blocks, in us from the kernel's first block
     start, median over the kernel's runs; then the kernel boundaries: the time from a kernel's last
     block end to the next kernel's first block start on the same rank, median per pair of kernels.
     Where timeline() follows one block, this shows the hand-offs between blocks (a sending block's
-    publish, the receiving blocks' waits) and what the stream leaves between kernels."""
+    publish, the receiving blocks' waits) and what the stream leaves between kernels. A stage whose
+    argument is a source rank is split into this rank's own and the peers' (_chain_stage)."""
     info = trace.get("moe_a2a", {})
     waves = info.get("waves_per_block", 1)
     order = {k: i for i, k in enumerate(KERNELS)}
     out = ["Stages over all blocks, us from the kernel's first block start (median over runs)"]
     xs = complete_events(trace)
     for pid, name in sorted(rank_names(trace).items()):
+        rank = int(name.split()[-1])
         mine = [e for e in xs if e["pid"] == pid]
         # Run i of a kernel is the i-th span of that kernel on each block (every block runs every launch).
         per_block = {}
@@ -455,8 +466,9 @@ def chain(trace) -> str:
             i = next((j for j, (a, b) in enumerate(spans) if a <= s <= b), None)
             if i is None:
                 continue
-            lo, hi = stages.get((kernel, i, e["name"]), (s, t))
-            stages[(kernel, i, e["name"])] = (min(lo, s), max(hi, t))
+            key = (kernel, i, _chain_stage(e, rank))
+            lo, hi = stages.get(key, (s, t))
+            stages[key] = (min(lo, s), max(hi, t))
         for kernel in sorted({k for k, _ in runs}, key=lambda k: order.get(k, 99)):
             starts = {i: runs[(k, i)][0] for k, i in runs if k == kernel}
             durs = [runs[(kernel, i)][1] - starts[i] for i in starts]
@@ -470,7 +482,7 @@ def chain(trace) -> str:
                 for stage, v in rows.items()
             )
             for s, t, stage, n in cells:
-                out.append(f"  {stage:28s} {s / 1e3:8.2f} -> {t / 1e3:8.2f}  ({n} run(s))")
+                out.append(f"  {stage:32s} {s / 1e3:8.2f} -> {t / 1e3:8.2f}  ({n} run(s))")
         sequence = sorted((s, t, k) for (k, _), (s, t) in runs.items())
         gaps = {}
         for (_, end, a), (start, _, b) in zip(sequence, sequence[1:]):

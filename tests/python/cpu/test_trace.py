@@ -59,10 +59,39 @@ def pingpong(peer, at_ns, n=16, one_way_ns=800, jitter=lambda i: 37 * i % 500):
     return out
 
 
-def make_dumps(world=2, capacity=64, dropped=0):
-    ranks = [FakeRank(0, 1_000_000_000, 0)] + [
+def fake_ranks(world):
+    """Rank 0 at 1 GHz with no offset; the others at 100 MHz or 1 GHz, each offset and drifting."""
+    return [FakeRank(0, 1_000_000_000, 0)] + [
         FakeRank(r, 100_000_000 if r % 2 else 1_000_000_000, 12_345_678 * r, drift=2e-6 * r) for r in range(1, world)
     ]
+
+
+def dumps_of(ranks, base, blocks=3, capacity=64, dropped=0):
+    """The profiler dumps of FakeRanks whose events are in, with clock samples around `base`."""
+    world = len(ranks)
+    dumps = []
+    for fr in ranks:
+        dumps.append(
+            {
+                "rank": fr.rank,
+                "world": world,
+                "clock_rate_hz": fr.rate,
+                "num_blocks": blocks,
+                "waves_per_block": WAVES,
+                "capacity": capacity,
+                "attempted": len(fr.events) + dropped,
+                "dropped": dropped if fr.rank == world - 1 else 0,
+                "invalid": 0,
+                "events": fr.events,
+                "clock_before": [[]] + [pingpong(p, base - 10_000_000) for p in ranks[1:]] if fr.rank == 0 else [],
+                "clock_after": [[]] + [pingpong(p, base + 10_000_000) for p in ranks[1:]] if fr.rank == 0 else [],
+            }
+        )
+    return dumps
+
+
+def make_dumps(world=2, capacity=64, dropped=0):
+    ranks = fake_ranks(world)
     base = 1_000_000_000  # the run, on the true clock
     for fr in ranks:
         for k, kernel in enumerate(trace.KERNELS[:2]):  # a forward round
@@ -77,25 +106,7 @@ def make_dumps(world=2, capacity=64, dropped=0):
                     stage = {"dispatch": "dispatch.copy", "combine": "combine.reduce"}[kernel]
                     fr.add(block, wave, stage, s + 30_000, s + 35_000, 7)
                     fr.add(block, wave, stage, s + 35_000, s + 36_000, 8)  # back to back: still nested
-    dumps = []
-    for fr in ranks:
-        dumps.append(
-            {
-                "rank": fr.rank,
-                "world": world,
-                "clock_rate_hz": fr.rate,
-                "num_blocks": 3,
-                "waves_per_block": WAVES,
-                "capacity": capacity,
-                "attempted": len(fr.events) + dropped,
-                "dropped": dropped if fr.rank == world - 1 else 0,
-                "invalid": 0,
-                "events": fr.events,
-                "clock_before": [[]] + [pingpong(p, base - 10_000_000) for p in ranks[1:]] if fr.rank == 0 else [],
-                "clock_after": [[]] + [pingpong(p, base + 10_000_000) for p in ranks[1:]] if fr.rank == 0 else [],
-            }
-        )
-    return dumps
+    return dumps_of(ranks, base, capacity=capacity, dropped=dropped)
 
 
 def build(**kw):
@@ -208,6 +219,25 @@ def test_chain_over_all_blocks(capsys, tmp_path):
     path.write_text(json.dumps(t))
     assert trace.main(["chain", str(path)]) == 0
     assert "rank 1 combine: 1 run(s)" in capsys.readouterr().out
+
+
+def test_chain_splits_answers_into_own_and_peers():
+    # The backward of combine: each block answers its own rows from 1 to 30 us after its start,
+    # then the peer's from 31 to 55 us; blocks start 1 us apart.
+    ranks = fake_ranks(2)
+    base = 1_000_000_000
+    for fr in ranks:
+        for block in range(3):
+            for wave in range(WAVES):
+                s = base + 1000 * block
+                fr.add(block, wave, "combine_backward", s, s + 60_000)
+                fr.add(block, wave, "combine_backward.answer", s + 1_000, s + 30_000, fr.rank)
+                fr.add(block, wave, "combine_backward.answer", s + 31_000, s + 55_000, 1 - fr.rank)
+    text = trace.chain(trace.build_trace(dumps_of(ranks, base), NAMES, ARGS))
+    for rank in (0, 1):
+        part = text.split(f"rank {rank} combine_backward")[1]
+        assert re.search(r"combine_backward\.answer \(own\) +1\.00 -> +32\.00", part), text
+        assert re.search(r"combine_backward\.answer \(peers\) +31\.00 -> +57\.00", part), text
 
 
 def test_timeline_of_one_block(capsys, tmp_path):
