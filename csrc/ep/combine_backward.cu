@@ -17,8 +17,8 @@ namespace moe_a2a {
 namespace {
 
 // send_group's split of a block's waves, where it answers the group's own rows while it sends:
-// at least kMinGradSendWaves waves send (a quarter of the block: 2 of 8 on NVIDIA left the link
-// as busy as 4 at 2048 tokens, 2 x H100), the others answer one own row or more each.
+// kMinGradSendWaves waves send (a quarter of the block: 2 of 8 on NVIDIA left the link as busy as
+// 4 at 2048 tokens, 2 x H100), the others answer from the start, the senders joining them after.
 inline constexpr int kMinGradSendWaves = kWavesPerBlock / 4 > 0 ? kWavesPerBlock / 4 : 1;
 
 // Step 1's stores for tokens `tokens` of this rank, by waves [first_wave, first_wave + waves): each
