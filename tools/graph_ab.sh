@@ -21,6 +21,8 @@
 # AB_BENCH=graph.
 # AB_GRAPH_ARGS: more bench_graph.py arguments for every tree (e.g. "--fp8 e4m3fn": each shape's fp8
 # dispatch too, next to the token dtype's; compare.md has a line for each).
+# AB_BUILT=1: the trees are built already (an earlier graph_ab of the same call, on the same trees), so
+# several A/Bs with different benchmark arguments share one build.
 # Exit status: non-zero if a build or a run failed.
 set -uo pipefail
 usage="usage: tools/graph_ab.sh OUT TREE [TREE...]"
@@ -77,6 +79,7 @@ tree_version() {  # the tree's commit, marked if it has changes; a plain copy ha
 # Every tree is built first, all at once (device time is what these calls spend: nvcc of one tree
 # leaves most cores idle, its largest file takes most of a build), then timed one after the other.
 build_tree() {  # build_tree TREE LOG
+  [ "${AB_BUILT:-0}" = 1 ] && { echo "AB_BUILT=1: not built here" >"$2"; return 0; }
   (cd "$1" && env MOE_A2A_PROFILE=0 MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace --force >"$2" 2>&1)
 }
 labels=() pids=()
