@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# NOT RUN (written in session 18 for the next one), nvidia-h100-x4: the two gates by world that no 4-GPU run has
+# Written in session 18 for the next one; session 19 ran it as docs/results/2026-11-27-h100x2-session19/call2-driver.sh, nvidia-h100-x4: the two gates by world that no 4-GPU run has
 # timed, each against HEAD at world 4, alternated in one call (two rounds: this X X this):
 # - .exp/w4: plain rows placed by their senders from 512 tokens at world 4 too (kOwnPlacedCopyWorld = 4), DeepSeek-V3
 #   with counts 512 every rank, 768 every rank, 600/300 alternating and drawn in 1..1024;

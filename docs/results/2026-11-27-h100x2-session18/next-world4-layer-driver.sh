@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# NOT RUN (written in session 18 for the next one), nvidia-h100-x4: the backward of combine's answers as tasks
+# Written in session 18 for the next one; session 19 ran it as docs/results/2026-11-27-h100x2-session19/call2-driver.sh, nvidia-h100-x4: the backward of combine's answers as tasks
 # (HEAD) against the round before (.exp/cb0 = 4f7ddb9) at world 4, tools/graph_ab.sh AB_BENCH=layer, two rounds
 # (cb0 this this cb0), DeepSeek-V3 at 128 / 512 / 2048 tokens every rank; then the gradient tests at world 4.
 # Setup: mkdir -p .exp/cb0 && git archive 4f7ddb9 | tar -x -C .exp/cb0 && rm -rf .exp/cb0/docs; carry [".exp/cb0"].

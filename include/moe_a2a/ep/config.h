@@ -125,16 +125,19 @@ inline constexpr int kOwnRowsDirectTokens = 1024;
 // 256 tokens (E128-K8-H4096), from 128, up to 5.8 with counts drawn (docs/design/protocol.md,
 // "Own rows").
 inline constexpr int kOwnPlacedCopyTokens = 512;
-// The largest world at which kOwnPlacedCopyTokens applies: only world 2 has timed it. At world 8
-// (reasoned, protocol.md "Own rows") the own rows are an eighth of those a rank receives, so little
-// overlaps, while the wait for the counts before the first send grows to the slowest of 8
-// counting blocks.
+// The largest world at which kOwnPlacedCopyTokens applies. At world 4 (4 x H100, session 19) it
+// lost: graph d+c 0-2% slower at 512-768 tokens every rank and 600/300, 5% with counts drawn in
+// 1..1024. At world 8 (reasoned, protocol.md "Own rows") the own rows are an eighth of those a rank
+// receives, so less overlaps still, while the wait for the counts before the first send grows to
+// the slowest of 8 counting blocks.
 inline constexpr int kOwnPlacedCopyWorld = 2;
 // A rank with at most this many tokens gets its combine partial sums as flagged words
 // (EpConfig::flagged_partials; docs/design/protocol.md, "Flagged partial sums"): twice the bytes,
 // summed as they land instead of after a fence and a signal. On 2 x H100 (session 15) 32 took
 // 2.4-2.7 us off graph d+c at the challenge shapes of 16 and 32 tokens drawn per rank, against the
-// one-GPU proxy's 4; 64 lost at 128 tokens drawn, where the doubled bytes cross a busy link.
+// one-GPU proxy's 4; 64 lost at 128 tokens drawn, where the doubled bytes cross a busy link. At
+// world 4 (4 x H100, session 19) 16 lost to 32 at every small shape (0.1-2.3 us), so one threshold
+// serves every world.
 inline constexpr int kFlaggedTokens = 32;
 // A flagged row is laid out in blocks of 64 vectors (the widest wave, csrc/ep/flagged_rows.cuh).
 inline constexpr size_t kFlaggedRowAlign = 64 * 16;
