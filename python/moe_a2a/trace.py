@@ -7,6 +7,8 @@ summarise, plot.
 
     python -m moe_a2a.trace summary trace.json [--png timeline.png]     (trace.json.gz too)
     python -m moe_a2a.trace timeline trace.json [--block B] [--waves]
+    python -m moe_a2a.trace chain trace.json
+    python -m moe_a2a.trace blocks trace.json [--kernel K] [--run N] [--every S]
     python -m moe_a2a.trace check trace.json
 
 Layout: pid = rank + 1 ("rank N"); one track per wave of a block, tid = block * waves + wave + 1
@@ -429,6 +431,29 @@ def _chain_stage(e, rank):
     return e["name"] + (" (own)" if source == rank else " (peers)")
 
 
+def _kernel_spans_by_block(events, waves):
+    """{(kernel, block): [(start, end)] sorted}: every launch of each kernel on each block of one
+    rank (a kernel's span is recorded by wave 0). Run i of a kernel is its i-th span on each block:
+    every block runs every launch."""
+    per_block = {}
+    for e in events:
+        if "." not in e["name"] and (e["tid"] - 1) % waves == 0:
+            per_block.setdefault((e["name"], (e["tid"] - 1) // waves), []).append(_ns(e))
+    for spans in per_block.values():
+        spans.sort()
+    return per_block
+
+
+def _run_of(e, per_block, waves):
+    """The run (index into _kernel_spans_by_block's list) that stage event `e` belongs to; None for a
+    kernel's own span, or a stage outside every span of its block."""
+    if "." not in e["name"]:
+        return None
+    s, _ = _ns(e)
+    spans = per_block.get((kernel_of(e["name"]), (e["tid"] - 1) // waves), [])
+    return next((j for j, (a, b) in enumerate(spans) if a <= s <= b), None)
+
+
 def chain(trace) -> str:
     """The whole kernel's critical path, over all its blocks: for every rank and kernel, when each
     stage first starts and last ends over the kernel's blocks, in us from the kernel's first block
@@ -445,13 +470,7 @@ def chain(trace) -> str:
     for pid, name in sorted(rank_names(trace).items()):
         rank = int(name.split()[-1])
         mine = [e for e in xs if e["pid"] == pid]
-        # Run i of a kernel is the i-th span of that kernel on each block (every block runs every launch).
-        per_block = {}
-        for e in mine:
-            if "." not in e["name"] and (e["tid"] - 1) % waves == 0:
-                per_block.setdefault((e["name"], (e["tid"] - 1) // waves), []).append(_ns(e))
-        for spans in per_block.values():
-            spans.sort()
+        per_block = _kernel_spans_by_block(mine, waves)
         runs = {}  # (kernel, i) -> [first start, last end]
         for (kernel, _), spans in per_block.items():
             for i, (s, t) in enumerate(spans):
@@ -459,14 +478,11 @@ def chain(trace) -> str:
                 runs[(kernel, i)] = (min(lo, s), max(hi, t))
         stages = {}  # (kernel, i, stage) -> [first start, last end]
         for e in mine:
-            if "." not in e["name"]:
-                continue
-            kernel, (s, t) = kernel_of(e["name"]), _ns(e)
-            spans = per_block.get((kernel, (e["tid"] - 1) // waves), [])
-            i = next((j for j, (a, b) in enumerate(spans) if a <= s <= b), None)
+            i = _run_of(e, per_block, waves)
             if i is None:
                 continue
-            key = (kernel, i, _chain_stage(e, rank))
+            s, t = _ns(e)
+            key = (kernel_of(e["name"]), i, _chain_stage(e, rank))
             lo, hi = stages.get(key, (s, t))
             stages[key] = (min(lo, s), max(hi, t))
         for kernel in sorted({k for k, _ in runs}, key=lambda k: order.get(k, 99)):
@@ -489,6 +505,47 @@ def chain(trace) -> str:
             gaps.setdefault(f"{a} -> {b}", []).append(start - end)
         for pair, v in sorted(gaps.items()):
             out.append(f"  boundary {pair:24s} median {statistics.median(v) / 1e3:6.2f} us ({len(v)} of them)")
+    return "\n".join(out)
+
+
+def blocks(trace, kernel, run=0, every=1) -> str:
+    """Every block of one run of `kernel` on each rank: per block, each stage's first start and last
+    end over the block's waves (us from the run's first block start on that rank) and how many waves
+    recorded it, stages split into own and peers as in chain(). Where chain() gives each stage over
+    all blocks, this shows how the blocks differ: which ones end the kernel, which idle, whether the
+    spread is in their work or in their waits. every: one block in that many."""
+    info = trace.get("moe_a2a", {})
+    waves = info.get("waves_per_block", 1)
+    out = [f"{kernel}, run {run}: each block's stages, us from the run's first block start (first-last, waves)"]
+    xs = complete_events(trace)
+    for pid, name in sorted(rank_names(trace).items()):
+        rank = int(name.split()[-1])
+        mine = [e for e in xs if e["pid"] == pid]
+        spans = _kernel_spans_by_block(mine, waves)
+        launches = {b: v[run] for (k, b), v in spans.items() if k == kernel and len(v) > run}
+        if not launches:
+            out.append(f"{name}: no run {run} of {kernel}")
+            continue
+        t0 = min(s for s, _ in launches.values())
+        cells = {}  # block -> stage -> [first start, last end, waves]
+        for e in mine:
+            if kernel_of(e["name"]) != kernel or _run_of(e, spans, waves) != run:
+                continue
+            s, t = _ns(e)
+            cell = cells.setdefault((e["tid"] - 1) // waves, {}).setdefault(_chain_stage(e, rank), [s, t, 0])
+            cell[0], cell[1], cell[2] = min(cell[0], s), max(cell[1], t), cell[2] + 1
+        stages = {st for c in cells.values() for st in c}
+        order = sorted(stages, key=lambda st: statistics.median(c[st][0] for c in cells.values() if st in c))
+        out.append(f"{name}:")
+        for block in sorted(launches)[::every]:
+            s, t = launches[block]
+            here = cells.get(block, {})
+            text = "  ".join(
+                f"{st.split('.', 1)[-1]} {(here[st][0] - t0) / 1e3:.1f}-{(here[st][1] - t0) / 1e3:.1f}({here[st][2]})"
+                for st in order
+                if st in here
+            )
+            out.append(f"  block {block:4d}  kernel {(s - t0) / 1e3:.1f}-{(t - t0) / 1e3:.1f}  {text}")
     return "\n".join(out)
 
 
@@ -549,8 +606,16 @@ def main(argv=None) -> int:
     t.add_argument("--waves", action="store_true", help="also each wave's stages (median over runs)")
     ch = sub.add_parser("chain", help="each stage over all blocks of its kernel, and the gaps between kernels")
     ch.add_argument("trace")
+    b = sub.add_parser("blocks", help="every block's stages in one run of a kernel, per rank")
+    b.add_argument("trace")
+    b.add_argument("--kernel", default=KERNELS[0], choices=KERNELS, help=f"default {KERNELS[0]}")
+    b.add_argument("--run", type=int, default=0, help="which run of the kernel in the trace (default 0)")
+    b.add_argument("--every", type=int, default=1, help="one block in this many (default every block)")
     args = p.parse_args(argv)
     trace = load(args.trace)
+    if args.cmd == "blocks":
+        print(blocks(trace, args.kernel, args.run, max(1, args.every)))
+        return 0
     if args.cmd == "chain":
         print(chain(trace))
         return 0

@@ -240,6 +240,40 @@ def test_chain_splits_answers_into_own_and_peers():
         assert re.search(r"combine_backward\.answer \(peers\) +31\.00 -> +57\.00", part), text
 
 
+def test_blocks_of_one_run(capsys, tmp_path):
+    t = build(world=2)
+    text = trace.blocks(t, "dispatch")
+    rank0 = text.split("rank 1:")[0]
+    # make_dumps: block b starts b us after block 0, waits (wave 0) from 0.1 to 20 + 3b us after its
+    # start, and every wave copies twice, 30..36 us after its start
+    assert re.search(
+        r"block +0 +kernel 0\.0-50\.0 +wait_rows 0\.1-20\.0\(1\) +copy 30\.0-36\.0\(%d\)" % (2 * WAVES), rank0
+    )
+    assert re.search(r"block +2 +kernel 2\.0-52\.0 +wait_rows 2\.1-28\.0\(1\) +copy 32\.0-38\.0", rank0)
+    assert "rank 1:" in text and "block    1" not in trace.blocks(t, "dispatch", every=2)
+    assert "no run 1 of dispatch" in trace.blocks(t, "dispatch", run=1)
+    # the backward of combine's answers, split into own and peers as in chain()
+    ranks = fake_ranks(2)
+    base = 1_000_000_000
+    for fr in ranks:
+        for block in range(3):
+            s = base + 1000 * block
+            for wave in range(WAVES):
+                fr.add(block, wave, "combine_backward", s, s + 60_000)
+                fr.add(block, wave, "combine_backward.answer", s + 1_000, s + 30_000, fr.rank)
+                fr.add(block, wave, "combine_backward.answer", s + 31_000, s + 55_000, 1 - fr.rank)
+    cb = trace.build_trace(dumps_of(ranks, base), NAMES, ARGS)
+    text = trace.blocks(cb, "combine_backward")
+    assert re.search(
+        r"block +1 +kernel 1\.0-61\.0 +answer \(own\) 2\.0-31\.0\(%d\) +answer \(peers\) 32\.0-56\.0" % WAVES, text
+    )
+    path = tmp_path / "cb.json"
+    path.write_text(json.dumps(cb))
+    assert trace.main(["blocks", str(path), "--kernel", "combine_backward", "--every", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "block    0" in out and "block    1" not in out
+
+
 def test_timeline_of_one_block(capsys, tmp_path):
     t = build(world=2)
     text = trace.timeline(t, block=2)
