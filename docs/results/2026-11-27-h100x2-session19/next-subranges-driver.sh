@@ -18,23 +18,24 @@ export PYTHONUNBUFFERED=1
 T0=$SECONDS
 log() { echo "[$((SECONDS - T0))s] $*" | tee -a $OUT/driver.log; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> $OUT/driver.log
+L=$OUT/logs; mkdir -p $L  # the device returns few files a call: everything but driver.log and the tables goes in one archive
 for t in base sub; do
   (cd .exp/$t && env MOE_A2A_PROFILE=0 MOE_A2A_TEST_HOOKS=0 MAX_JOBS=10 timeout 240 python3 setup.py build_ext \
-    --inplace --force > $OUT/build-$t.log 2>&1; echo "build $t rc=$?" >> $OUT/driver.log) &
+    --inplace --force > $L/build-$t.log 2>&1; echo "build $t rc=$?" >> $OUT/driver.log) &
 done
 (cd .exp/subt && env MOE_A2A_PROFILE=0 MOE_A2A_TEST_HOOKS=1 MAX_JOBS=10 timeout 240 python3 setup.py build_ext \
-  --inplace --force > $OUT/build-subt.log 2>&1; echo "build subt rc=$?" >> $OUT/driver.log) &
+  --inplace --force > $L/build-subt.log 2>&1; echo "build subt rc=$?" >> $OUT/driver.log) &
 wait
 log built
 export AB_BUILT=1 AB_ROUNDS=2 AB_BENCH=layer
 AB_LAYER_ARGS="--tokens 2048 --counts max;0/2048;2048/512;drawn --phases dispatch,combine-bwd,combine-bwd-y" \
-  timeout 200 bash tools/graph_ab.sh $OUT/ab-2048 .exp/base .exp/sub > $OUT/ab-2048.log 2>&1
-log "ab 2048 rc=$?"
+  timeout 200 bash tools/graph_ab.sh $OUT/ab-2048 .exp/base .exp/sub > $L/ab-2048.log 2>&1
+log "ab 2048 rc=$?"; cp $OUT/ab-2048/compare.md $OUT/compare-2048.md
 AB_LAYER_ARGS="--tokens 128,512 --phases dispatch,combine-bwd,combine-bwd-y" \
-  timeout 120 bash tools/graph_ab.sh $OUT/ab-small .exp/base .exp/sub > $OUT/ab-small.log 2>&1
-log "ab small rc=$?"
+  timeout 120 bash tools/graph_ab.sh $OUT/ab-small .exp/base .exp/sub > $L/ab-small.log 2>&1
+log "ab small rc=$?"; cp $OUT/ab-small/compare.md $OUT/compare-small.md
 GPU_TESTS="tests/python/gpu/test_autograd.py tests/python/gpu/test_moe_layer.py tests/python/gpu/test_fuzz.py" \
-  timeout 150 bash .exp/subt/tools/gpu_run.sh $OUT/grad tests > $OUT/grad-driver.log 2>&1
-log "gradient tests rc=$?"
-cd $OUT && tar czf all.tar.gz ab-2048 ab-small grad && rm -rf ab-2048 ab-small grad
+  timeout 150 bash .exp/subt/tools/gpu_run.sh $OUT/grad tests > $L/grad-driver.log 2>&1
+log "gradient tests rc=$?"; cp $OUT/grad/summary.txt $OUT/grad-summary.txt
+cd $OUT && tar czf all.tar.gz logs ab-2048 ab-small grad && rm -rf logs ab-2048 ab-small grad
 log done
