@@ -221,9 +221,9 @@ def test_chain_over_all_blocks(capsys, tmp_path):
     assert "rank 1 combine: 1 run(s)" in capsys.readouterr().out
 
 
-def test_chain_splits_answers_into_own_and_peers():
-    # The backward of combine: each block answers its own rows from 1 to 30 us after its start,
-    # then the peer's from 31 to 55 us; blocks start 1 us apart.
+def answers_trace():
+    """A backward of combine on 2 ranks: each block answers its own rows from 1 to 30 us after its
+    start, then the peer's from 31 to 55 us; blocks start 1 us apart and run 60 us."""
     ranks = fake_ranks(2)
     base = 1_000_000_000
     for fr in ranks:
@@ -233,7 +233,11 @@ def test_chain_splits_answers_into_own_and_peers():
                 fr.add(block, wave, "combine_backward", s, s + 60_000)
                 fr.add(block, wave, "combine_backward.answer", s + 1_000, s + 30_000, fr.rank)
                 fr.add(block, wave, "combine_backward.answer", s + 31_000, s + 55_000, 1 - fr.rank)
-    text = trace.chain(trace.build_trace(dumps_of(ranks, base), NAMES, ARGS))
+    return trace.build_trace(dumps_of(ranks, base), NAMES, ARGS)
+
+
+def test_chain_splits_answers_into_own_and_peers():
+    text = trace.chain(answers_trace())
     for rank in (0, 1):
         part = text.split(f"rank {rank} combine_backward")[1]
         assert re.search(r"combine_backward\.answer \(own\) +1\.00 -> +32\.00", part), text
@@ -253,16 +257,7 @@ def test_blocks_of_one_run(capsys, tmp_path):
     assert "rank 1:" in text and "block    1" not in trace.blocks(t, "dispatch", every=2)
     assert "no run 1 of dispatch" in trace.blocks(t, "dispatch", run=1)
     # the backward of combine's answers, split into own and peers as in chain()
-    ranks = fake_ranks(2)
-    base = 1_000_000_000
-    for fr in ranks:
-        for block in range(3):
-            s = base + 1000 * block
-            for wave in range(WAVES):
-                fr.add(block, wave, "combine_backward", s, s + 60_000)
-                fr.add(block, wave, "combine_backward.answer", s + 1_000, s + 30_000, fr.rank)
-                fr.add(block, wave, "combine_backward.answer", s + 31_000, s + 55_000, 1 - fr.rank)
-    cb = trace.build_trace(dumps_of(ranks, base), NAMES, ARGS)
+    cb = answers_trace()
     text = trace.blocks(cb, "combine_backward")
     assert re.search(
         r"block +1 +kernel 1\.0-61\.0 +answer \(own\) 2\.0-31\.0\(%d\) +answer \(peers\) 32\.0-56\.0" % WAVES, text
