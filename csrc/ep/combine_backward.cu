@@ -61,13 +61,16 @@ MOE_A2A_DEVICE void publish_group_grads(const EpBuffers& b, const CombineBackwar
   }
 }
 
-// The peers that get this rank's output gradients in sub-ranges (EpConfig::grad_subranges), from
-// every rank's token count (src_tokens); a bit each.
-MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t subrange_peers(const EpConfig& cfg, int tokens, const int* src_tokens) {
+// The peers whose output gradients go in sub-ranges (EpConfig::grad_subranges), a bit each, from
+// every rank's token count (src_tokens): those this rank sends in sub-ranges (to_peers), or those
+// that send this rank theirs so (!to_peers).
+MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t subrange_peers(const EpConfig& cfg, int tokens, const int* src_tokens,
+                                                      bool to_peers) {
   uint32_t peers = 0;
 #pragma unroll 1
   for (int r = 0; r < cfg.world; ++r) {
-    if (r != cfg.rank && cfg.grad_subranges(tokens, src_tokens[r]) > 1) peers |= 1u << r;
+    const int parts = to_peers ? cfg.grad_subranges(tokens, src_tokens[r]) : cfg.grad_subranges(src_tokens[r], tokens);
+    if (r != cfg.rank && parts > 1) peers |= 1u << r;
   }
   return peers;
 }
@@ -326,7 +329,7 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a,
     for (int k = 0; k < parts; ++k) {
       {
         ProfilerSpan send_span(prof, ProfilerEvent::kCombineBackwardSend, g);
-        store_group_grads(b, a, EpConfig::grad_subrange(own, k, parts), 0, sending);
+        store_group_grads(b, a, parts == 1 ? own : EpConfig::grad_subrange(own, k), 0, sending);
       }
       fence_acq_rel_sys();                             // each lane's stores acknowledged
       const bool lanes_past = wave_ballot(true) != 0;  // a wave barrier: every lane past its fence
@@ -351,14 +354,14 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a,
 // tokens is a range of slots: counted from the route's tokens by wave 0 in one pass, kGradSubRanges
 // ballots a wave of slots. Every thread calls it (a block barrier at the end).
 MOE_A2A_DEVICE void locate_items(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int g,
-                                 uint32_t sources) {
+                                 uint32_t sources, uint32_t split_sources) {
   const EpConfig& cfg = b.c.cfg;
   if (wave_id() == 0) {
 #pragma unroll 1
     for (int s = 0; s < cfg.world; ++s) {
       if (((sources >> s) & 1u) == 0) continue;
       const TokenRange group = cfg.token_group(sh.src_tokens[s], g);
-      const int parts = cfg.grad_subranges(sh.src_tokens[s], a.route.num_tokens);
+      const int parts = (split_sources >> s) & 1u ? kGradSubRanges : 1;
       if (parts == 1) {
         if (lane_id() == 0) sh.item_slots[s * kGradSubRanges] = group;
         continue;
@@ -368,7 +371,7 @@ MOE_A2A_DEVICE void locate_items(const EpBuffers& b, const CombineBackwardArgs& 
         const int token = slot < group.end ? a.recv_route.token[b.row_index(s, slot)] : -1;
 #pragma unroll
         for (int k = 1; k <= kGradSubRanges; ++k) {
-          const int bound = k < parts ? EpConfig::grad_subrange(group, k, parts).begin : group.end;
+          const int bound = k < parts ? EpConfig::grad_subrange(group, k).begin : group.end;
           below[k] += popcount(wave_ballot(token >= 0 && (k == parts ? true : token < bound)));
           if (k == parts) break;
         }
@@ -391,7 +394,7 @@ MOE_A2A_DEVICE void locate_items(const EpBuffers& b, const CombineBackwardArgs& 
 // overwritten too early"). False after a timeout.
 template <TokenType kType>
 MOE_A2A_DEVICE bool answer_group(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int g,
-                                 uint64_t epoch, ProfilerTrack& prof) {
+                                 uint32_t split_sources, uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const uint32_t peers = peer_ranks(cfg);
   uint32_t sources = sources_with_group(cfg, sh.src_tokens, g);
@@ -401,8 +404,7 @@ MOE_A2A_DEVICE bool answer_group(const EpBuffers& b, const CombineBackwardArgs& 
   uint32_t pending = 0;  // item s * kGradSubRanges + k: source s's signal k
 #pragma unroll 1
   for (int s = 0; s < cfg.world; ++s) {
-    if ((sources >> s) & 1u)
-      pending |= ((1u << cfg.grad_subranges(sh.src_tokens[s], a.route.num_tokens)) - 1u) << (s * kGradSubRanges);
+    if ((sources >> s) & 1u) pending |= ((split_sources >> s) & 1u ? kSourceItems : 1u) << (s * kGradSubRanges);
   }
   while (pending != 0) {
     const auto signal = [&](int i) { return b.grad_signal(cfg.rank, i / kGradSubRanges, g, i % kGradSubRanges); };
@@ -420,7 +422,7 @@ MOE_A2A_DEVICE bool answer_group(const EpBuffers& b, const CombineBackwardArgs& 
     for (int s = 0; s < cfg.world; ++s) {
       if ((arrived >> (s * kGradSubRanges)) & kSourceItems) from |= 1u << s;
     }
-    locate_items(b, a, sh, g, from);
+    locate_items(b, a, sh, g, from, split_sources);
 #pragma unroll 1
     for (int i = 0; i < cfg.world * kGradSubRanges; ++i) {
       if ((arrived >> i) & 1u) {
@@ -472,20 +474,25 @@ __global__ void __launch_bounds__(kEpBlock) combine_backward_kernel(EpContext c,
   const uint64_t epoch = b.current_epoch();
   const int block = static_cast<int>(blockIdx.x), blocks = static_cast<int>(gridDim.x);
   // Where this rank's groups are large enough to go in sub-ranges, the peers' counts decide to whom
-  // (EpConfig::grad_subranges): read before the sends, else after them, off the sends' path.
+  // (EpConfig::grad_subranges), so they are read before the sends; plainly: load_route_tokens, after
+  // the sends as ever, checks them and reports a bad route.
   const bool may_split = b.c.cfg.grad_subranges(a.route.num_tokens, 0) > 1;
-  if (may_split) load_route_tokens(b.c, a.recv_route, sh.src_tokens);
-  const uint32_t split_peers = may_split ? subrange_peers(b.c.cfg, a.route.num_tokens, sh.src_tokens) : 0u;
+  if (may_split) {
+    if (threadIdx.x < b.c.cfg.world) sh.src_tokens[threadIdx.x] = a.recv_route.src_tokens[threadIdx.x];
+    __syncthreads();
+  }
+  const uint32_t split_peers = may_split ? subrange_peers(b.c.cfg, a.route.num_tokens, sh.src_tokens, true) : 0u;
   for (int g = block; g < b.c.cfg.num_groups(a.route.num_tokens); g += blocks)
     send_group<kType>(b, a, sh, g, split_peers, epoch, prof);
   zero_rows_of_no_expert(b, a);
   // Every block sends all its groups before it waits for any (no wait stands between two sends).
-  if (!may_split) load_route_tokens(b.c, a.recv_route, sh.src_tokens);
+  load_route_tokens(b.c, a.recv_route, sh.src_tokens);
+  const uint32_t split_sources = subrange_peers(b.c.cfg, a.route.num_tokens, sh.src_tokens, false);
   // Of any source: the most groups (num_groups grows with the count); at least group 0, whose
   // block signals the peers with no tokens.
   const int most_tokens = max_over_sources(b.c.cfg.world, [&](int s) { return sh.src_tokens[s]; });
   for (int g = block; g < max(1, b.c.cfg.num_groups(most_tokens)); g += blocks) {
-    if (!answer_group<kType>(b, a, sh, g, epoch, prof)) return;  // timed out: engine failed
+    if (!answer_group<kType>(b, a, sh, g, split_sources, epoch, prof)) return;  // timed out: engine failed
   }
   for (int g = block; g < max(1, b.c.cfg.num_groups(a.route.num_tokens)); g += blocks) {
     if (!receive_weight_grads(b, a, sh, g, epoch, prof)) return;

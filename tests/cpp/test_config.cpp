@@ -445,7 +445,7 @@ TEST(EpConfig, GradSubRangesCoverEveryTokenOfAGroupOnce) {
       const moe_a2a::TokenRange group = c.token_group(tokens, g);
       int32_t next = group.begin;
       for (int32_t k = 0; k < parts; ++k) {
-        const moe_a2a::TokenRange r = EpConfig::grad_subrange(group, k, parts);
+        const moe_a2a::TokenRange r = EpConfig::grad_subrange(group, k);
         EXPECT_EQ(r.begin, next) << tokens << " tokens, group " << g << ", sub-range " << k;
         EXPECT_GE(r.end - r.begin, moe_a2a::kGradSubRangeTokens);
         next = r.end;

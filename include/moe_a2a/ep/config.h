@@ -332,10 +332,11 @@ struct EpConfig {
     const bool large = tokens > 0 && tokens >= kGradSubRanges * kGradSubRangeTokens * num_groups(tokens);
     return large && 2 * peer_tokens <= tokens ? kGradSubRanges : 1;
   }
-  // Tokens of sub-range k of `parts` of a group: the same split on both sides.
-  MOE_A2A_HD static TokenRange grad_subrange(TokenRange group, int32_t k, int32_t parts) {
+  // Tokens of sub-range k of a group sent in kGradSubRanges: the same split on both sides (a
+  // constant divisor: no division routine on the kernels' path).
+  MOE_A2A_HD static TokenRange grad_subrange(TokenRange group, int32_t k) {
     const int32_t n = group.end - group.begin;
-    return TokenRange{group.begin + k * n / parts, group.begin + (k + 1) * n / parts};
+    return TokenRange{group.begin + k * n / kGradSubRanges, group.begin + (k + 1) * n / kGradSubRanges};
   }
 
   // ---- combine units: the unit of combine's work and of its partial signals ----
