@@ -302,9 +302,10 @@ MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a
 // then join the answers: the release waits for the link to drain (about 7 us at 128 tokens on
 // 2 x H100), and with a wave a row the answers were a chain of one chunk's loads after another
 // (session 18: the own rows of 4 tokens took 30-48 us on 4 waves while 4 senders idled from 20 us).
-template <TokenType kType>
+template <TokenType kType, bool kSubRanges>
 MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int g,
                                uint32_t split_peers, uint64_t epoch, ProfilerTrack& prof) {
+  if constexpr (!kSubRanges) split_peers = 0;  // the instance without the sub-ranges' code: the compiler drops it
   const TokenRange own = b.c.cfg.token_group(a.route.num_tokens, g);
   const int answering = own_answer_waves(b.c.cfg, a.route.num_tokens, g);
   const int sending = kWavesPerBlock - answering;
@@ -392,7 +393,7 @@ MOE_A2A_DEVICE void locate_items(const EpBuffers& b, const CombineBackwardArgs& 
 // is answered. A peer with no tokens has no group to answer: block 0 signals its group 0 at
 // once, so that its round too ends on a signal from this rank (protocol.md, "Why nothing is
 // overwritten too early"). False after a timeout.
-template <TokenType kType>
+template <TokenType kType, bool kSubRanges>
 MOE_A2A_DEVICE bool answer_group(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int g,
                                  uint32_t split_sources, uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
@@ -400,42 +401,51 @@ MOE_A2A_DEVICE bool answer_group(const EpBuffers& b, const CombineBackwardArgs& 
   uint32_t sources = sources_with_group(cfg, sh.src_tokens, g);
   if (g == 0) publish_weight_grads(b, peers & ~sources, 0, epoch);
   sources &= ~(1u << cfg.rank);  // this rank's own rows of the group: send_group answered them
-  constexpr uint32_t kSourceItems = (1u << kGradSubRanges) - 1u;
-  uint32_t pending = 0;  // item s * kGradSubRanges + k: source s's signal k
+  // Item s * kItems + k: source s's signal k. Without the sub-ranges' code an item is a source.
+  constexpr int kItems = kSubRanges ? kGradSubRanges : 1;
+  constexpr uint32_t kSourceItems = (1u << kItems) - 1u;
+  uint32_t pending = sources;
+  if constexpr (kSubRanges) {
+    pending = 0;
 #pragma unroll 1
-  for (int s = 0; s < cfg.world; ++s) {
-    if ((sources >> s) & 1u) pending |= ((split_sources >> s) & 1u ? kSourceItems : 1u) << (s * kGradSubRanges);
+    for (int s = 0; s < cfg.world; ++s) {
+      if ((sources >> s) & 1u) pending |= ((split_sources >> s) & 1u ? kSourceItems : 1u) << (s * kItems);
+    }
   }
   while (pending != 0) {
-    const auto signal = [&](int i) { return b.grad_signal(cfg.rank, i / kGradSubRanges, g, i % kGradSubRanges); };
-    const auto source_of = [](int i) { return i / kGradSubRanges; };
+    const auto signal = [&](int i) { return b.grad_signal(cfg.rank, i / kItems, g, i % kItems); };
+    const auto source_of = [](int i) { return i / kItems; };
     const uint64_t wait_start = prof.now();
-    const uint32_t arrived = await_some_signals(b.c, signal, pending, cfg.world * kGradSubRanges, source_of, epoch,
+    const uint32_t arrived = await_some_signals(b.c, signal, pending, cfg.world * kItems, source_of, epoch,
                                                 WaitSite::kOutputGrad, g, sh.payload);
     if (arrived == 0) return false;
     // the wait's peer: the source of the lowest item of those that ended it
     if (wave_id() == 0)
       prof.record(ProfilerEvent::kCombineBackwardWait, wait_start, source_of(__ffs(static_cast<int>(arrived)) - 1));
     pending &= ~arrived;
-    uint32_t from = 0;  // the sources of the items that arrived
+    uint32_t done = arrived;  // the sources whose last item was in this batch
+    if constexpr (kSubRanges) {
+      uint32_t from = 0;  // the sources of the items that arrived
 #pragma unroll 1
-    for (int s = 0; s < cfg.world; ++s) {
-      if ((arrived >> (s * kGradSubRanges)) & kSourceItems) from |= 1u << s;
-    }
-    locate_items(b, a, sh, g, from, split_sources);
+      for (int s = 0; s < cfg.world; ++s) {
+        if ((arrived >> (s * kItems)) & kSourceItems) from |= 1u << s;
+      }
+      locate_items(b, a, sh, g, from, split_sources);
+      done = 0;
 #pragma unroll 1
-    for (int i = 0; i < cfg.world * kGradSubRanges; ++i) {
-      if ((arrived >> i) & 1u) {
-        ProfilerSpan answer_span(prof, ProfilerEvent::kCombineBackwardAnswer, source_of(i));
-        answer_rows<kType>(b, a, sh, source_of(i), sh.item_slots[i], (sh.payload[i] & kFlagCountMask) != 0);
+      for (int s = 0; s < cfg.world; ++s) {
+        if (((from >> s) & 1u) && ((pending >> (s * kItems)) & kSourceItems) == 0) done |= 1u << s;
       }
     }
-    __syncthreads();    // every answer's comb_w stores before the signals; sh.payload is rewritten by the next wait
-    uint32_t done = 0;  // the sources whose last item was in this batch
 #pragma unroll 1
-    for (int s = 0; s < cfg.world; ++s) {
-      if (((from >> s) & 1u) && ((pending >> (s * kGradSubRanges)) & kSourceItems) == 0) done |= 1u << s;
+    for (int i = 0; i < cfg.world * kItems; ++i) {
+      if ((arrived >> i) & 1u) {
+        const TokenRange slots = kSubRanges ? sh.item_slots[i] : cfg.token_group(sh.src_tokens[i], g);
+        ProfilerSpan answer_span(prof, ProfilerEvent::kCombineBackwardAnswer, source_of(i));
+        answer_rows<kType>(b, a, sh, source_of(i), slots, (sh.payload[i] & kFlagCountMask) != 0);
+      }
     }
+    __syncthreads();  // every answer's comb_w stores before the signals; sh.payload is rewritten by the next wait
     publish_weight_grads(b, done & peers, g, epoch);
   }
   return true;
@@ -465,7 +475,11 @@ MOE_A2A_DEVICE bool receive_weight_grads(const EpBuffers& b, const CombineBackwa
   return true;
 }
 
-template <TokenType kType>
+// kSubRanges (EpConfig::grad_subranges_possible): the instance with the code of the sub-ranges.
+// Without it, the kernel is the code a launch of small groups runs and nothing more: 11 KB of
+// sub-range code that such a launch never ran cost it 3-5 us at 128 tokens (session 20; protocol.md,
+// "Code size").
+template <TokenType kType, bool kSubRanges>
 __global__ void __launch_bounds__(kEpBlock) combine_backward_kernel(EpContext c, CombineBackwardArgs a) {
   __shared__ CombineBackwardShared sh;
   if (threadIdx.x == 0) sh.tasks_taken = 0;  // before a barrier: send_group's first, or await_some_ranks'
@@ -476,23 +490,23 @@ __global__ void __launch_bounds__(kEpBlock) combine_backward_kernel(EpContext c,
   // Where this rank's groups are large enough to go in sub-ranges, the peers' counts decide to whom
   // (EpConfig::grad_subranges), so they are read before the sends; plainly: load_route_tokens, after
   // the sends as ever, checks them and reports a bad route.
-  const bool may_split = b.c.cfg.grad_subranges(a.route.num_tokens, 0) > 1;
+  const bool may_split = kSubRanges && b.c.cfg.grad_subranges(a.route.num_tokens, 0) > 1;
   if (may_split) {
     if (threadIdx.x < b.c.cfg.world) sh.src_tokens[threadIdx.x] = a.recv_route.src_tokens[threadIdx.x];
     __syncthreads();
   }
   const uint32_t split_peers = may_split ? subrange_peers(b.c.cfg, a.route.num_tokens, sh.src_tokens, true) : 0u;
   for (int g = block; g < b.c.cfg.num_groups(a.route.num_tokens); g += blocks)
-    send_group<kType>(b, a, sh, g, split_peers, epoch, prof);
+    send_group<kType, kSubRanges>(b, a, sh, g, split_peers, epoch, prof);
   zero_rows_of_no_expert(b, a);
   // Every block sends all its groups before it waits for any (no wait stands between two sends).
   load_route_tokens(b.c, a.recv_route, sh.src_tokens);
-  const uint32_t split_sources = subrange_peers(b.c.cfg, a.route.num_tokens, sh.src_tokens, false);
+  const uint32_t split_sources = kSubRanges ? subrange_peers(b.c.cfg, a.route.num_tokens, sh.src_tokens, false) : 0u;
   // Of any source: the most groups (num_groups grows with the count); at least group 0, whose
   // block signals the peers with no tokens.
   const int most_tokens = max_over_sources(b.c.cfg.world, [&](int s) { return sh.src_tokens[s]; });
   for (int g = block; g < max(1, b.c.cfg.num_groups(most_tokens)); g += blocks) {
-    if (!answer_group<kType>(b, a, sh, g, split_sources, epoch, prof)) return;  // timed out: engine failed
+    if (!answer_group<kType, kSubRanges>(b, a, sh, g, split_sources, epoch, prof)) return;  // timed out: engine failed
   }
   for (int g = block; g < max(1, b.c.cfg.num_groups(a.route.num_tokens)); g += blocks) {
     if (!receive_weight_grads(b, a, sh, g, epoch, prof)) return;
@@ -500,13 +514,22 @@ __global__ void __launch_bounds__(kEpBlock) combine_backward_kernel(EpContext c,
   end_round(b);
 }
 
+// Every rank of an engine picks the same instance (one EpConfig): a sender of sub-ranges needs a
+// receiver that waits for them.
+template <TokenType kType>
+void launch_combine_backward_kernel(const EpContext& ctx, const CombineBackwardArgs& args, hipStream_t stream) {
+  if (ctx.cfg.grad_subranges_possible())
+    combine_backward_kernel<kType, true><<<ctx.cfg.num_blocks, kEpBlock, 0, stream>>>(ctx, args);
+  else
+    combine_backward_kernel<kType, false><<<ctx.cfg.num_blocks, kEpBlock, 0, stream>>>(ctx, args);
+}
+
 }  // namespace
 
 void launch_combine_backward(const EpContext& ctx, const CombineBackwardArgs& args, hipStream_t stream) {
   MOE_A2A_CHECK(args.route.num_tokens >= 0 && args.route.num_tokens <= ctx.cfg.max_tokens,
                 "combine backward: num_tokens ", args.route.num_tokens, " outside [0, ", ctx.cfg.max_tokens, "]");
-  MOE_A2A_DISPATCH_TOKEN_TYPE(ctx.token_type, kType,
-                              (combine_backward_kernel<kType><<<ctx.cfg.num_blocks, kEpBlock, 0, stream>>>(ctx, args)));
+  MOE_A2A_DISPATCH_TOKEN_TYPE(ctx.token_type, kType, launch_combine_backward_kernel<kType>(ctx, args, stream));
   MOE_A2A_GPU_CHECK(hipGetLastError());
 }
 

@@ -332,6 +332,12 @@ struct EpConfig {
     const bool large = tokens > 0 && tokens >= kGradSubRanges * kGradSubRangeTokens * num_groups(tokens);
     return large && 2 * peer_tokens <= tokens ? kGradSubRanges : 1;
   }
+  // Whether any rank's groups can be large enough for sub-ranges (grad_subranges > 1 needs a count
+  // of kGradSubRanges x kGradSubRangeTokens x max_groups or more): the backward of combine's launcher
+  // runs the kernel's instance with their code only then, the same on every rank.
+  MOE_A2A_HD bool grad_subranges_possible() const {
+    return max_tokens >= kGradSubRanges * kGradSubRangeTokens * max_groups();
+  }
   // Tokens of sub-range k of a group sent in kGradSubRanges: the same split on both sides (a
   // constant divisor: no division routine on the kernels' path).
   MOE_A2A_HD static TokenRange grad_subrange(TokenRange group, int32_t k) {
