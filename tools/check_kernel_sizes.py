@@ -52,8 +52,13 @@ BUDGETS = [
     # Row tasks and own rows answered while sending since 2026-11-26 (session 8; 83.9 / 93.5 / 68.4, was
     # 29.0-32.4): 28% faster at 2048 tokens and 19% at 512 (2 x H100, DeepSeek-V3); at 128 tokens, where the
     # code runs cold, 43.4 us against 43.3 with the weight gradients, 34.2 against 32.4 without (the same call).
-    ("csrc/ep/combine_backward.cu", r"combine_backward_kernel<\(TokenType\)[01]>", 100),  # bf16 / fp16: 83.9 / 93.5
-    ("csrc/ep/combine_backward.cu", r"combine_backward_kernel<\(TokenType\)2>", 74),  # fp32: 68.4
+    # Two instances since 2026-11-27 (session 20): `true` (EpConfig::grad_subranges_possible, an engine of groups of
+    # 8 tokens or more) has the sub-ranges' code, +11 KB; with it the round at 128 tokens took 36.0 / 30.0 us against
+    # 33.1 / 24.9 (with / without weight gradients, 2 x H100, the same call), so `false` leaves it out.
+    ("csrc/ep/combine_backward.cu", r"combine_backward_kernel<\(TokenType\)[01], false>", 100),  # bf16/fp16 83.0/92.6
+    ("csrc/ep/combine_backward.cu", r"combine_backward_kernel<\(TokenType\)[01], true>", 111),  # bf16/fp16 94.1/103.6
+    ("csrc/ep/combine_backward.cu", r"combine_backward_kernel<\(TokenType\)2, false>", 74),  # fp32: 68.9
+    ("csrc/ep/combine_backward.cu", r"combine_backward_kernel<\(TokenType\)2, true>", 86),  # fp32: 80.0
 ]
 
 

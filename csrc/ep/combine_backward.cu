@@ -50,13 +50,29 @@ MOE_A2A_DEVICE MOE_A2A_INLINE bool asks_weight_grads(const CombineBackwardArgs& 
   return a.grad_topk_weights != nullptr;
 }
 
-// Group g's signal on every rank, also those that got no row (a payload of 1 asks for the group's
-// weight gradients). Threads 0 .. world - 1 of the calling wave; the group's stores before it.
-MOE_A2A_DEVICE void publish_group_grads(const EpBuffers& b, const CombineBackwardArgs& a, int g, uint64_t epoch) {
-  if (lane_id() < b.c.cfg.world) {
-    publish(b.group_signal(lane_id(), b.c.cfg.rank, g), epoch,
-            round_error_bit(b, epoch) | (asks_weight_grads(a) ? 1u : 0u));
+// Signal k of group g (grad_signal: sub-range k, or k = 0 for the whole group) on every rank of
+// `ranks`, also those that got no row (a payload of 1 asks for the group's weight gradients).
+// Lanes 0 .. world - 1 of the calling wave; the stores it announces before it.
+MOE_A2A_DEVICE void publish_group_grads(const EpBuffers& b, const CombineBackwardArgs& a, int g, int k, uint32_t ranks,
+                                        uint64_t epoch) {
+  const int r = lane_id();
+  if (r < b.c.cfg.world && ((ranks >> r) & 1u)) {
+    publish(b.grad_signal(r, b.c.cfg.rank, g, k), epoch, round_error_bit(b, epoch) | (asks_weight_grads(a) ? 1u : 0u));
   }
+}
+
+// The peers whose output gradients go in sub-ranges (EpConfig::grad_subranges), a bit each, from
+// every rank's token count (src_tokens): those this rank sends in sub-ranges (to_peers), or those
+// that send this rank theirs so (!to_peers).
+MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t subrange_peers(const EpConfig& cfg, int tokens, const int* src_tokens,
+                                                      bool to_peers) {
+  uint32_t peers = 0;
+#pragma unroll 1
+  for (int r = 0; r < cfg.world; ++r) {
+    const int parts = to_peers ? cfg.grad_subranges(tokens, src_tokens[r]) : cfg.grad_subranges(src_tokens[r], tokens);
+    if (r != cfg.rank && parts > 1) peers |= 1u << r;
+  }
+  return peers;
 }
 
 // The signals to the ranks in `ranks` that this rank answered their token group g: their weight
@@ -130,16 +146,20 @@ MOE_A2A_DEVICE void zero_rows_of_no_expert(const EpBuffers& b, const CombineBack
 // with four a wave and 234.9-236.8 with the peers' rows in fixed shares; the same at 128 and 512.
 inline constexpr int kRowTasks = 8 * kWavesPerBlock;
 
+// answer_group's items: source s's signal k is item s * kGradSubRanges + k, one lane each.
+static_assert(kMaxWorld * kGradSubRanges <= kWaveSize, "a wave holds every item of a group");
+
 struct CombineBackwardShared {
   int src_tokens[kMaxWorld];
-  uint32_t payload[kMaxWorld];
+  uint32_t payload[kMaxWorld * kGradSubRanges];       // per answer_group item, or per rank
+  TokenRange item_slots[kMaxWorld * kGradSubRanges];  // answer_group: the slots of each item
   // answer_rows with a row split into parts (a group of fewer slots than tasks): each task's
   // per-k dot products of its part, and each slot's token (-1: none) and k's here.
   float part_dot[kRowTasks][kMaxTopk];
   int slot_token[kRowTasks];
   uint32_t slot_here[kRowTasks];
-  uint32_t tasks_taken;  // answer_rows: its tasks handed out so far (0 between calls)
-  uint32_t sent_waves;   // send_group: the sending waves done with the group's stores
+  uint32_t tasks_taken;                 // answer_rows: its tasks handed out so far (0 between calls)
+  uint32_t sent_waves[kGradSubRanges];  // send_group: the sending waves done with each sub-range's stores
 };
 
 // answer_rows' next task for the calling wave, out of the block's shared count (one relaxed
@@ -282,13 +302,15 @@ MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a
 // then join the answers: the release waits for the link to drain (about 7 us at 128 tokens on
 // 2 x H100), and with a wave a row the answers were a chain of one chunk's loads after another
 // (session 18: the own rows of 4 tokens took 30-48 us on 4 waves while 4 senders idled from 20 us).
-template <TokenType kType>
+template <TokenType kType, bool kSubRanges>
 MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int g,
-                               uint64_t epoch, ProfilerTrack& prof) {
+                               uint32_t split_peers, uint64_t epoch, ProfilerTrack& prof) {
+  if constexpr (!kSubRanges) split_peers = 0;  // the instance without the sub-ranges' code: the compiler drops it
   const TokenRange own = b.c.cfg.token_group(a.route.num_tokens, g);
   const int answering = own_answer_waves(b.c.cfg, a.route.num_tokens, g);
   const int sending = kWavesPerBlock - answering;
-  if (threadIdx.x == 0) sh.sent_waves = 0;
+  const uint32_t whole_group = all_ranks(b.c.cfg.world) & ~split_peers;  // one signal, k = 0, after every store
+  if (threadIdx.x < kGradSubRanges) sh.sent_waves[threadIdx.x] = 0;
   __syncthreads();
   if (answering == 0) {
     {
@@ -296,19 +318,29 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a,
       store_group_grads(b, a, own, 0, kWavesPerBlock);
     }
     __syncthreads();  // every thread's stores of the group before each signal's release
-    if (wave_id() == 0) publish_group_grads(b, a, g, epoch);
-  } else if (wave_id() < sending) {
-    {
-      ProfilerSpan send_span(prof, ProfilerEvent::kCombineBackwardSend, g);
-      store_group_grads(b, a, own, 0, sending);
+    if (wave_id() == 0) {
+      for (int k = 0; split_peers != 0 && k < kGradSubRanges; ++k) publish_group_grads(b, a, g, k, split_peers, epoch);
+      publish_group_grads(b, a, g, 0, whole_group, epoch);
     }
-    fence_acq_rel_sys();                             // each lane's stores acknowledged
-    const bool lanes_past = wave_ballot(true) != 0;  // a wave barrier: every lane past its fence
-    uint32_t prior = 0;
-    if (lanes_past && lane_id() == 0) prior = atomic_add_relaxed_block(&sh.sent_waves, 1u);
-    if (wave_shfl(prior, 0) == static_cast<uint32_t>(sending - 1)) {
-      fence_acq_rel_sys();  // acquire side: the other sending waves' stores before the signal
-      publish_group_grads(b, a, g, epoch);
+  } else if (wave_id() < sending) {
+    // With split_peers, the group's tokens in kGradSubRanges sub-ranges, each announced to them as
+    // soon as its stores are acknowledged: those peers answer it while the next is on the link.
+    const int parts = split_peers != 0 ? kGradSubRanges : 1;
+#pragma unroll 1
+    for (int k = 0; k < parts; ++k) {
+      {
+        ProfilerSpan send_span(prof, ProfilerEvent::kCombineBackwardSend, g);
+        store_group_grads(b, a, parts == 1 ? own : EpConfig::grad_subrange(own, k), 0, sending);
+      }
+      fence_acq_rel_sys();                             // each lane's stores acknowledged
+      const bool lanes_past = wave_ballot(true) != 0;  // a wave barrier: every lane past its fence
+      uint32_t prior = 0;
+      if (lanes_past && lane_id() == 0) prior = atomic_add_relaxed_block(&sh.sent_waves[k], 1u);
+      if (wave_shfl(prior, 0) == static_cast<uint32_t>(sending - 1)) {
+        fence_acq_rel_sys();  // acquire side: the other sending waves' stores before the signal
+        if (split_peers != 0) publish_group_grads(b, a, g, k, split_peers, epoch);
+        if (k == parts - 1) publish_group_grads(b, a, g, 0, whole_group, epoch);
+      }
     }
   }
   {
@@ -317,37 +349,104 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a,
   }  // answer_rows' last barrier: no wave reads sh.sent_waves after it
 }
 
-// Step 2 for token group g of every source that has one, whatever has arrived in one batch, until
-// every source's group is in; each peer's group is signalled back as soon as it is answered. A
-// peer with no tokens has no group to answer: block 0 signals its group 0 at once, so that its
-// round too ends on a signal from this rank (protocol.md, "Why nothing is overwritten too
-// early"). False after a timeout.
-template <TokenType kType>
-MOE_A2A_DEVICE bool answer_group(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int g,
-                                 uint64_t epoch, ProfilerTrack& prof) {
+// The slots of each item of source s's token group g (sh.item_slots): the whole group where s
+// sends it in one piece; in sub-ranges, the slots whose rows hold the sub-range's tokens. A
+// group's rows fill its first slots in token order (dispatch's number_slots), so a sub-range of
+// tokens is a range of slots: counted from the route's tokens by wave 0 in one pass, kGradSubRanges
+// ballots a wave of slots. Every thread calls it (a block barrier at the end).
+MOE_A2A_DEVICE void locate_items(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int g,
+                                 uint32_t sources, uint32_t split_sources) {
   const EpConfig& cfg = b.c.cfg;
-  const uint32_t peers = peer_ranks(cfg);
-  uint32_t pending = sources_with_group(cfg, sh.src_tokens, g);
-  if (g == 0) publish_weight_grads(b, peers & ~pending, 0, epoch);
-  pending &= ~(1u << cfg.rank);  // this rank's own rows of the group: send_group answered them
-  while (pending != 0) {
-    const auto signal = [&](int src) { return b.group_signal(cfg.rank, src, g); };
-    const uint64_t wait_start = prof.now();
-    const uint32_t arrived = await_some_ranks(b.c, signal, pending, epoch, WaitSite::kOutputGrad, g, sh.payload);
-    if (arrived == 0) return false;
-    // the wait's peer: the lowest rank of those that ended it
-    if (wave_id() == 0)
-      prof.record(ProfilerEvent::kCombineBackwardWait, wait_start, __ffs(static_cast<int>(arrived)) - 1);
-    pending &= ~arrived;
+  if (wave_id() == 0) {
 #pragma unroll 1
     for (int s = 0; s < cfg.world; ++s) {
-      if ((arrived >> s) & 1u) {
-        ProfilerSpan answer_span(prof, ProfilerEvent::kCombineBackwardAnswer, s);
-        answer_rows<kType>(b, a, sh, s, cfg.token_group(sh.src_tokens[s], g), (sh.payload[s] & kFlagCountMask) != 0);
+      if (((sources >> s) & 1u) == 0) continue;
+      const TokenRange group = cfg.token_group(sh.src_tokens[s], g);
+      const int parts = (split_sources >> s) & 1u ? kGradSubRanges : 1;
+      if (parts == 1) {
+        if (lane_id() == 0) sh.item_slots[s * kGradSubRanges] = group;
+        continue;
+      }
+      int below[kGradSubRanges + 1] = {};  // rows whose token is below sub-range k's first; [parts]: every row
+      for (int slot = group.begin + lane_id(); slot - lane_id() < group.end; slot += kWaveSize) {
+        const int token = slot < group.end ? a.recv_route.token[b.row_index(s, slot)] : -1;
+#pragma unroll
+        for (int k = 1; k <= kGradSubRanges; ++k) {
+          const int bound = k < parts ? EpConfig::grad_subrange(group, k).begin : group.end;
+          below[k] += popcount(wave_ballot(token >= 0 && (k == parts ? true : token < bound)));
+          if (k == parts) break;
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kGradSubRanges; ++k) {  // unrolled: `below` stays in registers
+        if (k < parts && lane_id() == k)
+          sh.item_slots[s * kGradSubRanges + k] = {group.begin + below[k], group.begin + below[k + 1]};
+      }
+    }
+  }
+  __syncthreads();
+}
+
+// Step 2 for token group g of every source that has one, whatever has arrived in one batch, until
+// every source's group is in: its items are each source's signals of the group (one, or one per
+// sub-range: EpConfig::grad_subranges), and a source is signalled back as soon as its last item
+// is answered. A peer with no tokens has no group to answer: block 0 signals its group 0 at
+// once, so that its round too ends on a signal from this rank (protocol.md, "Why nothing is
+// overwritten too early"). False after a timeout.
+template <TokenType kType, bool kSubRanges>
+MOE_A2A_DEVICE bool answer_group(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int g,
+                                 uint32_t split_sources, uint64_t epoch, ProfilerTrack& prof) {
+  const EpConfig& cfg = b.c.cfg;
+  const uint32_t peers = peer_ranks(cfg);
+  uint32_t sources = sources_with_group(cfg, sh.src_tokens, g);
+  if (g == 0) publish_weight_grads(b, peers & ~sources, 0, epoch);
+  sources &= ~(1u << cfg.rank);  // this rank's own rows of the group: send_group answered them
+  // Item s * kItems + k: source s's signal k. Without the sub-ranges' code an item is a source.
+  constexpr int kItems = kSubRanges ? kGradSubRanges : 1;
+  constexpr uint32_t kSourceItems = (1u << kItems) - 1u;
+  uint32_t pending = sources;
+  if constexpr (kSubRanges) {
+    pending = 0;
+#pragma unroll 1
+    for (int s = 0; s < cfg.world; ++s) {
+      if ((sources >> s) & 1u) pending |= ((split_sources >> s) & 1u ? kSourceItems : 1u) << (s * kItems);
+    }
+  }
+  while (pending != 0) {
+    const auto signal = [&](int i) { return b.grad_signal(cfg.rank, i / kItems, g, i % kItems); };
+    const auto source_of = [](int i) { return i / kItems; };
+    const uint64_t wait_start = prof.now();
+    const uint32_t arrived = await_some_signals(b.c, signal, pending, cfg.world * kItems, source_of, epoch,
+                                                WaitSite::kOutputGrad, g, sh.payload);
+    if (arrived == 0) return false;
+    // the wait's peer: the source of the lowest item of those that ended it
+    if (wave_id() == 0)
+      prof.record(ProfilerEvent::kCombineBackwardWait, wait_start, source_of(__ffs(static_cast<int>(arrived)) - 1));
+    pending &= ~arrived;
+    uint32_t done = arrived;  // the sources whose last item was in this batch
+    if constexpr (kSubRanges) {
+      uint32_t from = 0;  // the sources of the items that arrived
+#pragma unroll 1
+      for (int s = 0; s < cfg.world; ++s) {
+        if ((arrived >> (s * kItems)) & kSourceItems) from |= 1u << s;
+      }
+      locate_items(b, a, sh, g, from, split_sources);
+      done = 0;
+#pragma unroll 1
+      for (int s = 0; s < cfg.world; ++s) {
+        if (((from >> s) & 1u) && ((pending >> (s * kItems)) & kSourceItems) == 0) done |= 1u << s;
+      }
+    }
+#pragma unroll 1
+    for (int i = 0; i < cfg.world * kItems; ++i) {
+      if ((arrived >> i) & 1u) {
+        const TokenRange slots = kSubRanges ? sh.item_slots[i] : cfg.token_group(sh.src_tokens[i], g);
+        ProfilerSpan answer_span(prof, ProfilerEvent::kCombineBackwardAnswer, source_of(i));
+        answer_rows<kType>(b, a, sh, source_of(i), slots, (sh.payload[i] & kFlagCountMask) != 0);
       }
     }
     __syncthreads();  // every answer's comb_w stores before the signals; sh.payload is rewritten by the next wait
-    publish_weight_grads(b, arrived & peers, g, epoch);
+    publish_weight_grads(b, done & peers, g, epoch);
   }
   return true;
 }
@@ -376,7 +475,11 @@ MOE_A2A_DEVICE bool receive_weight_grads(const EpBuffers& b, const CombineBackwa
   return true;
 }
 
-template <TokenType kType>
+// kSubRanges (EpConfig::grad_subranges_possible): the instance with the code of the sub-ranges.
+// Without it, the kernel is the code a launch of small groups runs and nothing more: 11 KB of
+// sub-range code that such a launch never ran cost it 3-5 us at 128 tokens (session 20; protocol.md,
+// "Code size").
+template <TokenType kType, bool kSubRanges>
 __global__ void __launch_bounds__(kEpBlock) combine_backward_kernel(EpContext c, CombineBackwardArgs a) {
   __shared__ CombineBackwardShared sh;
   if (threadIdx.x == 0) sh.tasks_taken = 0;  // before a barrier: send_group's first, or await_some_ranks'
@@ -384,16 +487,26 @@ __global__ void __launch_bounds__(kEpBlock) combine_backward_kernel(EpContext c,
   const EpBuffers b{c};
   const uint64_t epoch = b.current_epoch();
   const int block = static_cast<int>(blockIdx.x), blocks = static_cast<int>(gridDim.x);
+  // Where this rank's groups are large enough to go in sub-ranges, the peers' counts decide to whom
+  // (EpConfig::grad_subranges), so they are read before the sends; plainly: load_route_tokens, after
+  // the sends as ever, checks them and reports a bad route.
+  const bool may_split = kSubRanges && b.c.cfg.grad_subranges(a.route.num_tokens, 0) > 1;
+  if (may_split) {
+    if (threadIdx.x < b.c.cfg.world) sh.src_tokens[threadIdx.x] = a.recv_route.src_tokens[threadIdx.x];
+    __syncthreads();
+  }
+  const uint32_t split_peers = may_split ? subrange_peers(b.c.cfg, a.route.num_tokens, sh.src_tokens, true) : 0u;
   for (int g = block; g < b.c.cfg.num_groups(a.route.num_tokens); g += blocks)
-    send_group<kType>(b, a, sh, g, epoch, prof);
+    send_group<kType, kSubRanges>(b, a, sh, g, split_peers, epoch, prof);
   zero_rows_of_no_expert(b, a);
   // Every block sends all its groups before it waits for any (no wait stands between two sends).
   load_route_tokens(b.c, a.recv_route, sh.src_tokens);
+  const uint32_t split_sources = kSubRanges ? subrange_peers(b.c.cfg, a.route.num_tokens, sh.src_tokens, false) : 0u;
   // Of any source: the most groups (num_groups grows with the count); at least group 0, whose
   // block signals the peers with no tokens.
   const int most_tokens = max_over_sources(b.c.cfg.world, [&](int s) { return sh.src_tokens[s]; });
   for (int g = block; g < max(1, b.c.cfg.num_groups(most_tokens)); g += blocks) {
-    if (!answer_group<kType>(b, a, sh, g, epoch, prof)) return;  // timed out: engine failed
+    if (!answer_group<kType, kSubRanges>(b, a, sh, g, split_sources, epoch, prof)) return;  // timed out: engine failed
   }
   for (int g = block; g < max(1, b.c.cfg.num_groups(a.route.num_tokens)); g += blocks) {
     if (!receive_weight_grads(b, a, sh, g, epoch, prof)) return;
@@ -401,13 +514,22 @@ __global__ void __launch_bounds__(kEpBlock) combine_backward_kernel(EpContext c,
   end_round(b);
 }
 
+// Every rank of an engine picks the same instance (one EpConfig): a sender of sub-ranges needs a
+// receiver that waits for them.
+template <TokenType kType>
+void launch_combine_backward_kernel(const EpContext& ctx, const CombineBackwardArgs& args, hipStream_t stream) {
+  if (ctx.cfg.grad_subranges_possible())
+    combine_backward_kernel<kType, true><<<ctx.cfg.num_blocks, kEpBlock, 0, stream>>>(ctx, args);
+  else
+    combine_backward_kernel<kType, false><<<ctx.cfg.num_blocks, kEpBlock, 0, stream>>>(ctx, args);
+}
+
 }  // namespace
 
 void launch_combine_backward(const EpContext& ctx, const CombineBackwardArgs& args, hipStream_t stream) {
   MOE_A2A_CHECK(args.route.num_tokens >= 0 && args.route.num_tokens <= ctx.cfg.max_tokens,
                 "combine backward: num_tokens ", args.route.num_tokens, " outside [0, ", ctx.cfg.max_tokens, "]");
-  MOE_A2A_DISPATCH_TOKEN_TYPE(ctx.token_type, kType,
-                              (combine_backward_kernel<kType><<<ctx.cfg.num_blocks, kEpBlock, 0, stream>>>(ctx, args)));
+  MOE_A2A_DISPATCH_TOKEN_TYPE(ctx.token_type, kType, launch_combine_backward_kernel<kType>(ctx, args, stream));
   MOE_A2A_GPU_CHECK(hipGetLastError());
 }
 

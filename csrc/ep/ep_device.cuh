@@ -138,6 +138,9 @@ struct EpBuffers {
   MOE_A2A_DEVICE Signal* wgrad_signal(int owner, int src, int g) const {
     return signals(owner, c.heap_layout.wgrad_signal, src, c.cfg.max_groups(), g);
   }
+  MOE_A2A_DEVICE Signal* grad_signal(int owner, int src, int g, int k) const {
+    return signals(owner, c.heap_layout.grad_signal, src, c.cfg.max_groups() * kGradSubRanges, g * kGradSubRanges + k);
+  }
   MOE_A2A_DEVICE Signal* rank_signal(int owner, size_t region, int src) const {
     return reinterpret_cast<Signal*>(heap_region(owner, region)) + src;
   }
@@ -234,39 +237,48 @@ MOE_A2A_DEVICE inline bool await_ranks(const EpContext& c, SignalOf signal, uint
   return ok;
 }
 
-// Block-wide: waits until signal(r) has reached `epoch` for at least one rank r in `ranks`,
-// then returns every rank of `ranks` whose signal had arrived by then (acquired, payload[r]
-// set), or 0 after a timeout (reported for the lowest rank still missing). Lets a block work on
-// what arrived first, in one batch, instead of waiting in rank order. All threads must call it.
-template <typename SignalOf>
-MOE_A2A_DEVICE inline uint32_t await_some_ranks(const EpContext& c, SignalOf signal, uint32_t ranks, uint64_t epoch,
-                                                WaitSite site, int group, uint32_t* payload) {
-  __shared__ uint32_t arrived_ranks;
+// Block-wide: waits until signal(i) has reached `epoch` for at least one item i of `items` (a bit
+// each, i < n_items <= kWaveSize; item i comes from rank peer_of(i)), then returns every item of
+// `items` whose signal had arrived by then (acquired, payload[i] set), or 0 after a timeout
+// (reported for the lowest item still missing). Lets a block work on what arrived first, in one
+// batch, instead of waiting in order. All threads must call it.
+template <typename SignalOf, typename PeerOf>
+MOE_A2A_DEVICE inline uint32_t await_some_signals(const EpContext& c, SignalOf signal, uint32_t items, int n_items,
+                                                  PeerOf peer_of, uint64_t epoch, WaitSite site, int group,
+                                                  uint32_t* payload) {
+  __shared__ uint32_t arrived_items;
   if (wave_id() == 0) {
-    const int r = lane_id();
-    const bool mine = r < c.cfg.world && ((ranks >> r) & 1u);
+    const int i = lane_id();
+    const bool mine = i < n_items && ((items >> i) & 1u);
     const uint64_t start = wall_clock();
     const uint64_t* timed_out = EpBuffers{c}.timed_out();
     bool ready = false;
     LaneMask arrived = 0;
     for (uint32_t spins = 1;; ++spins) {
-      ready = mine && reached(ld_relaxed_sys(&signal(r)->word), signal_word(epoch, 0));
+      ready = mine && reached(ld_relaxed_sys(&signal(i)->word), signal_word(epoch, 0));
       arrived = wave_ballot(ready);
       if (arrived != 0 || wall_clock() - start > c.timeout_ticks) break;
       // Another wait of this engine timed out: give up now (see report_error).
       if (spins % kGiveUpEvery == 0 && wave_ballot(ld_relaxed_sys(timed_out) != 0)) break;
     }
-    if (arrived == 0 && r == __ffs(static_cast<int>(ranks)) - 1) {  // timed out: the lowest missing rank
-      report_error(c, ErrorCode::kTimeout, r, static_cast<int>(site), group, signal_epoch(signal_word(epoch, 0)),
-                   signal_epoch(ld_relaxed_sys(&signal(r)->word)));
+    if (arrived == 0 && i == __ffs(static_cast<int>(items)) - 1) {  // timed out: the lowest missing item
+      report_error(c, ErrorCode::kTimeout, peer_of(i), static_cast<int>(site), group,
+                   signal_epoch(signal_word(epoch, 0)), signal_epoch(ld_relaxed_sys(&signal(i)->word)));
     }
-    if (ready) await_signal(c, signal(r), epoch, r, site, group, payload + r);  // arrived: one acquire load
-    if (r == 0) arrived_ranks = static_cast<uint32_t>(arrived);
+    if (ready) await_signal(c, signal(i), epoch, peer_of(i), site, group, payload + i);  // arrived: one acquire load
+    if (i == 0) arrived_items = static_cast<uint32_t>(arrived);
   }
   __syncthreads();
-  const uint32_t result = arrived_ranks;
-  __syncthreads();  // arrived_ranks is rewritten by the next call
+  const uint32_t result = arrived_items;
+  __syncthreads();  // arrived_items is rewritten by the next call
   return result;
+}
+
+// await_some_signals over ranks: item r is rank r's signal.
+template <typename SignalOf>
+MOE_A2A_DEVICE inline uint32_t await_some_ranks(const EpContext& c, SignalOf signal, uint32_t ranks, uint64_t epoch,
+                                                WaitSite site, int group, uint32_t* payload) {
+  return await_some_signals(c, signal, ranks, c.cfg.world, [](int r) { return r; }, epoch, site, group, payload);
 }
 
 // Rows of several sources' token groups handled as one batch: batch row j belongs to the

@@ -100,6 +100,7 @@ std::vector<Region> heap_regions(const EpConfig& c) {
       {"partial_signal", l.partial_signal, w * static_cast<size_t>(c.max_combine_units()) * sig},
       {"start_signal", l.start_signal, w * sig},
       {"wgrad_signal", l.wgrad_signal, w * groups * sig},
+      {"grad_signal", l.grad_signal, w * groups * moe_a2a::kGradSubRanges * sig},
   };
 }
 
@@ -149,8 +150,9 @@ TEST(EpConfig, RecvXSizeIsExact) {
   EXPECT_EQ(c.max_groups(), 132);                                      // min(max_tokens, 132 blocks x 1 group)
   EXPECT_EQ(l.partial_signal - l.group_signal, 8u * 132 * 8);
   EXPECT_EQ(l.start_signal - l.partial_signal, 8u * 132 * 8);
-  EXPECT_EQ(l.wgrad_signal - l.start_signal, kBufferAlign);  // 8 start signals, padded
-  EXPECT_EQ(l.total - l.wgrad_signal, 8u * 132 * 8);         // a wgrad signal per source and group
+  EXPECT_EQ(l.wgrad_signal - l.start_signal, kBufferAlign);                    // 8 start signals, padded
+  EXPECT_EQ(l.grad_signal - l.wgrad_signal, 8u * 132 * 8);                     // a wgrad signal per source and group
+  EXPECT_EQ(l.total - l.grad_signal, 8u * 132 * moe_a2a::kGradSubRanges * 8);  // kGradSubRanges grad signals too
 }
 
 TEST(EpConfig, ChallengeShapeLayouts) {
@@ -202,8 +204,10 @@ TEST(EpConfig, NoInt32OverflowAtTheLargestConfig) {
   EXPECT_EQ(l.count_signal, l.comb_flagged + flagged);
   EXPECT_GT(l.total, static_cast<size_t>(std::numeric_limits<int32_t>::max()));
   const size_t group_signals = 8u * 132 * 8;  // 132 blocks x 1 group, 8 sources, 8 bytes each
-  EXPECT_EQ(l.total, 2 * token_buf + rows * 4 + rows * 16 * 4 * 2 + counts + weight_grads + flagged +
-                         3 * group_signals + 2 * kBufferAlign);  // group, partial and wgrad signals
+  // group, partial and wgrad signals, and the backward of combine's grad signals (kGradSubRanges a group)
+  const size_t signals = (3 + moe_a2a::kGradSubRanges) * group_signals;
+  EXPECT_EQ(l.total, 2 * token_buf + rows * 4 + rows * 16 * 4 * 2 + counts + weight_grads + flagged + signals +
+                         2 * kBufferAlign);
 
   // Padded dispatch output: 64 local experts x 32768 rows x 32 KiB.
   EXPECT_EQ(c.expert_x_bytes(), uint64_t{64} * 32768 * 32768);
@@ -415,6 +419,38 @@ TEST(EpConfig, TokenGroupsCoverEveryTokenOnce) {
         next = r.end;
       }
       EXPECT_EQ(next, tokens);
+    }
+  }
+}
+
+// The backward of combine's sub-ranges: more than one only toward a peer with at most half the
+// tokens, and only where every group has kGradSubRanges x kGradSubRangeTokens tokens; each group's
+// sub-ranges cover its tokens once, in order, each with kGradSubRangeTokens or more.
+TEST(EpConfig, GradSubRangesCoverEveryTokenOfAGroupOnce) {
+  EpConfig c = make(2, {256, 8, 7168, 4096});
+  c.num_blocks = 132;
+  ASSERT_EQ(moe_a2a::validate(c), "");
+  const int32_t large = moe_a2a::kGradSubRanges * moe_a2a::kGradSubRangeTokens * c.max_groups();
+  EXPECT_EQ(c.grad_subranges(0, 0), 1);
+  EXPECT_EQ(c.grad_subranges(128, 0), 1);  // groups of one token
+  EXPECT_EQ(c.grad_subranges(large - 1, 0), 1);
+  EXPECT_EQ(c.grad_subranges(large, 0), moe_a2a::kGradSubRanges);
+  EXPECT_EQ(c.grad_subranges(2048, 1024), moe_a2a::kGradSubRanges);
+  EXPECT_EQ(c.grad_subranges(2048, 1025), 1);  // a peer with more than half: its own rows fill the link's time
+  EXPECT_EQ(c.grad_subranges(2048, 2048), 1);
+  for (int32_t tokens : {large, 2048, 3000, 4096}) {
+    const int32_t parts = c.grad_subranges(tokens, 0);
+    ASSERT_EQ(parts, moe_a2a::kGradSubRanges);
+    for (int32_t g = 0; g < c.num_groups(tokens); ++g) {
+      const moe_a2a::TokenRange group = c.token_group(tokens, g);
+      int32_t next = group.begin;
+      for (int32_t k = 0; k < parts; ++k) {
+        const moe_a2a::TokenRange r = EpConfig::grad_subrange(group, k);
+        EXPECT_EQ(r.begin, next) << tokens << " tokens, group " << g << ", sub-range " << k;
+        EXPECT_GE(r.end - r.begin, moe_a2a::kGradSubRangeTokens);
+        next = r.end;
+      }
+      EXPECT_EQ(next, group.end);
     }
   }
 }

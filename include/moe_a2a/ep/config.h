@@ -38,9 +38,7 @@
 //     count_signal  [world src]                 recv_count of src is in place; payload: src's
 //                                               token count
 //     group_signal  [world src][max_groups]     rows of src's token group g are in place;
-//                                               payload: how many (backward of combine: the
-//                                               group's output gradients are in recv_x;
-//                                               payload: 1 if src asks for weight gradients)
+//                                               payload: how many
 //     partial_signal[world src][max_combine_units]  src's partial sums for this rank's combine
 //                                               unit u (a token group, or at small T a part
 //                                               of one: see combine_parts) are in comb_x
@@ -55,6 +53,11 @@
 //                                               asked, are in comb_w); a rank with no tokens
 //                                               gets group 0's, so every round ends on a
 //                                               signal from every rank
+//     grad_signal   [world src][max_groups][kGradSubRanges]  backward of combine: sub-range
+//                                               k of src's token group g has its output
+//                                               gradients in recv_x (grad_subranges of them;
+//                                               one, k = 0, the whole group); payload: 1 if
+//                                               src asks for weight gradients
 // Workspace (local memory, only this GPU touches it):
 //   block_epoch[num_blocks]   rounds completed, one counter per block of the EP grid (every
 //                             kernel runs num_blocks blocks, and block b reads and advances
@@ -139,6 +142,12 @@ inline constexpr int kOwnPlacedCopyWorld = 2;
 // world 4 (4 x H100, session 19) 16 lost to 32 at every small shape (0.1-2.3 us), so one threshold
 // serves every world.
 inline constexpr int kFlaggedTokens = 32;
+// The backward of combine sends a token group's output gradients to a peer in this many
+// sub-ranges of its tokens, each with its own signal (EpConfig::grad_subranges), where the peer
+// would otherwise idle until the whole group landed; each sub-range holds at least
+// kGradSubRangeTokens tokens. docs/design/protocol.md, "Backward rounds".
+inline constexpr int kGradSubRanges = 4;
+inline constexpr int kGradSubRangeTokens = 2;
 // A flagged row is laid out in blocks of 64 vectors (the widest wave, csrc/ep/flagged_rows.cuh).
 inline constexpr size_t kFlaggedRowAlign = 64 * 16;
 
@@ -193,7 +202,7 @@ struct RegionCursor {
 
 struct HeapLayout {
   size_t recv_x, recv_token, recv_expert, recv_weight, recv_count, comb_x, comb_w, comb_flagged;
-  size_t count_signal, group_signal, partial_signal, start_signal, wgrad_signal;
+  size_t count_signal, group_signal, partial_signal, start_signal, wgrad_signal, grad_signal;
   size_t total;
 };
 
@@ -314,6 +323,27 @@ struct EpConfig {
   }
   // The most tokens one group can hold (at max_tokens).
   MOE_A2A_HD int32_t max_group_tokens() const { return (max_tokens + max_groups() - 1) / max_groups(); }
+  // The backward of combine: in how many sub-ranges a rank with `tokens` tokens sends each token
+  // group's output gradients to a peer with `peer_tokens` (both sides know both counts from the
+  // forward's route). More than one where the peer holds at most half as many tokens (its own
+  // rows cannot fill the link's time, so it would wait for the whole group, and every group lands
+  // at about the link's end) and every group has kGradSubRanges x kGradSubRangeTokens tokens.
+  MOE_A2A_HD int32_t grad_subranges(int32_t tokens, int32_t peer_tokens) const {
+    const bool large = tokens > 0 && tokens >= kGradSubRanges * kGradSubRangeTokens * num_groups(tokens);
+    return large && 2 * peer_tokens <= tokens ? kGradSubRanges : 1;
+  }
+  // Whether any rank's groups can be large enough for sub-ranges (grad_subranges > 1 needs a count
+  // of kGradSubRanges x kGradSubRangeTokens x max_groups or more): the backward of combine's launcher
+  // runs the kernel's instance with their code only then, the same on every rank.
+  MOE_A2A_HD bool grad_subranges_possible() const {
+    return max_tokens >= kGradSubRanges * kGradSubRangeTokens * max_groups();
+  }
+  // Tokens of sub-range k of a group sent in kGradSubRanges: the same split on both sides (a
+  // constant divisor: no division routine on the kernels' path).
+  MOE_A2A_HD static TokenRange grad_subrange(TokenRange group, int32_t k) {
+    const int32_t n = group.end - group.begin;
+    return TokenRange{group.begin + k * n / kGradSubRanges, group.begin + (k + 1) * n / kGradSubRanges};
+  }
 
   // ---- combine units: the unit of combine's work and of its partial signals ----
   // With fewer groups than blocks (small T) a group's rows are split by chunk (the kernels'
@@ -443,6 +473,7 @@ struct EpConfig {
     l.partial_signal = take(signals * max_combine_units());
     l.start_signal = take(signals);
     l.wgrad_signal = take(signals * max_groups());
+    l.grad_signal = take(signals * max_groups() * kGradSubRanges);
     l.total = cursor.end;
     return l;
   }

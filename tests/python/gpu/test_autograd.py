@@ -33,6 +33,16 @@ def one_round(ep, x, idx, w, rank):
     return ep.combine(d.expert_x * (1.0 + rank), d), d
 
 
+# Each rank's token count: drawn (random), rank 0 with none, or rank 0 with 4x the others' (with few
+# blocks, so large groups, it sends them its output gradients in sub-ranges, EpConfig::grad_subranges,
+# while they send it whole groups).
+TOKEN_COUNTS = ("random", "rank0_empty", "rank0_large")
+
+
+def token_counts(tokens, world, T):
+    return {"random": None, "rank0_empty": [0] + [T] * (world - 1), "rank0_large": [T] + [T // 4] * (world - 1)}[tokens]
+
+
 # (hidden, num_sms, topk) of the backward of combine's ways to answer a row: one token a group and
 # one chunk a row; one token a group, its rows' chunks split into tasks and the weight gradient
 # summed over them; 12 tokens a group on 2 blocks, the group's own rows answered while it is sent;
@@ -47,12 +57,12 @@ GRIDS = {
 
 
 @pytest.mark.parametrize("layout,dtype", CASES, ids=[f"{lay}-{str(d)[6:]}" for lay, d in CASES])
-@pytest.mark.parametrize("tokens", ["random", "rank0_empty"])
+@pytest.mark.parametrize("tokens", TOKEN_COUNTS)
 @pytest.mark.parametrize("grid", list(GRIDS))
 def test_gradients_match_closed_form(layout, dtype, tokens, grid, world, rank):
     H, num_sms, K = GRIDS[grid]
     E, T = 8 * world, 24
-    counts = None if tokens == "random" else [0] + [T] * (world - 1)
+    counts = token_counts(tokens, world, T)
     inputs = ref.generate_all_inputs(world, E, K, H, T, dtype, seed=71, num_tokens=counts)
     inputs = [ref.Routing(r.x.float().to(dtype), r.topk_idx, r.topk_weights) for r in inputs]
     with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype, layout=layout, num_sms=num_sms) as ep:
@@ -92,7 +102,7 @@ def test_router_gradient_without_input_gradient(world, rank):
         assert x.grad is None
 
 
-@pytest.mark.parametrize("tokens", ["random", "rank0_empty"])
+@pytest.mark.parametrize("tokens", TOKEN_COUNTS)
 def test_backwards_of_combine_back_to_back(tokens, world, rank):
     """Two layers over fixed inputs with trainable routers: the backward runs two backwards of
     combine in a row, with no backward of dispatch between them (whose senders wait for every
@@ -101,7 +111,7 @@ def test_backwards_of_combine_back_to_back(tokens, world, rank):
     second round's signal while it waits for the first's: both rounds' gradients must still be
     right, and no wait may hang."""
     E, K, H, T = 8 * world, 4, 512, 24
-    counts = None if tokens == "random" else [0] + [T] * (world - 1)
+    counts = token_counts(tokens, world, T)
     layers = [ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=s, num_tokens=counts) for s in (77, 78)]
     with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float32) as ep:
         ws = [inp[rank].topk_weights.cuda().requires_grad_() for inp in layers]
