@@ -476,13 +476,13 @@ MOE_A2A_DEVICE bool receive_weight_grads(const EpBuffers& b, const CombineBackwa
 }
 
 // kSubRanges (EpConfig::grad_subranges_possible): the instance with the code of the sub-ranges.
-// Without it, the kernel is the code a launch of small groups runs and nothing more: 11 KB of
-// sub-range code that such a launch never ran cost it 3-5 us at 128 tokens (session 20; protocol.md,
-// "Code size").
+// Without it, the kernel is the code a launch of small groups runs and nothing more: with the
+// sub-ranges' 11 KB in it, such a launch (which never splits) took 3-5 us more at 128 tokens on
+// 2 x H100 (session 20; protocol.md, "Code size").
 template <TokenType kType, bool kSubRanges>
 __global__ void __launch_bounds__(kEpBlock) combine_backward_kernel(EpContext c, CombineBackwardArgs a) {
   __shared__ CombineBackwardShared sh;
-  if (threadIdx.x == 0) sh.tasks_taken = 0;  // before a barrier: send_group's first, or await_some_ranks'
+  if (threadIdx.x == 0) sh.tasks_taken = 0;  // before a barrier: send_group's first, or await_some_signals'
   ProfilerTrack prof(c.profiler, ProfilerEvent::kCombineBackward);
   const EpBuffers b{c};
   const uint64_t epoch = b.current_epoch();

@@ -455,6 +455,26 @@ TEST(EpConfig, GradSubRangesCoverEveryTokenOfAGroupOnce) {
   }
 }
 
+// The launcher's pick of the backward of combine's instance: the one with the sub-ranges' code only
+// in an engine where some count has groups large enough, decided from the config alone (every rank
+// the same), and exactly where grad_subranges can say more than one.
+TEST(EpConfig, GradSubRangesPossibleExactlyWhereACountSplits) {
+  for (int32_t max_tokens : {24, 128, 512, 1055, 1056, 2048, 4096}) {
+    EpConfig c = make(2, {256, 8, 7168, max_tokens});
+    c.num_blocks = 132;
+    ASSERT_EQ(moe_a2a::validate(c), "");
+    bool splits = false;
+    for (int32_t tokens = 0; tokens <= max_tokens; ++tokens) splits = splits || c.grad_subranges(tokens, 0) > 1;
+    EXPECT_EQ(c.grad_subranges_possible(), splits) << "max_tokens " << max_tokens;
+    EXPECT_EQ(c.grad_subranges_possible(), max_tokens >= 1056) << "max_tokens " << max_tokens;  // 8 x 132 groups
+  }
+  EpConfig few_blocks = make(2, {16, 4, 2048, 24});  // test_autograd's grids of 2 blocks: 2 groups of 12 tokens
+  few_blocks.num_blocks = 2;
+  ASSERT_EQ(moe_a2a::validate(few_blocks), "");
+  EXPECT_TRUE(few_blocks.grad_subranges_possible());
+  EXPECT_EQ(few_blocks.grad_subranges(24, 6), moe_a2a::kGradSubRanges);
+}
+
 // A dispatched pair's place word keeps its local expert and its rank at their extremes, and is
 // never the "no local expert" value (the receiver tells them apart by sign).
 TEST(PlaceWord, KeepsLocalExpertAndRank) {
