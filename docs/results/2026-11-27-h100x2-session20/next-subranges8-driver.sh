@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# NOT RUN (written in session 20 for the next one), nvidia-h100-x2: branch wip/cbwd-subranges8 (eight sub-ranges a
+# group up to world 4; compile-checked only) against main, then its gradient tests. The model in protocol.md
+# ("Sub-ranges") says 0/2048 should go from about 161 to about 140 us if the eight fences a group cost little.
+# Setup (on the CPU machine, from this checkout on main):
+#   for d in base s8 s8t; do rm -rf .exp/$d; mkdir -p .exp/$d; done
+#   git archive main | tar -x -C .exp/base; git archive wip/cbwd-subranges8 | tar -x -C .exp/s8
+#   git archive wip/cbwd-subranges8 | tar -x -C .exp/s8t; rm -rf .exp/{base,s8,s8t}/docs
+# carry [".exp/base", ".exp/s8", ".exp/s8t"]. About 330 s of device time with the start; at world 4 (nvidia-h100-x4,
+# the same trees) run step 1 with --counts "0/2048;max" and step 2 as it is.
+set -u
+source tools/no_multicast_env.sh
+export PYTHONUNBUFFERED=1
+T0=$SECONDS
+log() { echo "[$((SECONDS - T0))s] $*" | tee -a $OUT/driver.log; }
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> $OUT/driver.log
+L=$OUT/logs; mkdir -p $L
+for t in base s8 s8t; do
+  H=0; [ $t = s8t ] && H=1
+  (cd .exp/$t && env MOE_A2A_PROFILE=0 MOE_A2A_TEST_HOOKS=$H MAX_JOBS=10 timeout 200 python3 setup.py build_ext \
+    --inplace --force > $L/build-$t.log 2>&1; echo "build $t rc=$?" >> $OUT/driver.log) &
+done
+wait
+log built
+# 1. 2048 tokens (the sub-ranges' instance): the unequal counts where they apply and every rank where they do not.
+export AB_BUILT=1 AB_ROUNDS=2 AB_BENCH=layer
+AB_LAYER_ARGS="--tokens 2048 --counts 0/2048;2048/512;max --phases dispatch,combine-bwd,combine-bwd-y" \
+  timeout 150 bash tools/graph_ab.sh $OUT/ab-s8 .exp/base .exp/s8 > $L/ab-s8.log 2>&1
+log "ab rc=$?"; cp $OUT/ab-s8/compare.md $OUT/compare-s8.md
+# 2. The gradient tests on the branch (test_autograd's rank0_large sends eight sub-ranges).
+GPU_TESTS="tests/python/gpu/test_autograd.py tests/python/gpu/test_fuzz.py" \
+  timeout 90 bash .exp/s8t/tools/gpu_run.sh $OUT/grad tests > $L/grad-driver.log 2>&1
+log "gradient tests rc=$?"; cp $OUT/grad/summary.txt $OUT/grad-summary.txt
+cd $OUT && tar czf all.tar.gz logs ab-s8 grad && rm -rf logs ab-s8 grad
+log done
