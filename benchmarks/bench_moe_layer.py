@@ -35,6 +35,12 @@ measured once per T after the layer is freed, for the bytes each way of one phas
 routes (busiest GPU, median over the pool: microbench.routes_floor_bytes, the rule bench_graph's
 floor uses).
 
+--capacity N builds every layer for N tokens a rank (max_num_tokens; default each T itself), as a
+serving or training engine sized for its largest batch runs smaller ones: the kernels some rounds
+pick follow the engine's capacity, not the call's count (the backward of combine's sub-ranges,
+docs/design/protocol.md), so `--capacity 2048 --tokens 128,512,2048` times what such an engine
+sees.
+
 --trace PATH writes the in-kernel profiler's timeline of one call of each all-to-all phase asked
 (dispatch, combine and the backward rounds), after that T's timings, to
 PATH-T<T>-<counts>-<phase>.json (moe_a2a.trace: summary, chain, Perfetto). It needs a build with
@@ -94,6 +100,12 @@ def parse_args(argv=None):
         help="cap on the dispatch output (packed: max_recv_tokens rows; padded: rows per\n"
         "expert x local experts) in MiB; the worst case is used when it fits (default 4096)",
     )
+    p.add_argument(
+        "--capacity",
+        type=int,
+        default=0,
+        help="tokens a rank the layer is built for (max_num_tokens), at least every T\n(default: each T itself)",
+    )
     scaffold.add_iters(p, 50)
     scaffold.add_warmup(p, 5)
     p.add_argument("--pool", type=int, default=4, help="distinct token batches cycled through (default 4)")
@@ -127,6 +139,8 @@ def parse_args(argv=None):
         )
     except ValueError as e:
         p.error(str(e))
+    if args.capacity and args.capacity < max(args.token_list):
+        p.error(f"--capacity {args.capacity}: below --tokens {max(args.token_list)}")
     if args.trace and not any(ph in TRACED_PHASES for ph in args.phase_list):
         p.error(f"--trace: --phases names none of {list(TRACED_PHASES)}")
     scaffold.at_least(p, args, iters=MIN_ITERS, pool=1, warmup=0, recv_budget_mib=1)
@@ -323,12 +337,14 @@ def bench_tokens(ctx, args, T, counts, flusher):
     from moe_a2a.layers import ExpertParallelMoE, expert_swiglu
 
     elem = torch.tensor([], dtype=args.dtype_t).element_size()
+    capacity = args.capacity or T  # the engine's tokens a rank: the dispatch output is sized for it too
     recv, recv_per_expert = recv_capacity(
-        args.layout, T, ctx.world, args.experts, args.topk, args.hidden, elem, args.recv_budget_mib * common.MiB
+        args.layout, capacity, ctx.world, args.experts, args.topk, args.hidden, elem, args.recv_budget_mib * common.MiB
     )
     sizes = pool_counts(counts, T, ctx.world, ctx.rank, args.pool, args.seed)
     base = {
         "tokens": T,
+        "capacity": capacity,
         "counts": counts,
         # each rank's mean count over the pool entries (every rank's counts: a collective)
         "rank_tokens": [
@@ -352,7 +368,7 @@ def bench_tokens(ctx, args, T, counts, flusher):
         args.ffn,
         args.experts,
         args.topk,
-        T,
+        capacity,
         group=ctx.group,
         dtype=args.dtype_t,
         layout=args.layout,
@@ -564,7 +580,7 @@ def main(argv=None):
         bench_case,
         lambda case: (
             f"== E{args.experts}-K{args.topk}-H{args.hidden}-F{args.ffn} T={case[0]}/rank, counts {case[1]}, "
-            f"{args.dtype} {args.layout}, world {ctx.world}"
+            f"{args.dtype} {args.layout}, world {ctx.world}" + (f", capacity {args.capacity}" if args.capacity else "")
         ),
     )
     if ctx.rank == 0:

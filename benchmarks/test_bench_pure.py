@@ -575,6 +575,8 @@ def test_moe_layer_bench_cli_and_sizing():
     assert bm.parse_args([]).trace is None and bm.parse_args(["--trace", "/tmp/t"]).trace == "/tmp/t"
     assert bm.trace_path("/tmp/t", 128, "0/128", "combine-bwd") == "/tmp/t-T128-0_128-combine-bwd.json"
     assert set(bm.TRACED_PHASES) <= set(bm.PHASES)
+    # --capacity: the layer's tokens a rank, at least every T (0: each T itself)
+    assert bm.parse_args([]).capacity == 0 and bm.parse_args(["--capacity", "2048"]).capacity == 2048
     # --counts: specs normalized and deduplicated, each count at most the smallest T
     assert bm.parse_args([]).count_list == ["max"]
     assert bm.parse_args(["--counts", "max; drawn;0/ 128;drawn"]).count_list == ["max", "drawn", "0/128"]
@@ -595,6 +597,7 @@ def test_moe_layer_bench_cli_and_sizing():
         ["--phases", "attention"],
         ["--iters", "3"],
         ["--trace", "/tmp/t", "--phases", "forward,experts"],  # no all-to-all round to trace
+        ["--capacity", "1024"],  # below --tokens 2048
     ):
         with pytest.raises(SystemExit):
             bm.parse_args(bad)
