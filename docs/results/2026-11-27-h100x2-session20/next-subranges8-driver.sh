@@ -6,7 +6,7 @@
 #   for d in base s8 s8t; do rm -rf .exp/$d; mkdir -p .exp/$d; done
 #   git archive main | tar -x -C .exp/base; git archive wip/cbwd-subranges8 | tar -x -C .exp/s8
 #   git archive wip/cbwd-subranges8 | tar -x -C .exp/s8t; rm -rf .exp/{base,s8,s8t}/docs
-# carry [".exp/base", ".exp/s8", ".exp/s8t"]. About 330 s of device time with the start; at world 4 (nvidia-h100-x4,
+# carry [".exp/base", ".exp/s8", ".exp/s8t"]. About 420 s of device time with the start; at world 4 (nvidia-h100-x4,
 # the same trees) run step 1 with --counts "0/2048;max" and step 2 as it is.
 set -u
 source tools/no_multicast_env.sh
@@ -31,5 +31,18 @@ log "ab rc=$?"; cp $OUT/ab-s8/compare.md $OUT/compare-s8.md
 GPU_TESTS="tests/python/gpu/test_autograd.py tests/python/gpu/test_fuzz.py" \
   timeout 90 bash .exp/s8t/tools/gpu_run.sh $OUT/grad tests > $L/grad-driver.log 2>&1
 log "gradient tests rc=$?"; cp $OUT/grad/summary.txt $OUT/grad-summary.txt
-cd $OUT && tar czf all.tar.gz logs ab-s8 grad && rm -rf logs ab-s8 grad
+# 3. What an engine sized for 2048 tokens pays at 128 and 512 (main: the sub-ranges' instance runs there, where
+#    nothing splits; session 20 measured +3-5 us at 128 with that code in the kernel): main built for each T against
+#    main built for 2048 (bench_moe_layer --capacity), alternated twice.
+for r in 1 2; do
+  for cap in 0 2048; do
+    (cd .exp/base && PYTHONPATH=$PWD/python timeout 100 torchrun --master-port=$((29700 + r * 10 + cap / 1024)) \
+      --nproc-per-node=2 benchmarks/bench_moe_layer.py --tokens 128,512 --capacity $cap --iters 30 --no-floor \
+      --no-check --phases dispatch,combine-bwd,combine-bwd-y --out $OUT/capacity/cap$cap-r$r) \
+      > $L/capacity-cap$cap-r$r.log 2>&1
+    log "capacity $cap round $r rc=$?"; pkill -f torchrun
+  done
+done
+grep -H -E "^ +(128|512) " $L/capacity-*.log > $OUT/capacity-summary.txt
+cd $OUT && tar czf all.tar.gz logs ab-s8 grad capacity && rm -rf logs ab-s8 grad capacity
 log done
