@@ -14,13 +14,8 @@ T0=$SECONDS
 log() { echo "[$((SECONDS - T0))s] $*" | tee -a $OUT/driver.log; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> $OUT/driver.log
 L=$OUT/logs; mkdir -p $L
-for t in base gate gatet; do
-  H=0; [ $t = gatet ] && H=1
-  (cd .exp/$t && env MOE_A2A_PROFILE=0 MOE_A2A_TEST_HOOKS=$H MAX_JOBS=10 timeout 200 python3 setup.py build_ext \
-    --inplace --force > $L/build-$t.log 2>&1; echo "build $t rc=$?" >> $OUT/driver.log) &
-done
-wait
-log built
+BUILD_TIMEOUT=200 bash tools/build_trees.sh $L .exp/base .exp/gate .exp/gatet:hooks >> $OUT/driver.log
+log "built rc=$?"
 export AB_BUILT=1 AB_ROUNDS=2 AB_BENCH=layer
 # 1. Small rounds in a large engine: main runs the sub-ranges' instance there (nothing splits); the branch should
 #    run the plain round and match main built for each T (session 20, call 3: 33.7-33.9 / 76.1 us).

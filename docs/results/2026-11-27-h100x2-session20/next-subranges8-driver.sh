@@ -15,13 +15,8 @@ T0=$SECONDS
 log() { echo "[$((SECONDS - T0))s] $*" | tee -a $OUT/driver.log; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> $OUT/driver.log
 L=$OUT/logs; mkdir -p $L
-for t in base s8 s8t; do
-  H=0; [ $t = s8t ] && H=1
-  (cd .exp/$t && env MOE_A2A_PROFILE=0 MOE_A2A_TEST_HOOKS=$H MAX_JOBS=10 timeout 200 python3 setup.py build_ext \
-    --inplace --force > $L/build-$t.log 2>&1; echo "build $t rc=$?" >> $OUT/driver.log) &
-done
-wait
-log built
+BUILD_TIMEOUT=200 bash tools/build_trees.sh $L .exp/base .exp/s8 .exp/s8t:hooks >> $OUT/driver.log
+log "built rc=$?"
 # 1. 2048 tokens (the sub-ranges' instance): the unequal counts where they apply and every rank where they do not.
 export AB_BUILT=1 AB_ROUNDS=2 AB_BENCH=layer
 AB_LAYER_ARGS="--tokens 2048 --counts 0/2048;2048/512;max --phases dispatch,combine-bwd,combine-bwd-y" \

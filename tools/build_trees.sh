@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds source trees in place, all at once, for a device call that times or tests several of them:
+#   tools/build_trees.sh LOGDIR TREE[:hooks] [TREE[:hooks]...]
+# TREE is a folder holding a version of this repository (on the device machine, one carried there:
+# CONTRIBUTING.md, "Timing a kernel change"). TREE:hooks builds it with MOE_A2A_TEST_HOOKS=1, what
+# TREE/tools/gpu_run.sh OUT tests needs; the others without; none with the profiler. The cores are
+# shared among the builds. Each build's log is LOGDIR/build-<tree's folder name>.log, and a line
+# "build <name> rc=N" a tree goes to stdout. Then tools/graph_ab.sh with AB_BUILT=1, or
+# TREE/tools/gpu_run.sh OUT tests, use the trees as built. BUILD_TIMEOUT (seconds, default 300)
+# bounds each build. Exit status: non-zero if any build failed.
+set -uo pipefail
+usage="usage: tools/build_trees.sh LOGDIR TREE[:hooks] [TREE[:hooks]...]"
+LOGDIR=${1:?$usage}
+shift
+[ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
+mkdir -p "$LOGDIR"
+jobs=$(($(nproc) / $#))
+[ "$jobs" -ge 1 ] || jobs=1
+names=() pids=()
+for spec in "$@"; do
+  tree=${spec%:hooks}
+  hooks=$([ "$tree" = "$spec" ] && echo 0 || echo 1)
+  name=$(basename "$(cd "$tree" && pwd)")
+  (cd "$tree" && env MOE_A2A_PROFILE=0 MOE_A2A_TEST_HOOKS="$hooks" MAX_JOBS="$jobs" \
+    timeout "${BUILD_TIMEOUT:-300}" python3 setup.py build_ext --inplace --force >"$LOGDIR/build-$name.log" 2>&1) &
+  names+=("$name") pids+=($!)
+done
+status=0
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}"
+  rc=$?
+  echo "build ${names[$i]} rc=$rc"
+  [ "$rc" = 0 ] || status=1
+done
+exit $status
