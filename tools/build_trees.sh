@@ -9,6 +9,7 @@
 # TREE/tools/gpu_run.sh OUT tests, use the trees as built. BUILD_TIMEOUT (seconds, default 300)
 # bounds each build. Exit status: non-zero if any build failed.
 set -uo pipefail
+source "$(cd "$(dirname "$0")" && pwd)/no_multicast_env.sh"  # every process a tool starts, builds too
 usage="usage: tools/build_trees.sh LOGDIR TREE[:hooks] [TREE[:hooks]...]"
 LOGDIR=${1:?$usage}
 shift
