@@ -313,7 +313,18 @@ class MoeA2ASystem(System):
     graph_capturable = True
     graph_note = ""
 
-    def __init__(self, ctx, shape, profile=False, layout="padded", dispatch_dtype=None, num_sms=None, send_sms=None):
+    def __init__(
+        self,
+        ctx,
+        shape,
+        profile=False,
+        layout="padded",
+        dispatch_dtype=None,
+        num_sms=None,
+        send_sms=None,
+        capacity=None,
+    ):
+        """capacity: the engine's max_num_tokens (default the shape's max tokens a rank)."""
         super().__init__(ctx, shape)
         mod, why = import_moe_a2a()
         if not has_extension(mod):
@@ -328,7 +339,8 @@ class MoeA2ASystem(System):
         s = shape
         self.layout = layout
         self.note = f"layout {layout}" + (f", {str(dispatch_dtype)[6:]} dispatch" if dispatch_dtype else "")
-        self.ep = mod.AllToAll(ctx.group, s.experts, s.topk, s.hidden, s.max_tokens, s.dtype, layout=layout, **kw)
+        max_tokens = capacity or s.max_tokens
+        self.ep = mod.AllToAll(ctx.group, s.experts, s.topk, s.hidden, max_tokens, s.dtype, layout=layout, **kw)
         self.y = None
 
     def dispatch(self, inputs):

@@ -1,7 +1,7 @@
 """CUDA-graph steady state of moe_a2a dispatch + combine, next to its eager device time.
 
     torchrun --nproc-per-node=<N> benchmarks/bench_graph.py [--shapes ...] [--counts ...] [--gemm] [--fp8 e4m3fn]
-             [--out DIR]
+             [--capacity N] [--out DIR]
 
 What a serving engine sees: N iterations of dispatch -> combine (no expert computation in
 between; --gemm adds the pipeline with the fake grouped GEMM) captured in one CUDA graph,
@@ -23,6 +23,9 @@ every rank the shape's max tokens), "drawn" (each rank and pool entry its own co
 tokens, 1/128, 128/1, 128/128 from 128, 64/4096, 4096/4096 from 4096, then drawn and 1/1). Rows
 record the spec ("counts") and the counts used per rank; with unequal specs the end of the run
 shows each unequal spec's graph d+c next to the equal pair at its larger count (perf_report.py).
+
+Each shape's engine is built for its own T unless --capacity N builds every one for N tokens a
+rank, as a serving engine is built for its largest batch and then runs smaller ones.
 """
 
 import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
@@ -53,6 +56,13 @@ def parse_args(argv=None):
     p.add_argument("--replays", type=int, default=20, help="timed graph replays (default 20)")
     scaffold.add_iters(p, 50, "timed eager iterations")
     p.add_argument("--gemm", action="store_true", help="also the pipeline dispatch -> fake GEMM -> combine")
+    p.add_argument(
+        "--capacity",
+        type=int,
+        default=0,
+        help="tokens a rank the engine is built for (max_num_tokens), at least every shape's T\n"
+        "(default: each shape's T itself; a serving engine is built for its largest batch)",
+    )
     scaffold.add_fp8(p, "AllToAll(dispatch_dtype=)")
     scaffold.add_no_microbench(p, "use BENCHMARKS.md's B, B_hbm and L (labelled)")
     scaffold.add_switch(p, "--floor", "measure the machine's floor for each shape's bytes (default on)")
@@ -61,6 +71,9 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     scaffold.at_least(p, args, inputs=8)  # the graph must not replay one routing
     scaffold.shapes_and_counts(p, args, AB_SHAPES if args.shapes == "ab" else args.shapes)
+    largest = max(shape.max_tokens for shape in args.shape_list)
+    if args.capacity and args.capacity < largest:
+        p.error(f"--capacity {args.capacity}: below a shape's T ({largest})")
     return args
 
 
@@ -106,7 +119,13 @@ def bench_shape(ctx, shape, args, micro, flusher, fp8=None, counts="max"):
     fp8_dtype = common.FP8_DTYPES.get(fp8)
     routing = Routing(ctx, shape, pool, micro, dispatch_dtype=fp8_dtype)
     system = MoeA2ASystem(
-        ctx, shape, layout=args.layout, dispatch_dtype=fp8_dtype, num_sms=args.num_sms, send_sms=args.send_sms
+        ctx,
+        shape,
+        layout=args.layout,
+        dispatch_dtype=fp8_dtype,
+        num_sms=args.num_sms,
+        send_sms=args.send_sms,
+        capacity=args.capacity or None,
     )
 
     # Iterations per graph from the largest count any rank holds (pool.counts is gathered: the
@@ -126,6 +145,7 @@ def bench_shape(ctx, shape, args, micro, flusher, fp8=None, counts="max"):
         "tokens_mean": routing.tokens_per_rank,  # over ranks and entries
         "world": ctx.world,
         "layout": args.layout,
+        "capacity": args.capacity or shape.max_tokens,  # the engine's max_num_tokens
         "send_sms": list(getattr(system.ep, "send_sms", (0, 0))),  # a package from before send_sms: all do both
         "dispatch_dtype": fp8 or str(shape.dtype)[6:],
         "sol_bound": routing.bound("dispatch+combine"),

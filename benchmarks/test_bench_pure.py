@@ -1034,6 +1034,17 @@ def test_bench_graph_counts_cli():
     assert bench_graph.counts_cell({"counts": "drawn", "rank_tokens": [9.5, 17.25]}) == "drawn (9.5/17.2)"
 
 
+def test_bench_graph_capacity_cli():
+    """--capacity: the engine's tokens a rank for every shape (0: each shape's T), never below a
+    shape's T (the engine could not take that shape's batch)."""
+    import bench_graph
+
+    assert bench_graph.parse_args([]).capacity == 0
+    assert bench_graph.parse_args(["--shapes", "ab", "--capacity", "4096"]).capacity == 4096
+    with pytest.raises(SystemExit):
+        bench_graph.parse_args(["--shapes", "256,8,7168,128", "--capacity", "64"])
+
+
 def test_drawn_counts_differ_per_rank_and_entry():
     """num_tokens=None: each (pool entry, rank) draws its own T in [1, max] (the reference's
     stream is seeded by the entry's seed and the rank), the same on every call."""
