@@ -12,6 +12,7 @@
 // What each writes, publishes and waits for: docs/design/protocol.md (the table, and "Backward
 // rounds").
 #include "ep_device.cuh"
+#include "flagged_rows.cuh"
 
 namespace moe_a2a {
 namespace {
@@ -75,13 +76,15 @@ MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t subrange_peers(const EpConfig& cfg, int t
   return peers;
 }
 
-// The signals to the ranks in `ranks` that this rank answered their token group g: their weight
-// gradients, if asked, are in comb_w there. Threads 0 .. world - 1; the block's answers before it
-// (a block barrier).
+// The signals to the ranks in `ranks` that this rank answered their token group g (every read of
+// their output gradients is done); their weight gradients, if asked, travel as flagged words to
+// comb_w there. Relaxed: the signal publishes no data, so no fence waits for the block's stores
+// (at 128 tokens on 2 x H100 that fence and the signal's flight were 3-4 us at the round's end,
+// session 19). Threads 0 .. world - 1; the block's answers before it (a block barrier).
 MOE_A2A_DEVICE void publish_weight_grads(const EpBuffers& b, uint32_t ranks, int g, uint64_t epoch) {
   const int r = static_cast<int>(threadIdx.x);
   if (r < b.c.cfg.world && ((ranks >> r) & 1u)) {
-    publish(b.wgrad_signal(r, b.c.cfg.rank, g), epoch, round_error_bit(b, epoch));
+    publish_relaxed(b.wgrad_signal(r, b.c.cfg.rank, g), epoch, round_error_bit(b, epoch));
   }
 }
 
@@ -240,7 +243,7 @@ MOE_A2A_DEVICE float answer_row_chunks(const Vec16* grad_out, const Vec16* y, Ve
 // for none), y, the round's largest read, is not loaded. Ends with a block barrier.
 template <TokenType kType>
 MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int src,
-                                TokenRange slots, bool weight_grad) {
+                                TokenRange slots, bool weight_grad, uint32_t flag) {
   const EpConfig& cfg = b.c.cfg;
   const int me = cfg.rank;
   const int vecs = b.vecs_per_row();
@@ -256,8 +259,10 @@ MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a
     // gradients are read where they are: store_group_grads sends them nowhere).
     const bool used = token >= 0 && token < cfg.max_tokens && !(src == me && token >= a.route.num_tokens);
     int p = -1;
+    bool dropped = false;  // k's expert is here but had no row left: its weight gradient is 0
     if (used && lane_id() < cfg.topk) {
       p = a.recv_route.pos[row * cfg.topk + lane_id()];
+      dropped = p == kDroppedPair;
       if (static_cast<size_t>(p) >= out_rows) p = -1;  // k's expert is on another rank (also p < 0)
     }
     const float w = p >= 0 ? a.expert_weights[p] : 0.0f;
@@ -268,12 +273,15 @@ MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a
         answer_row_chunks<kType>(grad_out, static_cast<const Vec16*>(a.expert_y), static_cast<Vec16*>(a.grad_expert_y),
                                  p, w, part * chunks / parts, (part + 1) * chunks / parts, vecs, weight_grad);
     if (!weight_grad) continue;
+    // Every used pair whose expert is here gets its word (the token rank awaits each); a dropped
+    // one's dot is 0 (answer_row_chunks gives a product only where p >= 0).
+    const bool answers = p >= 0 || dropped;
     if (parts == 1) {
-      if (p >= 0) b.comb_w(src, token)[lane_id()] = dot;
+      if (answers) st_relaxed_sys(b.comb_w(src, token) + lane_id(), with_round_flag(__float_as_uint(dot), flag));
       continue;
     }
     if (lane_id() < cfg.topk) sh.part_dot[task][lane_id()] = dot;
-    const LaneMask here = wave_ballot(p >= 0);
+    const LaneMask here = wave_ballot(answers);
     if (part == 0 && lane_id() == 0) {
       sh.slot_token[i] = token;
       sh.slot_here[i] = static_cast<uint32_t>(here);  // lanes below topk <= 16
@@ -286,7 +294,7 @@ MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a
       if (((sh.slot_here[i] >> k) & 1u) == 0) continue;
       float dot = 0.0f;
       for (int part = 0; part < parts; ++part) dot += sh.part_dot[i * parts + part][k];
-      b.comb_w(src, sh.slot_token[i])[k] = dot;
+      st_relaxed_sys(b.comb_w(src, sh.slot_token[i]) + k, with_round_flag(__float_as_uint(dot), flag));
     }
   }
   if (threadIdx.x == 0) sh.tasks_taken = 0;
@@ -345,7 +353,7 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a,
   }
   {
     ProfilerSpan answer_span(prof, ProfilerEvent::kCombineBackwardAnswer, b.c.cfg.rank);
-    answer_rows<kType>(b, a, sh, b.c.cfg.rank, own, asks_weight_grads(a));
+    answer_rows<kType>(b, a, sh, b.c.cfg.rank, own, asks_weight_grads(a), round_flag(epoch));
   }  // answer_rows' last barrier: no wave reads sh.sent_waves after it
 }
 
@@ -442,10 +450,10 @@ MOE_A2A_DEVICE bool answer_group(const EpBuffers& b, const CombineBackwardArgs& 
       if ((arrived >> i) & 1u) {
         const TokenRange slots = kSubRanges ? sh.item_slots[i] : cfg.token_group(sh.src_tokens[i], g);
         ProfilerSpan answer_span(prof, ProfilerEvent::kCombineBackwardAnswer, source_of(i));
-        answer_rows<kType>(b, a, sh, source_of(i), slots, (sh.payload[i] & kFlagCountMask) != 0);
+        answer_rows<kType>(b, a, sh, source_of(i), slots, (sh.payload[i] & kFlagCountMask) != 0, round_flag(epoch));
       }
     }
-    __syncthreads();  // every answer's comb_w stores before the signals; sh.payload is rewritten by the next wait
+    __syncthreads();  // every answer's reads before the signals; sh.payload is rewritten by the next wait
     publish_weight_grads(b, done & peers, g, epoch);
   }
   return true;
@@ -465,14 +473,28 @@ MOE_A2A_DEVICE bool receive_weight_grads(const EpBuffers& b, const CombineBackwa
   if (!await_ranks(b.c, signal, peer_ranks(cfg), epoch, WaitSite::kWeightGrad, g, sh.payload)) return false;
   prof.record_wait(ProfilerEvent::kCombineBackwardWaitWeights, wait_start, cfg.world);
   if (!asks_weight_grads(a) || a.route.num_tokens == 0) return true;
+  // A peer that failed this round may not have answered every pair: the host raises its error,
+  // and no word of it is awaited.
+  bool peer_failed = false;
+  for (int r = 0; r < cfg.world; ++r) peer_failed |= r != me && (sh.payload[r] & kFlagErrorBit) != 0;
+  if (peer_failed) return true;
+  // The signals were relaxed: each pair's word may land after them, so it is awaited by its flag.
+  const uint32_t flag = round_flag(epoch);
   const TokenRange own = cfg.token_group(a.route.num_tokens, g);
+  bool arrived = true;
   for (int i = own.begin * cfg.topk + static_cast<int>(threadIdx.x); i < own.end * cfg.topk;
        i += static_cast<int>(blockDim.x)) {
     const auto [t, k] = pair_of(b.c, i);
-    // No expert answers for an unused slot: its comb_w word is stale.
-    a.grad_topk_weights[i] = slot_unused(a.route.dest_mask[t], k) ? 0.0f : b.comb_w(me, t)[k];
+    uint32_t grad = 0;  // no expert answers for an unused slot: its gradient is 0
+    if (!slot_unused(a.route.dest_mask[t], k) &&
+        !await_flagged_word(b.comb_w(me, t) + k, flag, &grad, b.c.timeout_ticks, b.timed_out())) {
+      report_error(b.c, ErrorCode::kTimeout, -1, static_cast<int>(WaitSite::kWeightGrad), g, flag, 0);
+      arrived = false;
+      break;
+    }
+    a.grad_topk_weights[i] = __uint_as_float(grad);
   }
-  return true;
+  return __syncthreads_and(arrived) != 0;  // every thread goes on to end_round, or none
 }
 
 // kSubRanges (EpConfig::grad_subranges_possible): the instance with the code of the sub-ranges.

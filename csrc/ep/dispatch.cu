@@ -278,8 +278,8 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void number_slots(const EpConfig& cfg, DispatchSha
 }
 
 // The row of expert_x of a pair that source `src` sent with place word `place`, or -1: none here
-// (kNoLocalExpert, or no local expert) or past the expert's limit (a peer's place is checked like a
-// count; the overflow was reported with the segments). With `writes` also what the receive half's
+// (kNoLocalExpert, or no local expert), or kDroppedPair: past the expert's limit (a peer's place is
+// checked like a count; the overflow was reported with the segments). With `writes` also what the receive half's
 // first part writes for the pair: the expert's metadata and weight, and its slot's route (row
 // `route_row` of recv_route). The receive half (place_positions) and, for this rank's own pairs,
 // the sending block that places them (own_placed, write_metadata) both place through here.
@@ -291,7 +291,7 @@ MOE_A2A_DEVICE MOE_A2A_INLINE int place_pair(const EpBuffers& b, const DispatchA
   int at = -1;
   if (place >= 0 && e < local) {
     const int pos = sh.src_first[src * local + e] + place_rank(place);
-    if (pos < sh.seg_first[e] + sh.seg_limit[e]) at = pos;
+    at = pos < sh.seg_first[e] + sh.seg_limit[e] ? pos : kDroppedPair;
   }
   if (writes) {
     if (at >= 0) {

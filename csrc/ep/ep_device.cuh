@@ -115,9 +115,11 @@ struct EpBuffers {
     return reinterpret_cast<uint64_t*>(heap_region(owner, c.heap_layout.comb_flagged) +
                                        index * c.cfg.flagged_row_bytes());
   }
-  // On rank `owner`: the gradient of owner's router weight (token, k), [max_tokens][topk].
-  MOE_A2A_DEVICE float* comb_w(int owner, int token) const {
-    return reinterpret_cast<float*>(heap_region(owner, c.heap_layout.comb_w)) + static_cast<size_t>(token) * c.cfg.topk;
+  // On rank `owner`: the gradient of owner's router weight (token, k), [max_tokens][topk], each a
+  // flagged word (its fp32 bits with the round's flag: csrc/ep/flagged_rows.cuh; 0 once read).
+  MOE_A2A_DEVICE uint64_t* comb_w(int owner, int token) const {
+    return reinterpret_cast<uint64_t*>(heap_region(owner, c.heap_layout.comb_w)) +
+           static_cast<size_t>(token) * c.cfg.topk;
   }
   // Signals on rank `owner` written by rank `src` (see config.h), `per_src` of them per source.
   MOE_A2A_DEVICE Signal* signals(int owner, size_t region, int src, int per_src, int i) const {
@@ -191,6 +193,11 @@ MOE_A2A_DEVICE inline uint32_t round_error_bit(const EpBuffers& b, uint64_t epoc
 // before.
 MOE_A2A_DEVICE inline void publish(Signal* s, uint64_t epoch, uint32_t payload) {
   st_release_sys(&s->word, signal_word(epoch, payload));
+}
+// The same with a relaxed store, for a signal that publishes no data (what it announces travels
+// in flagged words, or is a read already done): no fence waits for this thread's stores first.
+MOE_A2A_DEVICE inline void publish_relaxed(Signal* s, uint64_t epoch, uint32_t payload) {
+  st_relaxed_sys(&s->word, signal_word(epoch, payload));
 }
 
 // One thread waits for `s` to reach `epoch` (bounded). On success returns true with the

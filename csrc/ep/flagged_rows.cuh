@@ -1,5 +1,6 @@
 // Rows sent as flagged words: combine's partial sums for a rank with few tokens
-// (EpConfig::flagged_partials). Each 4 bytes of a row travel in one 8-byte word next to a 32-bit
+// (EpConfig::flagged_partials); and single flagged words: the backward of combine's weight
+// gradients (comb_w). Each 4 bytes of a row travel in one 8-byte word next to a 32-bit
 // flag that names the round, written with one relaxed system-scope store (8 bytes are one
 // single-copy-atomic access on both vendors): a reader that finds the round's flag has the data,
 // with no fence and no signal. Why, and why nothing stale passes: docs/design/protocol.md,
@@ -20,6 +21,28 @@ namespace moe_a2a {
 
 // The flag of round `epoch`: its low 31 bits, and bit 31 so that no round's flag is 0.
 MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t round_flag(uint64_t epoch) { return static_cast<uint32_t>(epoch) | 0x80000000u; }
+
+// A flagged word: 32 data bits below the round's flag.
+MOE_A2A_DEVICE MOE_A2A_INLINE uint64_t with_round_flag(uint32_t data, uint32_t flag) {
+  return (static_cast<uint64_t>(flag) << 32) | data;
+}
+
+// Waits until the flagged word *w carries `flag`, then gives its data bits and clears it. False
+// after `timeout_ticks` of wall_clock(), or once `*give_up` is set.
+MOE_A2A_DEVICE inline bool await_flagged_word(uint64_t* w, uint32_t flag, uint32_t* data, uint64_t timeout_ticks,
+                                              const uint64_t* give_up) {
+  const uint64_t start = wall_clock();
+  for (uint32_t spins = 1;; ++spins) {
+    const uint64_t v = ld_relaxed_sys(w);
+    if (static_cast<uint32_t>(v >> 32) == flag) {
+      *data = static_cast<uint32_t>(v);
+      st_relaxed_sys(w, uint64_t{0});
+      return true;
+    }
+    if (wall_clock() - start > timeout_ticks) return false;
+    if (spins % kGiveUpEvery == 0 && ld_relaxed_sys(give_up) != 0) return false;
+  }
+}
 
 // Word j of the vector this lane moves in block `u` of `chunk`, counted from the row's start.
 MOE_A2A_DEVICE MOE_A2A_INLINE size_t flagged_word(int chunk, int u, int j) {

@@ -72,7 +72,7 @@ class _Route(NamedTuple):
     dest_mask: torch.Tensor
     src_tokens: torch.Tensor  # [world] int32, expert side: tokens each source dispatched
     recv_token: torch.Tensor  # [world * max_tokens] int32: source token of each received slot, or -1
-    recv_pos: torch.Tensor  # [world * max_tokens, topk] int32: row of expert_x of each (slot, k), or -1
+    recv_pos: torch.Tensor  # [world * max_tokens, topk] int32: row of expert_x of each (slot, k), or < 0: none
 
 
 class _DispatchOutputs(NamedTuple):

@@ -91,7 +91,7 @@ std::vector<Region> heap_regions(const EpConfig& c) {
       {"recv_weight", l.recv_weight, rows * k * sizeof(float)},
       {"recv_count", l.recv_count, static_cast<size_t>(c.num_experts) * sizeof(int32_t)},
       {"comb_x", l.comb_x, rows * h * 2},
-      {"comb_w", l.comb_w, static_cast<size_t>(c.max_tokens) * k * sizeof(float)},
+      {"comb_w", l.comb_w, static_cast<size_t>(c.max_tokens) * k * sizeof(uint64_t)},  // flagged words
       // A flagged row: 8 bytes for every 4 of the row, in blocks of 64 vectors of 16 bytes.
       {"comb_flagged", l.comb_flagged,
        w * static_cast<size_t>(std::min(c.max_tokens, moe_a2a::kFlaggedTokens)) * 2 * ((h * 2 + 1023) / 1024 * 1024)},
@@ -144,7 +144,7 @@ TEST(EpConfig, RecvXSizeIsExact) {
   EXPECT_EQ(l.recv_count - l.recv_weight, 8u * 256 * 8 * 4);
   EXPECT_EQ(l.comb_x - l.recv_count, 8u * 16 * 4);  // 128 experts' counts: 512 bytes
   EXPECT_EQ(l.comb_w - l.comb_x, 8u * 256 * 4096 * 2);
-  EXPECT_EQ(l.comb_flagged - l.comb_w, 256u * 8 * 4);
+  EXPECT_EQ(l.comb_flagged - l.comb_w, 256u * 8 * 8);                  // a flagged word a weight gradient
   EXPECT_EQ(l.count_signal - l.comb_flagged, 8u * 32 * 4096 * 2 * 2);  // 32 tokens' rows, 8 bytes per 4
   EXPECT_EQ(l.group_signal - l.count_signal, kBufferAlign);            // 8 signals of 8 bytes, padded
   EXPECT_EQ(c.max_groups(), 132);                                      // min(max_tokens, 132 blocks x 1 group)
@@ -196,7 +196,7 @@ TEST(EpConfig, NoInt32OverflowAtTheLargestConfig) {
   ASSERT_EQ(token_buf, size_t{1} << 30);
   const moe_a2a::HeapLayout l = c.heap_layout();
   EXPECT_EQ(l.recv_token, token_buf);
-  const size_t counts = 512 * 4, weight_grads = 4096 * 16 * 4;
+  const size_t counts = 512 * 4, weight_grads = 4096 * 16 * 8;  // flagged words
   EXPECT_EQ(l.comb_x, token_buf + rows * 4 + rows * 16 * 4 * 2 + counts);
   EXPECT_EQ(l.comb_w, l.comb_x + token_buf);
   const size_t flagged = 8u * 32 * 16384 * 2 * 2;  // 32 tokens (kFlaggedTokens), 8 bytes per 4

@@ -29,7 +29,9 @@
 //                                                 indexed by this rank's token
 //   comb_w      [max_tokens][topk]                backward of combine: gradient of this rank's
 //                                                 router weight (t, k), written by the rank
-//                                                 that owns expert topk_idx[t][k]
+//                                                 that owns expert topk_idx[t][k], as a flagged
+//                                                 word (fp32 bits and the round's flag; 0 once
+//                                                 read)
 //   comb_flagged [world src][flagged_tokens][flagged_row_bytes]  combine at a few tokens
 //                                                 (flagged_partials): comb_x's partial sums as
 //                                                 flagged words, each 4 bytes with the round's
@@ -50,7 +52,8 @@
 //                                               partial_signal)
 //     wgrad_signal  [world src][max_groups]     backward of combine: src answered this rank's
 //                                               token group g (its weight gradients, if
-//                                               asked, are in comb_w); a rank with no tokens
+//                                               asked, are on their way to comb_w, flagged;
+//                                               the signal is relaxed); a rank with no tokens
 //                                               gets group 0's, so every round ends on a
 //                                               signal from every rank
 //     grad_signal   [world src][max_groups][kGradSubRanges]  backward of combine: sub-range
@@ -467,7 +470,7 @@ struct EpConfig {
     l.recv_weight = take(rows * topk * sizeof(float));
     l.recv_count = take(static_cast<size_t>(world) * experts_per_rank() * sizeof(int32_t));
     l.comb_x = take(rows * row_bytes());
-    l.comb_w = take(static_cast<size_t>(max_tokens) * topk * sizeof(float));
+    l.comb_w = take(static_cast<size_t>(max_tokens) * topk * sizeof(uint64_t));
     l.comb_flagged = take(flagged_region_bytes());
     l.count_signal = take(signals);
     l.group_signal = take(signals * max_groups());

@@ -87,8 +87,14 @@ MOE_A2A_HD inline bool slot_unused(int32_t dest_word, int k) { return (dest_word
 struct RecvRoute {
   int32_t* src_tokens;  // [world]: tokens each source dispatched
   int32_t* token;       // [world * max_tokens]: source token of each slot's row, or -1
-  int32_t* pos;         // [world * max_tokens, topk]: row of expert_x holding (row, k), or -1
+  int32_t* pos;         // [world * max_tokens, topk]: row of expert_x holding (row, k), or
+                        // negative: -1 no expert here, kDroppedPair its expert's rows full
 };
+
+// RecvRoute::pos of a pair for a local expert that had no row left (the overflow is reported
+// with the segments): it has no output, so its weight gradient is 0, which the backward of
+// combine sends its token rank like any answer (that rank awaits a word for every used pair).
+inline constexpr int32_t kDroppedPair = -2;
 
 struct DispatchArgs {
   // send half

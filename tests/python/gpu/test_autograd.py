@@ -102,6 +102,34 @@ def test_router_gradient_without_input_gradient(world, rank):
         assert x.grad is None
 
 
+def test_dropped_pairs_get_zero_weight_gradients(world, rank):
+    """A dispatch past an expert's capacity drops pairs (and reports it). The backward of combine
+    answers each dropped pair with a weight gradient of 0 (it had no output), the others with
+    theirs, and the token side, which awaits a flagged word for every used pair, never waits for
+    one that does not come. A first round that fits leaves its words behind first."""
+    E, K, H, T = 8 * world, 2, 512, 32
+    limit = 2 * world  # one token a rank fits; every token to experts 0 and 1 does not
+    fits = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=74, num_tokens=1)
+    base = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=75, num_tokens=T)
+    full = [ref.Routing(r.x, torch.arange(K, dtype=torch.int32).repeat(r.x.shape[0], 1), r.topk_weights) for r in base]
+    g = torch.randn(T, H, generator=torch.Generator().manual_seed(76 + rank))
+    with moe_a2a.AllToAll(
+        dist.group.WORLD, E, K, H, T, torch.float32, layout="packed", max_recv_tokens=limit, timeout_s=5.0
+    ) as ep:
+        for inputs in (fits, full):
+            x, idx = inputs[rank].x.cuda(), inputs[rank].topk_idx.cuda()
+            w = inputs[rank].topk_weights.cuda().requires_grad_()
+            out, _ = one_round(ep, x, idx, w, rank)
+            (out * g[: x.shape[0]].cuda()).sum().backward()
+        with pytest.raises(RuntimeError, match="capacity|max_recv_tokens|reported an error"):
+            ep.synchronize()
+        _, _, want_gw, gw_magnitude = closed_form(full[rank], g, E // world, torch.float32)
+        got = w.grad.cpu().double()
+        dropped = got == 0
+        assert bool(dropped.any()), "no pair was dropped: the test's capacity does not bind"
+        assert_dot_products_close(torch.where(dropped, want_gw, got), want_gw, gw_magnitude)
+
+
 @pytest.mark.parametrize("tokens", TOKEN_COUNTS)
 def test_backwards_of_combine_back_to_back(tokens, world, rank):
     """Two layers over fixed inputs with trainable routers: the backward runs two backwards of
