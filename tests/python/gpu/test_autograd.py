@@ -106,7 +106,10 @@ def test_dropped_pairs_get_zero_weight_gradients(world, rank):
     """A dispatch past an expert's capacity drops pairs (and reports it). The backward of combine
     answers each dropped pair with a weight gradient of 0 (it had no output), the others with
     theirs, and the token side, which awaits a flagged word for every used pair, never waits for
-    one that does not come. A first round that fits leaves its words behind first."""
+    one that does not come. A first round that fits leaves its words behind first. The second
+    round is queued behind a GPU busy-wait: a call that starts a round raises what earlier rounds
+    reported, so without it the backward call would raise the overflow before its kernel ran (as
+    it does in eager use; inside a CUDA graph nothing is checked until synchronize)."""
     E, K, H, T = 8 * world, 2, 512, 32
     limit = 2 * world  # one token a rank fits; every token to experts 0 and 1 does not
     fits = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=74, num_tokens=1)
@@ -119,6 +122,9 @@ def test_dropped_pairs_get_zero_weight_gradients(world, rank):
         for inputs in (fits, full):
             x, idx = inputs[rank].x.cuda(), inputs[rank].topk_idx.cuda()
             w = inputs[rank].topk_weights.cuda().requires_grad_()
+            if inputs is full:
+                ep.synchronize()  # the first round is clean
+                torch.cuda._sleep(1_000_000_000)  # about 0.5 s: the round and its backward are queued first
             out, _ = one_round(ep, x, idx, w, rank)
             (out * g[: x.shape[0]].cuda()).sum().backward()
         with pytest.raises(RuntimeError, match="capacity|max_recv_tokens|reported an error"):
