@@ -278,10 +278,10 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void number_slots(const EpConfig& cfg, DispatchSha
 }
 
 // The row of expert_x of a pair that source `src` sent with place word `place`, or -1: none here
-// (kNoLocalExpert, or no local expert), or kDroppedPair: past the expert's limit (a peer's place is
-// checked like a count; the overflow was reported with the segments). With `writes` also what the receive half's
-// first part writes for the pair: the expert's metadata and weight, and its slot's route (row
-// `route_row` of recv_route). The receive half (place_positions) and, for this rank's own pairs,
+// (kNoLocalExpert, or no local expert), or kDroppedPair: past the expert's limit (a peer's place
+// is checked like a count; the overflow was reported with the segments). With `writes` also what
+// the receive half's first part writes for the pair: the expert's metadata and weight, and its
+// slot's route (row `route_row` of recv_route). The receive half (place_positions) and, for this rank's own pairs,
 // the sending block that places them (own_placed, write_metadata) both place through here.
 MOE_A2A_DEVICE MOE_A2A_INLINE int place_pair(const EpBuffers& b, const DispatchArgs& a, const DispatchShared& sh,
                                              int src, size_t route_row, int token, int k, int32_t place, float w,
