@@ -1,0 +1,40 @@
+"""tools/device_call.sh without a GPU: what a driver gets by sourcing it."""
+
+import os
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def _source_then(tmp_path, script, out=True):
+    env = {k: v for k, v in os.environ.items() if k != "OUT"}
+    if out:
+        env["OUT"] = str(tmp_path / "out")
+        (tmp_path / "out").mkdir()
+    return subprocess.run(
+        ["bash", "-c", "source tools/device_call.sh && " + script],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_driver_gets_the_environment_the_log_and_the_logs_folder(tmp_path):
+    done = _source_then(
+        tmp_path, 'log "built rc=0"; echo "$NCCL_NVLS_ENABLE $PYTHONUNBUFFERED $L"; [ -d "$L" ] && echo made'
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.split("\n")
+    assert lines[0] == "[0s] built rc=0"
+    assert lines[1] == f"0 1 {tmp_path / 'out' / 'logs'}" and lines[2] == "made"
+    driver_log = (tmp_path / "out" / "driver.log").read_text().split("\n")
+    assert driver_log[-2] == "[0s] built rc=0"  # after the machine's line (nvidia-smi's, or its absence)
+    assert len(driver_log) == 3
+
+
+def test_without_out_it_stops_and_says_why(tmp_path):
+    done = _source_then(tmp_path, "echo went on", out=False)
+    assert done.returncode != 0 and "went on" not in done.stdout
+    assert "OUT is not set" in done.stderr
