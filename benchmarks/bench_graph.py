@@ -56,13 +56,7 @@ def parse_args(argv=None):
     p.add_argument("--replays", type=int, default=20, help="timed graph replays (default 20)")
     scaffold.add_iters(p, 50, "timed eager iterations")
     p.add_argument("--gemm", action="store_true", help="also the pipeline dispatch -> fake GEMM -> combine")
-    p.add_argument(
-        "--capacity",
-        type=int,
-        default=0,
-        help="tokens a rank the engine is built for (max_num_tokens), at least every shape's T\n"
-        "(default: each shape's T itself; a serving engine is built for its largest batch)",
-    )
+    scaffold.add_capacity(p, "every shape's engine")
     scaffold.add_fp8(p, "AllToAll(dispatch_dtype=)")
     scaffold.add_no_microbench(p, "use BENCHMARKS.md's B, B_hbm and L (labelled)")
     scaffold.add_switch(p, "--floor", "measure the machine's floor for each shape's bytes (default on)")
@@ -71,9 +65,7 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     scaffold.at_least(p, args, inputs=8)  # the graph must not replay one routing
     scaffold.shapes_and_counts(p, args, AB_SHAPES if args.shapes == "ab" else args.shapes)
-    largest = max(shape.max_tokens for shape in args.shape_list)
-    if args.capacity and args.capacity < largest:
-        p.error(f"--capacity {args.capacity}: below a shape's T ({largest})")
+    scaffold.check_capacity(p, args, max(shape.max_tokens for shape in args.shape_list), "a shape's T of")
     return args
 
 

@@ -100,12 +100,7 @@ def parse_args(argv=None):
         help="cap on the dispatch output (packed: max_recv_tokens rows; padded: rows per\n"
         "expert x local experts) in MiB; the worst case is used when it fits (default 4096)",
     )
-    p.add_argument(
-        "--capacity",
-        type=int,
-        default=0,
-        help="tokens a rank the layer is built for (max_num_tokens), at least every T\n(default: each T itself)",
-    )
+    scaffold.add_capacity(p, "the layer")
     scaffold.add_iters(p, 50)
     scaffold.add_warmup(p, 5)
     p.add_argument("--pool", type=int, default=4, help="distinct token batches cycled through (default 4)")
@@ -139,8 +134,7 @@ def parse_args(argv=None):
         )
     except ValueError as e:
         p.error(str(e))
-    if args.capacity and args.capacity < max(args.token_list):
-        p.error(f"--capacity {args.capacity}: below --tokens {max(args.token_list)}")
+    scaffold.check_capacity(p, args, max(args.token_list), "--tokens")
     if args.trace and not any(ph in TRACED_PHASES for ph in args.phase_list):
         p.error(f"--trace: --phases names none of {list(TRACED_PHASES)}")
     scaffold.at_least(p, args, iters=MIN_ITERS, pool=1, warmup=0, recv_budget_mib=1)

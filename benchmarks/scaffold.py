@@ -64,6 +64,23 @@ def add_no_microbench(p, help="skip measuring B, B_hbm and L; use BENCHMARKS.md'
     p.add_argument("--no-microbench", action="store_true", help=help)
 
 
+def add_capacity(p, what):
+    """--capacity N: tokens a rank `what` is built for (max_num_tokens); 0, the default, builds each
+    for its own T. check_capacity holds it at or above every T asked."""
+    p.add_argument(
+        "--capacity",
+        type=int,
+        default=0,
+        help=f"tokens a rank {what} is built for (max_num_tokens), at least every T\n(default: each T itself)",
+    )
+
+
+def check_capacity(p, args, largest, flag):
+    """A p.error if --capacity is below the largest T asked (`flag` names where that T came from)."""
+    if args.capacity and args.capacity < largest:
+        p.error(f"--capacity {args.capacity}: below {flag} {largest}")
+
+
 def add_counts(p):
     """--counts: per-rank token counts (common.counts_for_shape), as bench_graph and bench_multinode take them."""
     p.add_argument(

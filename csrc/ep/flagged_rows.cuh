@@ -53,14 +53,13 @@ MOE_A2A_DEVICE MOE_A2A_INLINE size_t flagged_word(int chunk, int u, int j) {
 // Stores this lane's vectors of `chunk` (those before `vecs`) into a flagged row.
 MOE_A2A_DEVICE MOE_A2A_INLINE void store_chunk_flagged(uint64_t* row, int chunk, int vecs, const Vec16 (&v)[kUnroll],
                                                        uint32_t flag) {
-  const uint64_t high = static_cast<uint64_t>(flag) << 32;
   const int first = chunk * kChunkVecs + lane_id();
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
     if (first + u * kWaveSize >= vecs) continue;
     const uint32_t words[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
 #pragma unroll
-    for (int j = 0; j < 4; ++j) st_relaxed_sys(row + flagged_word(chunk, u, j), high | words[j]);
+    for (int j = 0; j < 4; ++j) st_relaxed_sys(row + flagged_word(chunk, u, j), with_round_flag(words[j], flag));
   }
 }
 
