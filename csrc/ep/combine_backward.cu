@@ -142,6 +142,31 @@ MOE_A2A_DEVICE void zero_rows_of_no_expert(const EpBuffers& b, const CombineBack
   }
 }
 
+// y's rows that the answers read for the weight gradients, asked of L2 (prefetch_l2) in pieces
+// spread over the blocks, a lane of the calling wave a piece, where they fit in y_prefetch_bytes
+// (a third of L2: y, then grad y as the answers write it). Packed only, where they are one range,
+// [0, expert_offsets[local]), and only where this rank asks for its weight gradients (the answers
+// read y for the sources that ask; this rank's ask stands for theirs). The answers of the peers'
+// rows start when their gradients land (at 128 tokens a rank on 2 x H100, about 9.5 us into the
+// round) and then read y from L2, not HBM: the prefetch runs while the link drains. A hint: it
+// changes no value. Called by one wave of each block once its first sends are out; its load of
+// the offsets holds only that wave, whose answer tasks the others take meanwhile. Session 22: 128
+// tokens drawn 28.3 -> 26.5 us at world 2; 46.3 -> 44.6 every rank at world 4 (4 x H200); where HBM is busy
+// anyway (128 every rank at world 2) no change (protocol.md, "Backward rounds").
+MOE_A2A_DEVICE void prefetch_y(const EpContext& c, const CombineBackwardArgs& a) {
+  constexpr int kPieceShift = 14;  // 16 KB a piece
+  if (c.y_prefetch_bytes == 0 || !c.cfg.packed() || !asks_weight_grads(a)) return;
+  const size_t bytes = static_cast<size_t>(a.expert_offsets[experts_per_rank(c)]) * c.cfg.row_bytes();
+  if (bytes == 0 || bytes > c.y_prefetch_bytes) return;
+  const uint32_t size = static_cast<uint32_t>(bytes);  // a third of L2 fits
+  const uint32_t pieces = (size + (1u << kPieceShift) - 1) >> kPieceShift;
+  const auto* y = static_cast<const uint8_t*>(a.expert_y);
+  for (uint32_t piece = blockIdx.x + gridDim.x * lane_id(); piece < pieces; piece += gridDim.x * kWaveSize) {
+    const uint32_t at = piece << kPieceShift;
+    prefetch_l2(y + at, min(1u << kPieceShift, size - at));
+  }
+}
+
 // About how many tasks answer_rows splits a group's rows into, handed out as waves ask: a row's
 // chunks in parts small enough that a wave that comes late (send_group's senders) still finds
 // some and that rows with more k's here than others do not hold the block. Eight a wave: at 2048
@@ -310,6 +335,8 @@ MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a
 // then join the answers: the release waits for the link to drain (about 7 us at 128 tokens on
 // 2 x H100), and with a wave a row the answers were a chain of one chunk's loads after another
 // (session 18: the own rows of 4 tokens took 30-48 us on 4 waves while 4 senders idled from 20 us).
+// The block's first group also asks L2 for y (prefetch_y): its last wave, once the sends are out
+// (or at once where it answers from the start).
 template <TokenType kType, bool kSubRanges>
 MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a, CombineBackwardShared& sh, int g,
                                uint32_t split_peers, uint64_t epoch, ProfilerTrack& prof) {
@@ -351,6 +378,7 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const CombineBackwardArgs& a,
       }
     }
   }
+  if (wave_id() == kWavesPerBlock - 1 && g == static_cast<int>(blockIdx.x)) prefetch_y(b.c, a);
   {
     ProfilerSpan answer_span(prof, ProfilerEvent::kCombineBackwardAnswer, b.c.cfg.rank);
     answer_rows<kType>(b, a, sh, b.c.cfg.rank, own, asks_weight_grads(a), round_flag(epoch));
@@ -520,6 +548,7 @@ __global__ void __launch_bounds__(kEpBlock) combine_backward_kernel(EpContext c,
   const uint32_t split_peers = may_split ? subrange_peers(b.c.cfg, a.route.num_tokens, sh.src_tokens, true) : 0u;
   for (int g = block; g < b.c.cfg.num_groups(a.route.num_tokens); g += blocks)
     send_group<kType, kSubRanges>(b, a, sh, g, split_peers, epoch, prof);
+  if (wave_id() == kWavesPerBlock - 1 && block >= b.c.cfg.num_groups(a.route.num_tokens)) prefetch_y(b.c, a);
   zero_rows_of_no_expert(b, a);
   // Every block sends all its groups before it waits for any (no wait stands between two sends).
   load_route_tokens(b.c, a.recv_route, sh.src_tokens);

@@ -80,6 +80,7 @@ EpEngine::EpEngine(const EpConfig& cfg, TokenType token_type, std::shared_ptr<Sy
                 " compute units of device ", device);
   ctx_.timeout_ticks = static_cast<uint64_t>(timeout_s * wall_clock_rate_hz(device));
   ctx_.early_launch = early_launch_supported(device);
+  ctx_.y_prefetch_bytes = l2_prefetch_bytes(device) / 3;
 
   MOE_A2A_GPU_CHECK(hipMalloc(reinterpret_cast<void**>(&ctx_.workspace), ctx_.ws_layout.total));
   MOE_A2A_GPU_CHECK(hipMemset(ctx_.workspace, 0, ctx_.ws_layout.total));

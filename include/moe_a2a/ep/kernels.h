@@ -47,6 +47,9 @@ struct EpContext {
   // Launch dispatch and combine early, while the kernel before them on the stream finishes
   // (platform/launch.h; docs/design/protocol.md, "Kernel boundaries").
   bool early_launch;
+  // The most bytes of expert_y that the backward of combine asks of L2 before its answers read them
+  // (prefetch_y in csrc/ep/combine_backward.cu): a third of L2 where prefetch_l2 fetches, else 0.
+  size_t y_prefetch_bytes;
   // Last, so the other fields keep their offsets whether or not a build profiles; all zero
   // unless profiling (see include/moe_a2a/profiler.h).
   ProfilerView profiler;

@@ -61,6 +61,19 @@ MOE_A2A_DEVICE MOE_A2A_INLINE uint64_t wall_clock() {
 
 #endif
 
+// Asks L2 to fetch [p, p + bytes) and goes on at once: a hint that no register waits for (p and
+// bytes multiples of 16). NVIDIA from sm_90: one bulk prefetch, fetched by the SM's copy engine.
+// Elsewhere nothing: gfx942 has no instruction that fills L2 without loading into registers
+// (l2_prefetch_bytes says 0 there).
+MOE_A2A_DEVICE MOE_A2A_INLINE void prefetch_l2(const void* p, uint32_t bytes) {
+#if defined(MOE_A2A_CUDA_ARCH) && MOE_A2A_CUDA_ARCH >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "r"(bytes));
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
 // Sum of v over the lanes of the wave, in every lane (butterfly: a fixed order, so the same
 // inputs give the same bits).
 MOE_A2A_DEVICE MOE_A2A_INLINE float wave_sum(float v) {
@@ -81,6 +94,19 @@ inline double wall_clock_rate_hz(int device) {
 #else
   (void)device;
   return 1e9;
+#endif
+}
+
+// L2's size on `device` where prefetch_l2 fetches anything (NVIDIA, compute capability 9 on), else 0.
+inline size_t l2_prefetch_bytes(int device) {
+#if defined(MOE_A2A_CUDA)
+  int major = 0, bytes = 0;
+  MOE_A2A_GPU_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  MOE_A2A_GPU_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device));
+  return major >= 9 && bytes > 0 ? static_cast<size_t>(bytes) : 0;
+#else
+  (void)device;
+  return 0;
 #endif
 }
 #endif

@@ -116,6 +116,7 @@ def test_dropped_pairs_get_zero_weight_gradients(world, rank):
     base = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=75, num_tokens=T)
     full = [ref.Routing(r.x, torch.arange(K, dtype=torch.int32).repeat(r.x.shape[0], 1), r.topk_weights) for r in base]
     g = torch.randn(T, H, generator=torch.Generator().manual_seed(76 + rank))
+    g_cuda = g.cuda()  # before the busy-wait: a copy from pageable memory synchronizes, which would end it
     with moe_a2a.AllToAll(
         dist.group.WORLD, E, K, H, T, torch.float32, layout="packed", max_recv_tokens=limit, timeout_s=5.0
     ) as ep:
@@ -126,7 +127,7 @@ def test_dropped_pairs_get_zero_weight_gradients(world, rank):
                 ep.synchronize()  # the first round is clean
                 torch.cuda._sleep(1_000_000_000)  # about 0.5 s: the round and its backward are queued first
             out, _ = one_round(ep, x, idx, w, rank)
-            (out * g[: x.shape[0]].cuda()).sum().backward()
+            (out * g_cuda[: x.shape[0]]).sum().backward()
         with pytest.raises(RuntimeError, match="capacity|max_recv_tokens|reported an error"):
             ep.synchronize()
         _, _, want_gw, gw_magnitude = closed_form(full[rank], g, E // world, torch.float32)
