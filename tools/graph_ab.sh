@@ -76,29 +76,29 @@ tree_version() {  # the tree's commit, marked if it has changes; a plain copy ha
   echo "$(git -C "$1" rev-parse --short HEAD)$([ -n "$(git -C "$1" status --porcelain --untracked-files=no)" ] && echo ' + uncommitted changes')"
 }
 
-# Every tree is built first, all at once (device time is what these calls spend: nvcc of one tree
-# leaves most cores idle, its largest file takes most of a build), then timed one after the other.
-build_tree() {  # build_tree TREE LOG
-  [ "${AB_BUILT:-0}" = 1 ] && { echo "AB_BUILT=1: not built here" >"$2"; return 0; }
-  (cd "$1" && env MOE_A2A_PROFILE=0 MAX_JOBS="$(nproc)" python3 setup.py build_ext --inplace --force >"$2" 2>&1)
-}
-labels=() pids=()
+# Every tree is built first, all at once, by tools/build_trees.sh (device time is what these calls
+# spend: nvcc of one tree leaves most cores idle, its largest file takes most of a build), then timed
+# one after the other. Its line "build NAME rc=N" a tree comes in the trees' order.
+labels=()
 i=0
 for tree in "$@"; do
   i=$((i + 1))
   labels+=("$i-$([ "$tree" = . ] && echo this || basename "$tree")")
   echo "-- $i: $tree (sources $(bash "$HERE/tools/source_hash.sh" "$tree"); $(tree_version "$tree"))"
-  build_tree "$tree" "$OUT/${labels[-1]}-build.log" &
-  pids+=($!)
 done
 built=()
-for j in "${!pids[@]}"; do
-  if wait "${pids[$j]}"; then built+=(1); else built+=(0); fi
-done
+if [ "${AB_BUILT:-0}" = 1 ]; then
+  for _ in "$@"; do built+=(1); done
+else
+  mapfile -t build_lines < <(bash "$HERE/tools/build_trees.sh" "$OUT/builds" "$@")
+  for j in $(seq 0 $(($# - 1))); do
+    if [[ ${build_lines[$j]:-} == *" rc=0" ]]; then built+=(1); else built+=(0); fi
+  done
+fi
 trees=("$@")
 n=${#trees[@]}
 for j in "${!trees[@]}"; do
-  [ "${built[$j]}" = 1 ] || { echo "-- ${labels[$j]#*-}: build failed (see $OUT/${labels[$j]}-build.log)"; status=1; }
+  [ "${built[$j]}" = 1 ] || { echo "-- ${labels[$j]#*-}: build failed (see $OUT/builds/)"; status=1; }
 done
 run=0
 for round in $(seq 1 "$rounds"); do

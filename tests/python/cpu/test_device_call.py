@@ -38,3 +38,29 @@ def test_without_out_it_stops_and_says_why(tmp_path):
     done = _source_then(tmp_path, "echo went on", out=False)
     assert done.returncode != 0 and "went on" not in done.stdout
     assert "OUT is not set" in done.stderr
+
+
+def test_ab_runs_graph_ab_bounded_and_keeps_its_table(tmp_path):
+    """`ab` with a stand-in tools/graph_ab.sh: the arguments it passes, the log line, compare.md copied."""
+    fake = tmp_path / "repo"
+    (fake / "tools").mkdir(parents=True)
+    for name in ("device_call.sh", "no_multicast_env.sh"):
+        (fake / "tools" / name).write_text(open(os.path.join(ROOT, "tools", name)).read())
+    (fake / "tools" / "graph_ab.sh").write_text(
+        'mkdir -p "$1" && echo "$AB_ROUNDS $2 $3" > "$1/compare.md"; echo timed; exit 3\n'
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OUT"}
+    env["OUT"] = str(tmp_path / "out")
+    (tmp_path / "out").mkdir()
+    done = subprocess.run(
+        ["bash", "-c", 'source tools/device_call.sh && AB_ROUNDS=2 ab pf 30 .exp/base .exp/pf; echo "status $?"'],
+        cwd=fake,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["[0s] ab pf rc=3", "status 3"]
+    assert (tmp_path / "out" / "compare-pf.md").read_text() == "2 .exp/base .exp/pf\n"
+    assert (tmp_path / "out" / "logs" / "pf.log").read_text() == "timed\n"

@@ -23,7 +23,8 @@ def _stand_ins(tmp_path):
     python.write_text(
         "#!/bin/bash\n"
         'if [ "$1" = "-c" ]; then echo 2; exit 0; fi  # the GPU count: a two-GPU node\n'
-        'if [ "$1" = "setup.py" ]; then exit 0; fi    # a build\n'
+        '# a build (tools/build_trees.sh), which fails in a tree named "broken"\n'
+        'if [ "$1" = "setup.py" ]; then [ "$(basename "$PWD")" != broken ]; exit; fi\n'
         f'exec {sys.executable} "$@"\n'
     )
     torchrun = bin_dir / "torchrun"
@@ -37,9 +38,9 @@ def _stand_ins(tmp_path):
     return bin_dir, order
 
 
-def _run(tmp_path, rounds):
+def _run(tmp_path, rounds, other_name="other"):
     bin_dir, order = _stand_ins(tmp_path)
-    other = tmp_path / "other"
+    other = tmp_path / other_name
     other.mkdir()
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
     if rounds is not None:
@@ -79,3 +80,11 @@ def test_graph_ab_refuses_a_bad_round_count(tmp_path):
     assert done.returncode == 2
     assert "AB_ROUNDS must be a positive integer, got two" in done.stderr
     assert order == []
+
+
+@pytest.mark.skipif(not os.path.exists(STORED_RUN), reason="needs the stored proxy run")
+def test_graph_ab_names_a_tree_that_did_not_build_and_times_the_others(tmp_path):
+    done, order, _ = _run(tmp_path, None, other_name="broken")
+    assert done.returncode == 1
+    assert "-- broken: build failed" in done.stdout
+    assert order == ["1-this", "3-base-again"]
