@@ -151,8 +151,8 @@ MOE_A2A_DEVICE void zero_rows_of_no_expert(const EpBuffers& b, const CombineBack
 // round) and then read y from L2, not HBM: the prefetch runs while the link drains. A hint: it
 // changes no value. Called by one wave of each block once its first sends are out; its load of
 // the offsets holds only that wave, whose answer tasks the others take meanwhile. Session 22: 128
-// tokens drawn 28.3 -> 26.5 us at world 2; 46.3 -> 44.6 every rank at world 4 (4 x H200); where HBM is busy
-// anyway (128 every rank at world 2) no change (protocol.md, "Backward rounds").
+// tokens drawn 27.9 -> 26.7 us at world 2, 46.3 -> 44.6 every rank at world 4 (4 x H200); none where
+// HBM is busy anyway, every rank at 128 at world 2 (protocol.md, "y asked of L2").
 MOE_A2A_DEVICE void prefetch_y(const EpContext& c, const CombineBackwardArgs& a) {
   constexpr int kPieceShift = 14;  // 16 KB a piece
   if (c.y_prefetch_bytes == 0 || !c.cfg.packed() || !asks_weight_grads(a)) return;
