@@ -324,7 +324,7 @@ class MoeA2ASystem(System):
         send_sms=None,
         capacity=None,
     ):
-        """capacity: the engine's max_num_tokens (default the shape's max tokens a rank)."""
+        """capacity: the engine's max_num_tokens (0 or None: the shape's max tokens a rank)."""
         super().__init__(ctx, shape)
         mod, why = import_moe_a2a()
         if not has_extension(mod):

@@ -117,7 +117,7 @@ def bench_shape(ctx, shape, args, micro, flusher, fp8=None, counts="max"):
         dispatch_dtype=fp8_dtype,
         num_sms=args.num_sms,
         send_sms=args.send_sms,
-        capacity=args.capacity or None,
+        capacity=args.capacity,
     )
 
     # Iterations per graph from the largest count any rank holds (pool.counts is gathered: the
@@ -137,7 +137,7 @@ def bench_shape(ctx, shape, args, micro, flusher, fp8=None, counts="max"):
         "tokens_mean": routing.tokens_per_rank,  # over ranks and entries
         "world": ctx.world,
         "layout": args.layout,
-        "capacity": args.capacity or shape.max_tokens,  # the engine's max_num_tokens
+        "capacity": system.ep.max_num_tokens,  # the engine's: --capacity, or the shape's T
         "send_sms": list(getattr(system.ep, "send_sms", (0, 0))),  # a package from before send_sms: all do both
         "dispatch_dtype": fp8 or str(shape.dtype)[6:],
         "sol_bound": routing.bound("dispatch+combine"),
