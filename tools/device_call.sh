@@ -5,7 +5,7 @@
 # no-multicast environment (tools/no_multicast_env.sh) and unbuffered Python output; defines `log MESSAGE`,
 # a line with the seconds since this file was sourced, to stdout and $OUT/driver.log; writes the machine's
 # GPUs and driver to $OUT/driver.log; makes L=$OUT/logs for the call's logs; and defines
-# `ab NAME SECONDS BASE VARIANT`, one tools/graph_ab.sh A/B (its AB_* settings from the environment). The
+# `ab NAME SECONDS BASE VARIANT...`, one tools/graph_ab.sh A/B (its AB_* settings from the environment). The
 # drivers that ran before it was written spell these lines out, as they ran.
 set -u
 : "${OUT:?tools/device_call.sh: OUT is not set (the run tool sets it)}"
@@ -21,12 +21,12 @@ fi
 L=$OUT/logs
 mkdir -p "$L"
 
-# ab NAME SECONDS BASE VARIANT: tools/graph_ab.sh $OUT/NAME BASE VARIANT, bounded by SECONDS, its output in
+# ab NAME SECONDS BASE VARIANT...: tools/graph_ab.sh $OUT/NAME BASE VARIANT..., bounded by SECONDS, its output in
 # $L/NAME.log; logs "ab NAME rc=N" and copies its compare.md to $OUT/compare-NAME.md, which the device tool
 # brings back loose (put $OUT/NAME in the call's archive). Returns graph_ab's status.
 ab() {
   local name=$1 seconds=$2 rc
-  timeout "$seconds" bash tools/graph_ab.sh "$OUT/$name" "$3" "$4" > "$L/$name.log" 2>&1
+  timeout "$seconds" bash tools/graph_ab.sh "$OUT/$name" "${@:3}" > "$L/$name.log" 2>&1
   rc=$?
   log "ab $name rc=$rc"
   cp "$OUT/$name/compare.md" "$OUT/compare-$name.md" 2> /dev/null

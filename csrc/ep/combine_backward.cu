@@ -516,7 +516,9 @@ MOE_A2A_DEVICE bool receive_weight_grads(const EpBuffers& b, const CombineBackwa
     uint32_t grad = 0;  // no expert answers for an unused slot: its gradient is 0
     if (!slot_unused(a.route.dest_mask[t], k) &&
         !await_flagged_word(b.comb_w(me, t) + k, flag, &grad, b.c.timeout_ticks, b.timed_out())) {
-      report_error(b.c, ErrorCode::kTimeout, -1, static_cast<int>(WaitSite::kWeightGrad), g, flag, 0);
+      // Which peer answers pair (t, k) is not known here (dest_mask names ranks, not slots): peer -1.
+      report_error(b.c, ErrorCode::kTimeout, -1, static_cast<int>(WaitSite::kWeightGrad), g,
+                   signal_epoch(signal_word(epoch, 0)), 0);
       arrived = false;
       break;
     }

@@ -225,6 +225,13 @@ std::string EpEngine::describe(const ErrorRecord& e) const {
       const char* call = known ? kWaitSiteCall[e.detail] : "?";
       const char* signal = known ? kWaitSiteSignal[e.detail] : "signal";
       const std::string group = e.index >= 0 ? cat(" ", e.index) : std::string();
+      // peer -1: a flagged word whose writer the waiting rank does not know (a weight gradient),
+      // never written in this round: no epoch was seen.
+      if (e.peer < 0) {
+        return cat("rank ", me, " timed out in ", call, " waiting for a peer's ", signal, group, " (epoch ", e.expected,
+                   "): a peer did not take part in the call, is far behind, or was sent a route it "
+                   "does not answer");
+      }
       return cat("rank ", me, " timed out in ", call, " waiting for rank ", e.peer, "'s ", signal, group,
                  " (waited for epoch ", e.expected, ", last saw epoch ", e.seen,
                  "): that rank did not take part in the call, or is far behind");

@@ -200,6 +200,14 @@ MOE_A2A_DEVICE inline void publish_relaxed(Signal* s, uint64_t epoch, uint32_t p
   st_relaxed_sys(&s->word, signal_word(epoch, payload));
 }
 
+// A signal word `seen` of peer `peer` that has reached the round's epoch, acquired: its payload
+// into *payload; an error bit in it is reported as kPeerError from `peer`.
+MOE_A2A_DEVICE inline void accept_signal(const EpContext& c, uint64_t seen, int peer, uint32_t* payload) {
+  *payload = signal_payload(seen);
+  // This rank's own error is reported where it was found, with its details.
+  if ((*payload & kFlagErrorBit) && peer != c.cfg.rank) report_error(c, ErrorCode::kPeerError, peer, -1, -1, 0, 0);
+}
+
 // One thread waits for `s` to reach `epoch` (bounded). On success returns true with the
 // payload; an error bit in it is reported as kPeerError from `peer`. On timeout, or once another
 // wait of this engine timed out, reports a timeout at `site` (group `group`, -1 for a per-rank
@@ -213,9 +221,7 @@ MOE_A2A_DEVICE inline bool await_signal(const EpContext& c, const Signal* s, uin
     *payload = 0;
     return false;
   }
-  *payload = signal_payload(seen);
-  // This rank's own error is reported where it was found, with its details.
-  if ((*payload & kFlagErrorBit) && peer != c.cfg.rank) report_error(c, ErrorCode::kPeerError, peer, -1, -1, 0, 0);
+  accept_signal(c, seen, peer, payload);
   return true;
 }
 
@@ -261,18 +267,26 @@ MOE_A2A_DEVICE inline uint32_t await_some_signals(const EpContext& c, SignalOf s
     const uint64_t* timed_out = EpBuffers{c}.timed_out();
     bool ready = false;
     LaneMask arrived = 0;
-    for (uint32_t spins = 1;; ++spins) {
-      ready = mine && reached(ld_relaxed_sys(&signal(i)->word), signal_word(epoch, 0));
+    // The first look is an acquire load: a signal that is there already (a late waiter, the usual
+    // case once the counts are in) costs one load, not a relaxed one and then an acquire one.
+    uint64_t seen = mine ? ld_acquire_sys(&signal(i)->word) : 0;
+    uint32_t spins = 1;
+    for (;; ++spins) {
+      ready = mine && reached(seen, signal_word(epoch, 0));
       arrived = wave_ballot(ready);
       if (arrived != 0 || wall_clock() - start > c.timeout_ticks) break;
       // Another wait of this engine timed out: give up now (see report_error).
       if (spins % kGiveUpEvery == 0 && wave_ballot(ld_relaxed_sys(timed_out) != 0)) break;
+      if (mine) seen = ld_relaxed_sys(&signal(i)->word);
     }
     if (arrived == 0 && i == __ffs(static_cast<int>(items)) - 1) {  // timed out: the lowest missing item
       report_error(c, ErrorCode::kTimeout, peer_of(i), static_cast<int>(site), group,
                    signal_epoch(signal_word(epoch, 0)), signal_epoch(ld_relaxed_sys(&signal(i)->word)));
     }
-    if (ready) await_signal(c, signal(i), epoch, peer_of(i), site, group, payload + i);  // arrived: one acquire load
+    if (ready) {
+      if (spins > 1) seen = ld_acquire_sys(&signal(i)->word);  // seen relaxed: one acquire load
+      accept_signal(c, seen, peer_of(i), payload + i);
+    }
     if (i == 0) arrived_items = static_cast<uint32_t>(arrived);
   }
   __syncthreads();

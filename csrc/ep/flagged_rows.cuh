@@ -28,20 +28,17 @@ MOE_A2A_DEVICE MOE_A2A_INLINE uint64_t with_round_flag(uint32_t data, uint32_t f
 }
 
 // Waits until the flagged word *w carries `flag`, then gives its data bits and clears it. False
-// after `timeout_ticks` of wall_clock(), or once `*give_up` is set.
+// after `timeout_ticks` of wall_clock(), or once `*give_up` is set (spin_bounded).
 MOE_A2A_DEVICE inline bool await_flagged_word(uint64_t* w, uint32_t flag, uint32_t* data, uint64_t timeout_ticks,
                                               const uint64_t* give_up) {
-  const uint64_t start = wall_clock();
-  for (uint32_t spins = 1;; ++spins) {
-    const uint64_t v = ld_relaxed_sys(w);
-    if (static_cast<uint32_t>(v >> 32) == flag) {
-      *data = static_cast<uint32_t>(v);
-      st_relaxed_sys(w, uint64_t{0});
-      return true;
-    }
-    if (wall_clock() - start > timeout_ticks) return false;
-    if (spins % kGiveUpEvery == 0 && ld_relaxed_sys(give_up) != 0) return false;
+  uint64_t v = 0;
+  if (!spin_bounded([&] { return static_cast<uint32_t>((v = ld_relaxed_sys(w)) >> 32) == flag; }, timeout_ticks,
+                    give_up)) {
+    return false;
   }
+  *data = static_cast<uint32_t>(v);
+  st_relaxed_sys(w, uint64_t{0});
+  return true;
 }
 
 // Word j of the vector this lane moves in block `u` of `chunk`, counted from the row's start.
@@ -67,14 +64,14 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void store_chunk_flagged(uint64_t* row, int chunk,
 // data to take(u, vector), u ascending, and clears them. Every load of a look is issued before
 // any is tested, so a look costs one memory latency. One row at a time, and the code kept small:
 // the kernels' critical paths run cold in the instruction cache (docs/design/protocol.md,
-// "Flagged partial sums"). False after `timeout_ticks` of wall_clock(), or once `*give_up` is set.
+// "Flagged partial sums"). False after `timeout_ticks` of wall_clock(), or once `*give_up` is set
+// (spin_bounded).
 template <typename Take>
 MOE_A2A_DEVICE inline bool await_chunk_flagged(uint64_t* row, int chunk, int vecs, uint32_t flag, Take take,
                                                uint64_t timeout_ticks, const uint64_t* give_up) {
   const int first = chunk * kChunkVecs + lane_id();
-  const uint64_t start = wall_clock();
-  for (uint32_t spins = 1;; ++spins) {
-    uint64_t w[kUnroll][4];
+  uint64_t w[kUnroll][4];
+  const auto look = [&] {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
 #pragma unroll
@@ -88,20 +85,18 @@ MOE_A2A_DEVICE inline bool await_chunk_flagged(uint64_t* row, int chunk, int vec
 #pragma unroll
       for (int j = 0; j < 4; ++j) all &= static_cast<uint32_t>(w[u][j] >> 32) == flag;
     }
-    if (all) {
+    return all;
+  };
+  if (!spin_bounded(look, timeout_ticks, give_up)) return false;
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        if (first + u * kWaveSize >= vecs) continue;
-        take(u, Vec16{static_cast<uint32_t>(w[u][0]), static_cast<uint32_t>(w[u][1]), static_cast<uint32_t>(w[u][2]),
-                      static_cast<uint32_t>(w[u][3])});
+  for (int u = 0; u < kUnroll; ++u) {
+    if (first + u * kWaveSize >= vecs) continue;
+    take(u, Vec16{static_cast<uint32_t>(w[u][0]), static_cast<uint32_t>(w[u][1]), static_cast<uint32_t>(w[u][2]),
+                  static_cast<uint32_t>(w[u][3])});
 #pragma unroll
-        for (int j = 0; j < 4; ++j) st_relaxed_sys(row + flagged_word(chunk, u, j), uint64_t{0});
-      }
-      return true;
-    }
-    if (wall_clock() - start > timeout_ticks) return false;
-    if (spins % kGiveUpEvery == 0 && ld_relaxed_sys(give_up) != 0) return false;
+    for (int j = 0; j < 4; ++j) st_relaxed_sys(row + flagged_word(chunk, u, j), uint64_t{0});
   }
+  return true;
 }
 
 }  // namespace moe_a2a

@@ -143,31 +143,39 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void fence_acq_rel_gpu() { asm volatile("fence.acq
 
 #endif
 
+// The one bounded spin of the library: calls look() until it returns true (true), or until
+// `timeout_ticks` of wall_clock() have passed or `*give_up` (if given) is non-zero, checked
+// every kGiveUpEvery looks so that the looks' loads stay back to back (false). look() is one
+// look: its loads, then the test. The waits of the kernels go through here (a wave that waits
+// as one, await_some_signals in csrc/ep/ep_device.cuh, spins on its own: its exit is a ballot).
+inline constexpr uint32_t kGiveUpEvery = 64;
+template <typename Look>
+MOE_A2A_DEVICE MOE_A2A_INLINE bool spin_bounded(Look look, uint64_t timeout_ticks, const uint64_t* give_up) {
+  const uint64_t start = wall_clock();
+  // Reading the clock every look costs little next to a remote-visible load.
+  for (uint32_t spins = 1; !look(); ++spins) {
+    if (wall_clock() - start > timeout_ticks) return false;
+    if (give_up != nullptr && spins % kGiveUpEvery == 0 && ld_relaxed_sys(give_up) != 0) return false;
+  }
+  return true;
+}
+
 // Bounded wait: one acquire load; if the flag has not reached target yet (serial-number
 // order, see reached()), spin with relaxed system-scope loads (cheap, no fence in the loop)
-// until it has, then take one acquire load so the data published before the flag is visible. Gives up after `timeout_ticks` of
-// wall_clock(), or as soon as `*give_up` (if given) is non-zero, checked every kGiveUpEvery spins
-// so that the flag's loads stay back to back. Returns true on success; otherwise returns false
-// and leaves the last value seen in *last_seen.
-inline constexpr uint32_t kGiveUpEvery = 64;
+// until it has, then take one acquire load so the data published before the flag is visible
+// (spin_bounded: timeout_ticks, give_up). Returns true on success; otherwise returns false and
+// leaves the last value seen in *last_seen.
 MOE_A2A_DEVICE inline bool wait_until_at_least_sys(const uint64_t* flag, uint64_t target, uint64_t timeout_ticks,
                                                    uint64_t* last_seen, const uint64_t* give_up = nullptr) {
   // A flag that is already there (a late waiter) costs one acquire load.
   uint64_t v = ld_acquire_sys(flag);
-  if (reached(v, target)) {
-    *last_seen = v;
-    return true;
-  }
-  const uint64_t start = wall_clock();
-  // Reading the clock every iteration costs little next to a remote-visible load.
-  for (uint32_t spins = 1; !reached(v = ld_relaxed_sys(flag), target); ++spins) {
-    const bool stop = give_up != nullptr && spins % kGiveUpEvery == 0 && ld_relaxed_sys(give_up) != 0;
-    if (stop || wall_clock() - start > timeout_ticks) {
+  if (!reached(v, target)) {
+    if (!spin_bounded([&] { return reached(v = ld_relaxed_sys(flag), target); }, timeout_ticks, give_up)) {
       *last_seen = v;
       return false;
     }
+    v = ld_acquire_sys(flag);
   }
-  v = ld_acquire_sys(flag);
   *last_seen = v;
   return true;
 }

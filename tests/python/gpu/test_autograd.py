@@ -17,6 +17,7 @@ import warnings
 import pytest
 import torch
 import torch.distributed as dist
+from conftest import meet
 from mixed_rounds import assert_dot_products_close, closed_form
 
 import moe_a2a
@@ -25,6 +26,8 @@ from moe_a2a import reference as ref
 CASES = [("padded", torch.float32), ("packed", torch.float32), ("padded", torch.bfloat16), ("packed", torch.bfloat16)]
 # fp32 transport: sums of a few fp32 products. bf16: the rows themselves are rounded to bf16
 # (8 bits of mantissa) on the way and the dot products see bf16 inputs.
+# dest_mask's bit of an unused slot k is UNUSED_SLOT_BIT + k (kUnusedSlotBit, csrc's ep/kernels.h).
+UNUSED_SLOT_BIT = 8
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}
 
 
@@ -135,6 +138,37 @@ def test_dropped_pairs_get_zero_weight_gradients(world, rank):
         dropped = got == 0
         assert bool(dropped.any()), "no pair was dropped: the test's capacity does not bind"
         assert_dot_products_close(torch.where(dropped, want_gw, got), want_gw, gw_magnitude)
+
+
+def test_a_pair_no_expert_answers_times_out_naming_a_peer(world, rank):
+    """Rank 0 passes back a route that says a slot is used where its dispatch left it unused
+    (topk_idx -1): no expert answers that pair, so rank 0's backward of combine awaits the pair's
+    weight gradient, a flagged word, in vain. The wait is bounded, and its error names the round's
+    epoch and "a peer" (the token side does not know which rank would answer a pair), not a rank
+    -1 or a flag taken for an epoch. The other ranks' backward ends normally."""
+    E, K, H, T = 8 * world, 2, 512, 4
+    inputs = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=77, num_tokens=T)[rank]
+    g = torch.randn(T, H, generator=torch.Generator().manual_seed(78 + rank)).cuda()
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float32, timeout_s=1.0) as ep:
+        x, idx = inputs.x.cuda(), inputs.topk_idx.cuda()
+        idx[0, 1] = -1  # token 0's slot 1 unused: its dest_mask says so, and no expert gets the pair
+        w = inputs.topk_weights.cuda().requires_grad_()
+        out, d = one_round(ep, x, idx, w, rank)
+        if rank == 0:  # the route saved for the backward, after combine read it: slot 1 said used
+            d._route.dest_mask.data[0] &= ~(1 << (UNUSED_SLOT_BIT + 1))
+        (out * g).sum().backward()
+        try:
+            if rank == 0:
+                with pytest.raises(
+                    RuntimeError,
+                    match=r"timed out in combine-backward waiting for a peer's weight gradients of token group 0 "
+                    r"\(epoch [1-9]\)",
+                ):
+                    ep.synchronize()
+            else:
+                ep.synchronize()
+        finally:
+            meet()  # also when a rank's check failed: no rank is left waiting for it
 
 
 @pytest.mark.parametrize("tokens", TOKEN_COUNTS)
