@@ -23,11 +23,11 @@ from mixed_rounds import assert_dot_products_close, closed_form
 import moe_a2a
 from moe_a2a import reference as ref
 
+# dest_mask's bit of an unused slot k is UNUSED_SLOT_BIT + k (kUnusedSlotBit, csrc's ep/kernels.h).
+UNUSED_SLOT_BIT = 8
 CASES = [("padded", torch.float32), ("packed", torch.float32), ("padded", torch.bfloat16), ("packed", torch.bfloat16)]
 # fp32 transport: sums of a few fp32 products. bf16: the rows themselves are rounded to bf16
 # (8 bits of mantissa) on the way and the dot products see bf16 inputs.
-# dest_mask's bit of an unused slot k is UNUSED_SLOT_BIT + k (kUnusedSlotBit, csrc's ep/kernels.h).
-UNUSED_SLOT_BIT = 8
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}
 
 
