@@ -14,6 +14,7 @@ tolerance scales with the sum of the magnitudes of the dot product's terms.
 
 import warnings
 
+import hooks
 import pytest
 import torch
 import torch.distributed as dist
@@ -23,8 +24,6 @@ from mixed_rounds import assert_dot_products_close, closed_form
 import moe_a2a
 from moe_a2a import reference as ref
 
-# dest_mask's bit of an unused slot k is UNUSED_SLOT_BIT + k (kUnusedSlotBit, csrc's ep/kernels.h).
-UNUSED_SLOT_BIT = 8
 CASES = [("padded", torch.float32), ("packed", torch.float32), ("padded", torch.bfloat16), ("packed", torch.bfloat16)]
 # fp32 transport: sums of a few fp32 products. bf16: the rows themselves are rounded to bf16
 # (8 bits of mantissa) on the way and the dot products see bf16 inputs.
@@ -155,7 +154,7 @@ def test_a_pair_no_expert_answers_times_out_naming_a_peer(world, rank):
         w = inputs.topk_weights.cuda().requires_grad_()
         out, d = one_round(ep, x, idx, w, rank)
         if rank == 0:  # the route saved for the backward, after combine read it: slot 1 said used
-            d._route.dest_mask.data[0] &= ~(1 << (UNUSED_SLOT_BIT + 1))
+            d._route.dest_mask.data[0] &= ~(1 << (hooks.hooked_ext().UNUSED_SLOT_BIT + 1))
         (out * g).sum().backward()
         try:
             if rank == 0:
