@@ -414,10 +414,10 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   const SendingGroup grp{g, tokens, tokens.end - tokens.begin, static_cast<size_t>(tokens.begin) * cfg.topk};
   const uint64_t route_start = prof.now();
   // Rows move as tasks (token, chunk) over the block's waves. Which chunk a wave takes first
-  // does not depend on the routing, so it is loaded now and is in registers when step 4 needs it.
-  // The last wave takes the first task: the metadata (step 3) is one thread per (token, k), so at a
-  // few tokens only the first waves write it, and they take the rows' last tasks, or none (one
-  // token of 7 chunks: waves 7..1 send while wave 0 writes the metadata, not after it).
+  // does not depend on the routing, so it is loaded before the routing and is in registers when
+  // step 4 needs it. The last wave takes the first task: the metadata (step 3) is one thread per
+  // (token, k), so at a few tokens only the first waves write it, and they take the rows' last
+  // tasks, or none (one token of 7 chunks: waves 7..1 send while wave 0 writes the metadata).
   const InputRows in = input_rows(cfg, a);
   const int chunks = chunks_per_row(in.vecs);
   const int first_task = kWavesPerBlock - 1 - wave_id();
@@ -425,8 +425,6 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
     return reinterpret_cast<const Vec16*>(static_cast<const uint8_t*>(a.x) +
                                           static_cast<size_t>(tokens.begin + i) * in.row_bytes);
   };
-  Vec16 first_chunk[kUnroll];
-  if (first_task < grp.n * chunks) load_chunk(x_row(first_task / chunks), first_task % chunks, in.vecs, first_chunk);
 
   // A thread's first (token, k) of the group (steps 1 and 3): its id and weight are loaded now, so
   // that they and the ids of step 0 are in flight together, and stay in registers until step 3.
@@ -439,6 +437,12 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   //    one token a group and block). Bad ids are reported by the routing of their own group.
   count_pairs(cfg, a, sh.numbered, numbered_to * cfg.topk, tokens.begin * cfg.topk);
   numbered_to = tokens.end;
+  // The first chunks are loaded after the count, not before it: every block loads its chunks at
+  // once, from HBM, and the count's ids queued behind them (the routing took 2-3.5 us where a
+  // count came first, 1.1 us where none did; 2 x H100, session 24: graph d+c 40.5 -> 40.0 us at
+  // E256-K8-H7168-T256 drawn; protocol.md, "Dispatch").
+  Vec16 first_chunk[kUnroll];
+  if (first_task < grp.n * chunks) load_chunk(x_row(first_task / chunks), first_task % chunks, in.vecs, first_chunk);
 
   route_group(b, a, sh, grp, first_id);  // 1.
   number_slots(cfg, sh, grp);            // 2.
