@@ -9,6 +9,7 @@ summarise, plot.
     python -m moe_a2a.trace timeline trace.json [--block B] [--waves]
     python -m moe_a2a.trace chain trace.json
     python -m moe_a2a.trace blocks trace.json [--kernel K] [--run N] [--every S]
+    python -m moe_a2a.trace lineup trace.json [--kernel K] [--run N]
     python -m moe_a2a.trace check trace.json
 
 Layout: pid = rank + 1 ("rank N"); one track per wave of a block, tid = block * waves + wave + 1
@@ -549,6 +550,65 @@ def blocks(trace, kernel, run=0, every=1) -> str:
     return "\n".join(out)
 
 
+def lineup(trace, kernel, run=None) -> str:
+    """Each run of `kernel` with the ranks on one clock (rank 0's, within the trace's alignment
+    error): per rank, when the run starts and ends, and for each stage its first start and its
+    first, median and last end over the blocks (a block's end: its waves' last), in us from the
+    run's first block start over all ranks. Where chain() takes each rank's medians from its own
+    kernel start, this lines the ranks up run by run: when one rank's release goes out against
+    when a peer's wait for it ends, which rank ends each run, and runs that differ from the median
+    (a rank with more tokens sending while its peer waits). Run i is every rank's i-th launch.
+    run: only that run (default every one)."""
+    info = trace.get("moe_a2a", {})
+    waves = info.get("waves_per_block", 1)
+    err = info.get("clock_alignment_error_us", 0.0)
+    xs = complete_events(trace)
+    per_rank = {}  # name -> (rank, kernel spans by block, that rank's events)
+    for pid, name in sorted(rank_names(trace).items()):
+        mine = [e for e in xs if e["pid"] == pid]
+        per_rank[name] = (int(name.split()[-1]), _kernel_spans_by_block(mine, waves), mine)
+    counts = {
+        n: min((len(v) for (k, _), v in sp.items() if k == kernel), default=0) for n, (_, sp, _) in per_rank.items()
+    }
+    runs = range(min(counts.values(), default=0)) if run is None else [run]
+    out = [
+        f"{kernel}, the ranks on rank 0's clock (alignment error <= {err:.2f} us), us from the run's first block "
+        "start: each stage's first start, then its first / median / last end over the blocks"
+    ]
+    if len(set(counts.values())) > 1:
+        out.append(
+            "  runs per rank differ ("
+            + ", ".join(f"{n}: {c}" for n, c in counts.items())
+            + "): run i is each one's i-th"
+        )
+    for i in runs:
+        if any(c <= i for c in counts.values()):
+            out.append(f"run {i}: not on every rank")
+            continue
+        launches = {n: {b: v[i] for (k, b), v in sp.items() if k == kernel} for n, (_, sp, _) in per_rank.items()}
+        t0 = min(s for spans in launches.values() for s, _ in spans.values())
+        out.append(f"run {i}")
+        for name, (rank, spans, mine) in per_rank.items():
+            first = min(s for s, _ in launches[name].values())
+            last = max(t for _, t in launches[name].values())
+            out.append(f"  {name}  run {(first - t0) / 1e3:.2f}-{(last - t0) / 1e3:.2f}")
+            cells = {}  # stage -> block -> [first start, last end]
+            for e in mine:
+                if kernel_of(e["name"]) != kernel or _run_of(e, spans, waves) != i:
+                    continue
+                s, t = _ns(e)
+                cell = cells.setdefault(_chain_stage(e, rank), {}).setdefault((e["tid"] - 1) // waves, [s, t])
+                cell[0], cell[1] = min(cell[0], s), max(cell[1], t)
+            for stage, by_block in sorted(cells.items(), key=lambda kv: min(c[0] for c in kv[1].values())):
+                ends = sorted(c[1] for c in by_block.values())
+                start = min(c[0] for c in by_block.values())
+                out.append(
+                    f"    {stage.split('.', 1)[-1]:24s} {(start - t0) / 1e3:7.2f}  |  {(ends[0] - t0) / 1e3:7.2f} "
+                    f"{(statistics.median(ends) - t0) / 1e3:7.2f} {(ends[-1] - t0) / 1e3:7.2f}  ({len(ends)} blocks)"
+                )
+    return "\n".join(out)
+
+
 def plot_png(trace, path) -> None:
     """A timeline per rank (y: track, x: time), for readers without Perfetto."""
     import matplotlib
@@ -611,8 +671,15 @@ def main(argv=None) -> int:
     b.add_argument("--kernel", default=KERNELS[0], choices=KERNELS, help=f"default {KERNELS[0]}")
     b.add_argument("--run", type=int, default=0, help="which run of the kernel in the trace (default 0)")
     b.add_argument("--every", type=int, default=1, help="one block in this many (default every block)")
+    lu = sub.add_parser("lineup", help="each run of a kernel with the ranks on one clock, per stage")
+    lu.add_argument("trace")
+    lu.add_argument("--kernel", default=KERNELS[0], choices=KERNELS, help=f"default {KERNELS[0]}")
+    lu.add_argument("--run", type=int, default=None, help="only this run (default every one)")
     args = p.parse_args(argv)
     trace = load(args.trace)
+    if args.cmd == "lineup":
+        print(lineup(trace, args.kernel, args.run))
+        return 0
     if args.cmd == "blocks":
         print(blocks(trace, args.kernel, args.run, max(1, args.every)))
         return 0

@@ -269,6 +269,63 @@ def test_blocks_of_one_run(capsys, tmp_path):
     assert "block    0" in out and "block    1" not in out
 
 
+def lineup_trace():
+    """Two dispatch runs 100 us apart on 2 ranks of 3 blocks (block b starts b us after block 0, runs
+    30 us). Rank 1 starts each run 3 us after rank 0 (true clock). Rank 0's block 2 stores its counts
+    from 2 to 5 us after its start; rank 1's blocks wait for them from 0.5 us after their start until
+    9 + b us after rank 0's run began (run 0) or 12 + b (run 1)."""
+    ranks = fake_ranks(2)
+    base = 1_000_000_000
+    for run in range(2):
+        t = base + run * 100_000
+        for fr in ranks:
+            start = t + 3_000 * fr.rank
+            for block in range(3):
+                s = start + 1_000 * block
+                for wave in range(WAVES):
+                    fr.add(block, wave, "dispatch", s, s + 30_000)
+                if fr.rank == 0 and block == 2:
+                    fr.add(block, 0, "dispatch.counts_out", s + 2_000, s + 5_000, 16)
+                if fr.rank == 1:
+                    fr.add(
+                        block,
+                        0,
+                        "dispatch.wait_counts",
+                        s + 500,
+                        t + (9_000 if run == 0 else 12_000) + 1_000 * block,
+                        0,
+                    )
+    return trace.build_trace(dumps_of(ranks, base), NAMES, ARGS)
+
+
+def lineup_numbers(text, label):
+    """The numbers of lineup()'s first line that starts with `label` (rank 1's carry the clock
+    alignment's error, about 0.05 us in fake_ranks)."""
+    line = next(x for x in text.splitlines() if x.strip().startswith(label))
+    return [float(v) for v in re.findall(r"\d+\.\d+", line)]
+
+
+def test_lineup_puts_the_ranks_on_one_clock(capsys, tmp_path):
+    t = lineup_trace()
+    text = trace.lineup(t, "dispatch")
+    run0, run1 = text.split("run 1\n")
+    close = lambda got, want: got == pytest.approx(want, abs=0.1)  # noqa: E731
+    # run 0 starts with rank 0's block 0; rank 1 3 us later; each ends 2 + 30 us after its start
+    assert close(lineup_numbers(run0, "rank 0"), [0.0, 32.0]) and close(lineup_numbers(run0, "rank 1"), [3.0, 35.0])
+    # rank 0's counts go out from 4 to 7 us (block 2 starts at 2), in one block
+    assert close(lineup_numbers(run0, "counts_out"), [4.0, 7.0, 7.0, 7.0]) and "(1 blocks)" in run0
+    # rank 1's waits start at 3.5 us and end at 9, 10 and 11 us: first, median, last
+    assert close(lineup_numbers(run0, "wait_counts"), [3.5, 9.0, 10.0, 11.0]) and "(3 blocks)" in run0
+    assert close(lineup_numbers(run1, "wait_counts"), [3.5, 12.0, 13.0, 14.0])
+    only = trace.lineup(t, "dispatch", run=1)
+    assert "run 0\n" not in only and "run 1\n" in only
+    assert "not on every rank" in trace.lineup(t, "dispatch", run=2)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(t))
+    assert trace.main(["lineup", str(path), "--run", "0"]) == 0
+    assert close(lineup_numbers(capsys.readouterr().out, "rank 1"), [3.0, 35.0])
+
+
 def test_timeline_of_one_block(capsys, tmp_path):
     t = build(world=2)
     text = trace.timeline(t, block=2)
