@@ -582,7 +582,7 @@ def lineup(trace, kernel, run=None) -> str:
             + "): run i is each one's i-th"
         )
     for i in runs:
-        if any(c <= i for c in counts.values()):
+        if i < 0 or any(c <= i for c in counts.values()):
             out.append(f"run {i}: not on every rank")
             continue
         launches = {n: {b: v[i] for (k, b), v in sp.items() if k == kernel} for n, (_, sp, _) in per_rank.items()}

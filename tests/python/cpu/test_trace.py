@@ -320,6 +320,7 @@ def test_lineup_puts_the_ranks_on_one_clock(capsys, tmp_path):
     only = trace.lineup(t, "dispatch", run=1)
     assert "run 0\n" not in only and "run 1\n" in only
     assert "not on every rank" in trace.lineup(t, "dispatch", run=2)
+    assert "not on every rank" in trace.lineup(t, "dispatch", run=-1)
     path = tmp_path / "t.json"
     path.write_text(json.dumps(t))
     assert trace.main(["lineup", str(path), "--run", "0"]) == 0
