@@ -206,8 +206,9 @@ MOE_A2A_DEVICE void send_counts(const EpBuffers& b, const DispatchArgs& a, Dispa
   else
     bad_here = count_wide(static_cast<const int32_t*>(a.topk_idx), cfg.num_experts, sh.pairs, 0, ids, 1u);
   const bool bad = __syncthreads_or(bad_here);
-  // The counts on their way: whether the release waits behind the rows on the link (a trace at the
-  // T=256 challenge shapes, session 23: the counting block took 4-5.3 us, counting 1264 ids).
+  // The counts on their way (profiler stage dispatch.counts_out): 2.1-2.3 us on 2 x H100 at every
+  // shape, an idle link included, the release waiting for the remote stores' acknowledgements; on a
+  // busy link they then land 2.4-2.8 us later, behind the rows (session 24's traces).
   ProfilerSpan out_span(prof, ProfilerEvent::kDispatchCountsOut, tokens);
   const int local = experts_per_rank(b.c);
   for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) {

@@ -509,6 +509,19 @@ def chain(trace) -> str:
     return "\n".join(out)
 
 
+def _block_stages(mine, spans, waves, kernel, run, rank):
+    """{block: {stage: [first start, last end, waves]}} of run `run` of `kernel` on one rank (its
+    events `mine`, its kernel spans by block `spans`), stages split into own and peers as in chain()."""
+    cells = {}
+    for e in mine:
+        if kernel_of(e["name"]) != kernel or _run_of(e, spans, waves) != run:
+            continue
+        s, t = _ns(e)
+        cell = cells.setdefault((e["tid"] - 1) // waves, {}).setdefault(_chain_stage(e, rank), [s, t, 0])
+        cell[0], cell[1], cell[2] = min(cell[0], s), max(cell[1], t), cell[2] + 1
+    return cells
+
+
 def blocks(trace, kernel, run=0, every=1) -> str:
     """Every block of one run of `kernel` on each rank: per block, each stage's first start and last
     end over the block's waves (us from the run's first block start on that rank) and how many waves
@@ -528,13 +541,7 @@ def blocks(trace, kernel, run=0, every=1) -> str:
             out.append(f"{name}: no run {run} of {kernel}")
             continue
         t0 = min(s for s, _ in launches.values())
-        cells = {}  # block -> stage -> [first start, last end, waves]
-        for e in mine:
-            if kernel_of(e["name"]) != kernel or _run_of(e, spans, waves) != run:
-                continue
-            s, t = _ns(e)
-            cell = cells.setdefault((e["tid"] - 1) // waves, {}).setdefault(_chain_stage(e, rank), [s, t, 0])
-            cell[0], cell[1], cell[2] = min(cell[0], s), max(cell[1], t), cell[2] + 1
+        cells = _block_stages(mine, spans, waves, kernel, run, rank)
         stages = {st for c in cells.values() for st in c}
         order = sorted(stages, key=lambda st: statistics.median(c[st][0] for c in cells.values() if st in c))
         out.append(f"{name}:")
@@ -592,16 +599,13 @@ def lineup(trace, kernel, run=None) -> str:
             first = min(s for s, _ in launches[name].values())
             last = max(t for _, t in launches[name].values())
             out.append(f"  {name}  run {(first - t0) / 1e3:.2f}-{(last - t0) / 1e3:.2f}")
-            cells = {}  # stage -> block -> [first start, last end]
-            for e in mine:
-                if kernel_of(e["name"]) != kernel or _run_of(e, spans, waves) != i:
-                    continue
-                s, t = _ns(e)
-                cell = cells.setdefault(_chain_stage(e, rank), {}).setdefault((e["tid"] - 1) // waves, [s, t])
-                cell[0], cell[1] = min(cell[0], s), max(cell[1], t)
-            for stage, by_block in sorted(cells.items(), key=lambda kv: min(c[0] for c in kv[1].values())):
-                ends = sorted(c[1] for c in by_block.values())
-                start = min(c[0] for c in by_block.values())
+            by_stage = {}  # stage -> [(first start, last end) of each block]
+            for here in _block_stages(mine, spans, waves, kernel, i, rank).values():
+                for stage, (s, t, _) in here.items():
+                    by_stage.setdefault(stage, []).append((s, t))
+            for stage, cells in sorted(by_stage.items(), key=lambda kv: min(s for s, _ in kv[1])):
+                ends = sorted(t for _, t in cells)
+                start = min(s for s, _ in cells)
                 out.append(
                     f"    {stage.split('.', 1)[-1]:24s} {(start - t0) / 1e3:7.2f}  |  {(ends[0] - t0) / 1e3:7.2f} "
                     f"{(statistics.median(ends) - t0) / 1e3:7.2f} {(ends[-1] - t0) / 1e3:7.2f}  ({len(ends)} blocks)"
