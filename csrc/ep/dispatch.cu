@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "ep_device.cuh"
+#include "flagged_rows.cuh"
 #include "fp8_rows.cuh"
 #include "moe_a2a/platform/block_ops.h"
 
@@ -206,19 +207,21 @@ MOE_A2A_DEVICE void send_counts(const EpBuffers& b, const DispatchArgs& a, Dispa
   else
     bad_here = count_wide(static_cast<const int32_t*>(a.topk_idx), cfg.num_experts, sh.pairs, 0, ids, 1u);
   const bool bad = __syncthreads_or(bad_here);
-  // The counts on their way (profiler stage dispatch.counts_out): 2.1-2.3 us on 2 x H100 at every
-  // shape, an idle link included, the release waiting for the remote stores' acknowledgements; on a
-  // busy link they then land 2.4-2.8 us later, behind the rows (session 24's traces).
+  // The counts go as flagged words, each on its own (protocol.md, "Flagged counts"): a signal's
+  // release after them waited for the remote stores' acknowledgements, 2.1-2.3 us on 2 x H100 at
+  // every shape, and on a busy link the signal then landed 2.4-2.8 us later, behind the rows
+  // (session 24's traces of profiler stage dispatch.counts_out).
   ProfilerSpan out_span(prof, ProfilerEvent::kDispatchCountsOut, tokens);
   const int local = experts_per_rank(b.c);
+  const uint32_t flag = round_flag(epoch);
   for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) {
     const int r = owner_rank_of(b.c, e);
-    b.recv_count(r, cfg.rank)[e - r * local] = static_cast<int32_t>(sh.pairs[e]);
+    st_relaxed_sys(b.recv_count(r, cfg.rank) + (e - r * local), with_round_flag(sh.pairs[e], flag));
   }
-  __syncthreads();  // every count stored before any signal
   if (threadIdx.x < cfg.world) {
     const uint32_t error = bad ? kFlagErrorBit : round_error_bit(b, epoch);
-    publish(b.count_signal(threadIdx.x, cfg.rank), epoch, static_cast<uint32_t>(tokens) | error);
+    st_relaxed_sys(b.recv_count(threadIdx.x, cfg.rank) + local,
+                   with_round_flag(static_cast<uint32_t>(tokens) | error, flag));
   }
 }
 
@@ -502,22 +505,16 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
 // e * capacity and capacity. Packed: prefix sums of the experts' totals, each rounded up to
 // expert_alignment, and as many rows as fit before the end of the buffer. Inside a segment the
 // sources' pairs follow each other in rank order (src_first).
-MOE_A2A_DEVICE void expert_segments(const EpBuffers& b, DispatchShared& sh) {
+// `count`: thread e's counts of local expert e from every source (await_counts).
+MOE_A2A_DEVICE void expert_segments(const EpBuffers& b, DispatchShared& sh, const int (&count)[kMaxWorld]) {
   using Scan = BlockScan<int, kEpBlock>;
   __shared__ typename Scan::TempStorage scan_tmp;
   const EpConfig& cfg = b.c.cfg;
   const int local = experts_per_rank(b.c);
   const int e = threadIdx.x;
-  int count[kMaxWorld] = {};
   int n = 0;
-  if (e < local) {
 #pragma unroll
-    for (int src = 0; src < kMaxWorld; ++src) {  // unrolled: every source's count in flight at once
-      if (src < cfg.world) count[src] = b.recv_count(cfg.rank, src)[e];
-    }
-#pragma unroll
-    for (int src = 0; src < kMaxWorld; ++src) n += count[src];
-  }
+  for (int src = 0; src < kMaxWorld; ++src) n += count[src];
   int before = 0, all = 0;
   Scan::exclusive_sum(scan_tmp, cfg.packed() ? cfg.aligned_rows(n) : n, before, all);
   if (e < local) {
@@ -561,22 +558,68 @@ MOE_A2A_DEVICE void zero_padding_rows(const EpBuffers& b, const DispatchArgs& a,
   }
 }
 
+// This thread's share of every source's counts of this round (send_counts): thread e < local
+// expert e's from every source into count[], thread s < world source s's token count into
+// sh.src_tokens[s]. Flagged words: a look loads them all at once and passes once each carries the
+// round's flag (protocol.md, "Flagged counts"). False after a timeout, reported for a source
+// whose word was missing.
+MOE_A2A_DEVICE bool await_counts(const EpBuffers& b, DispatchShared& sh, uint64_t epoch, int (&count)[kMaxWorld]) {
+  const EpConfig& cfg = b.c.cfg;
+  const int me = cfg.rank;
+  const int local = experts_per_rank(b.c);
+  const int t = threadIdx.x;
+  const bool counts = t < local, tokens = t < cfg.world;
+  if (!counts && !tokens) return true;
+  const uint32_t flag = round_flag(epoch);
+  uint64_t word[kMaxWorld] = {}, token_word = 0;
+  int missing = -1;           // a source with a word still missing
+  uint32_t missing_flag = 0;  // the flag that word carried
+  const auto look = [&] {
+#pragma unroll
+    for (int src = 0; src < kMaxWorld; ++src) {  // unrolled: every word in flight at once
+      if (counts && src < cfg.world) word[src] = ld_relaxed_sys(b.recv_count(me, src) + t);
+    }
+    if (tokens) token_word = ld_relaxed_sys(b.recv_count(me, t) + local);
+    missing = -1;
+    const auto check = [&](uint64_t w, int src) {
+      if (flag_of(w) != flag) missing = src, missing_flag = flag_of(w);
+    };
+    if (tokens) check(token_word, t);
+#pragma unroll
+    for (int src = 0; src < kMaxWorld; ++src) {
+      if (counts && src < cfg.world) check(word[src], src);
+    }
+    return missing < 0;
+  };
+  if (!spin_bounded(look, b.c.timeout_ticks, b.timed_out())) {
+    // Seen: the round that word was last written in, the epoch's low 31 bits (0: never).
+    report_error(b.c, ErrorCode::kTimeout, missing, static_cast<int>(WaitSite::kDispatchCounts), -1,
+                 signal_epoch(signal_word(epoch, 0)), missing_flag & ~round_flag(0));
+    return false;
+  }
+#pragma unroll
+  for (int src = 0; src < kMaxWorld; ++src) count[src] = static_cast<int>(static_cast<uint32_t>(word[src]));
+  if (tokens) {
+    const uint32_t payload = static_cast<uint32_t>(token_word);
+    accept_payload(b.c, payload, t);
+    // A count from a peer never addresses past max_tokens.
+    sh.src_tokens[t] = min(static_cast<int>(payload & kFlagCountMask), cfg.max_tokens);
+    MOE_A2A_PROFILE(profiler_arrivals()[t] = wall_clock());
+  }
+  return true;
+}
+
 // Waits for every source's counts, then lays out the experts' segments; the first receiving
 // block writes them out. False after a timeout.
 MOE_A2A_DEVICE bool receive_counts(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, HalfShare recv,
                                    uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
-  const int me = cfg.rank;
   const uint64_t wait_start = prof.now();
-  const auto signal = [&](int src) { return b.count_signal(me, src); };
-  if (!await_ranks(b.c, signal, all_ranks(cfg.world), epoch, WaitSite::kDispatchCounts, -1, sh.payload)) return false;
+  int count[kMaxWorld] = {};
+  if (!__syncthreads_and(await_counts(b, sh, epoch, count))) return false;
   prof.record_wait(ProfilerEvent::kDispatchWaitCounts, wait_start, cfg.world);
   const uint64_t segments_start = prof.now();
-  if (threadIdx.x < cfg.world) {
-    // A count from a peer never addresses past max_tokens.
-    sh.src_tokens[threadIdx.x] = min(static_cast<int>(sh.payload[threadIdx.x] & kFlagCountMask), cfg.max_tokens);
-  }
-  expert_segments(b, sh);  // synchronises the block
+  expert_segments(b, sh, count);  // synchronises the block
   if (cfg.expert_alignment > 1) zero_padding_rows(b, a, sh, recv);
   if (recv.first == 0) {
     const int local = experts_per_rank(b.c);
@@ -717,17 +760,19 @@ MOE_A2A_DEVICE void place_rows(const EpBuffers& b, const DispatchArgs& a, Dispat
 }
 
 // Part `part` of group part.group of every source that has one: whatever has arrived is placed
-// in one batch, until every source's group is in. False after a timeout.
+// in one batch, until every source's group is in; with `whole`, all of them in one batch, once the
+// last is in (dispatch_kernel: groups of one token). False after a timeout.
 // With own_placed this rank's own rows are in place already (send_group).
 MOE_A2A_DEVICE bool receive_part(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, GroupPart part,
-                                 bool own_direct, bool own_placed, uint64_t epoch, ProfilerTrack& prof) {
+                                 bool own_direct, bool own_placed, bool whole, uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const int g = part.group;
   uint32_t pending = sources_with_group(cfg, sh.src_tokens, g) & ~(own_placed ? 1u << cfg.rank : 0u);
   while (pending != 0) {
     const uint64_t wait_start = prof.now();
     const auto signal = [&](int src) { return b.group_signal(cfg.rank, src, g); };
-    const uint32_t arrived = await_some_ranks(b.c, signal, pending, epoch, WaitSite::kDispatchRows, g, sh.payload);
+    const uint32_t arrived =
+        await_some_ranks(b.c, signal, pending, epoch, WaitSite::kDispatchRows, g, sh.payload, whole);
     if (arrived == 0) return false;
     if (wave_id() == 0) prof.record(ProfilerEvent::kDispatchWaitRows, wait_start, __ffs(arrived) - 1);
     pending &= ~arrived;
@@ -827,6 +872,12 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   // receiving blocks outnumber the groups (item u is part u % parts of group u / parts).
   const int chunks = chunks_per_row(static_cast<int>(cfg.out_row_bytes() / sizeof(Vec16)));
   int parts = 1, src_items = 0;
+  // Where every source's groups hold one token, a receive item waits for every source's rows and
+  // places them in one batch: its positions and copies are a chain of memory round trips (about 2
+  // us on 2 x H100, session 25's traces) that a few more rows hardly lengthen, so a batch of the
+  // rows that came first (this rank's own, at a few tokens) ends the item a chain later than
+  // waiting for the rest (protocol.md, "Receive items").
+  bool whole = false;
 #pragma unroll 1
   for (int step = 0; step < 2; ++step) {
     if ((step == 0) != own_placed) {
@@ -837,6 +888,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
       const int src_groups = max_over_sources(cfg.world, [&](int s) { return cfg.num_groups(sh.src_tokens[s]); });
       parts = parts_per_group(src_groups, recv.blocks, chunks);
       src_items = src_groups * parts;
+      whole = max_over_sources(cfg.world, [&](int s) { return sh.src_tokens[s]; }) <= cfg.max_groups();
     }
   }
   // Step i: send this block's next group, then receive its i-th item (a block that runs both
@@ -849,7 +901,8 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   for (int u = first_item; u < src_items || next < my_groups;
        u = share.split ? draw_or_end() : u + recv.stride, next += send.stride) {
     if (next < my_groups) send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, own_direct, own_placed, epoch, prof);
-    if (u < src_items && !receive_part(b, a, sh, group_part(u, parts, chunks), own_direct, own_placed, epoch, prof))
+    if (u < src_items &&
+        !receive_part(b, a, sh, group_part(u, parts, chunks), own_direct, own_placed, whole, epoch, prof))
       return;
   }
 }

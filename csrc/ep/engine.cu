@@ -207,12 +207,16 @@ void EpEngine::set_rounds_for_test(uint64_t rounds) {
   const uint64_t no_ticket = signal_word(rounds, 0u);  // of an epoch no later round has: the next draw starts over
   MOE_A2A_GPU_CHECK(
       hipMemcpy(ctx_.workspace + ctx_.ws_layout.recv_ticket, &no_ticket, sizeof(no_ticket), hipMemcpyHostToDevice));
-  // The signals are the region's last ones (config.h): [count_signal, total).
-  const size_t first = ctx_.heap_layout.count_signal;
+  // The signals are the region's last ones (config.h): [group_signal, total).
+  const size_t first = ctx_.heap_layout.group_signal;
   const size_t count = (ctx_.heap_layout.total - first) / sizeof(Signal);
   const std::vector<Signal> signals(count, Signal{signal_word(rounds, 0u)});
   MOE_A2A_GPU_CHECK(hipMemcpy(heap_->view().at(ctx_.cfg.rank, ctx_.ep_offset + first), signals.data(),
                               count * sizeof(Signal), hipMemcpyHostToDevice));
+  // The count words keep the flag of the last dispatch, which the jump could make the next one's
+  // (round_flag takes the epoch's low 31 bits): 0 is no round's.
+  MOE_A2A_GPU_CHECK(hipMemset(heap_->view().at(ctx_.cfg.rank, ctx_.ep_offset + ctx_.heap_layout.recv_count), 0,
+                              ctx_.cfg.recv_count_bytes()));
   MOE_A2A_GPU_CHECK(hipDeviceSynchronize());
 }
 

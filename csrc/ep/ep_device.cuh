@@ -98,10 +98,11 @@ struct EpBuffers {
   MOE_A2A_DEVICE float* recv_weight(int owner, int src, int slot) const {
     return reinterpret_cast<float*>(heap_region(owner, c.heap_layout.recv_weight)) + row_index(src, slot) * c.cfg.topk;
   }
-  // On rank `owner`: (token, k) pairs that rank `src` sent to each of owner's local experts.
-  MOE_A2A_DEVICE int32_t* recv_count(int owner, int src) const {
-    return reinterpret_cast<int32_t*>(heap_region(owner, c.heap_layout.recv_count)) +
-           static_cast<size_t>(src) * experts_per_rank(c);
+  // On rank `owner`: rank `src`'s counts, flagged words (csrc/ep/flagged_rows.cuh): the (token,
+  // k) pairs it sent to each of owner's local experts, then its token count (config.h).
+  MOE_A2A_DEVICE uint64_t* recv_count(int owner, int src) const {
+    return reinterpret_cast<uint64_t*>(heap_region(owner, c.heap_layout.recv_count)) +
+           static_cast<size_t>(src) * (experts_per_rank(c) + 1);
   }
   // On rank `owner`: the partial sum that expert rank `src` returned for owner's token `token`.
   MOE_A2A_DEVICE Vec16* comb_x(int owner, int src, int token) const {
@@ -124,9 +125,6 @@ struct EpBuffers {
   // Signals on rank `owner` written by rank `src` (see config.h), `per_src` of them per source.
   MOE_A2A_DEVICE Signal* signals(int owner, size_t region, int src, int per_src, int i) const {
     return reinterpret_cast<Signal*>(heap_region(owner, region)) + static_cast<size_t>(src) * per_src + i;
-  }
-  MOE_A2A_DEVICE Signal* count_signal(int owner, int src) const {
-    return rank_signal(owner, c.heap_layout.count_signal, src);
   }
   MOE_A2A_DEVICE Signal* group_signal(int owner, int src, int g) const {
     return signals(owner, c.heap_layout.group_signal, src, c.cfg.max_groups(), g);
@@ -200,12 +198,18 @@ MOE_A2A_DEVICE inline void publish_relaxed(Signal* s, uint64_t epoch, uint32_t p
   st_relaxed_sys(&s->word, signal_word(epoch, payload));
 }
 
+// A payload from peer `peer` of this round (a signal's, or a flagged word's): an error bit in it
+// is reported as kPeerError from `peer`.
+MOE_A2A_DEVICE inline void accept_payload(const EpContext& c, uint32_t payload, int peer) {
+  // This rank's own error is reported where it was found, with its details.
+  if ((payload & kFlagErrorBit) && peer != c.cfg.rank) report_error(c, ErrorCode::kPeerError, peer, -1, -1, 0, 0);
+}
+
 // A signal word `seen` of peer `peer` that has reached the round's epoch, acquired: its payload
-// into *payload; an error bit in it is reported as kPeerError from `peer`.
+// into *payload (accept_payload).
 MOE_A2A_DEVICE inline void accept_signal(const EpContext& c, uint64_t seen, int peer, uint32_t* payload) {
   *payload = signal_payload(seen);
-  // This rank's own error is reported where it was found, with its details.
-  if ((*payload & kFlagErrorBit) && peer != c.cfg.rank) report_error(c, ErrorCode::kPeerError, peer, -1, -1, 0, 0);
+  accept_payload(c, *payload, peer);
 }
 
 // One thread waits for `s` to reach `epoch` (bounded). On success returns true with the
@@ -251,18 +255,19 @@ MOE_A2A_DEVICE inline bool await_ranks(const EpContext& c, SignalOf signal, uint
 }
 
 // Block-wide: waits until signal(i) has reached `epoch` for at least one item i of `items` (a bit
-// each, i < n_items <= kWaveSize; item i comes from rank peer_of(i)), then returns every item of
-// `items` whose signal had arrived by then (acquired, payload[i] set), or 0 after a timeout
-// (reported for the lowest item still missing). Lets a block work on what arrived first, in one
-// batch, instead of waiting in order. All threads must call it.
+// each, i < n_items <= kWaveSize; item i comes from rank peer_of(i)), or, with `every`, for all of
+// them, then returns every item of `items` whose signal had arrived by then (acquired, payload[i]
+// set), or 0 after a timeout (reported for the lowest item still missing). Lets a block work on
+// what arrived first, in one batch, instead of waiting in order. All threads must call it.
 template <typename SignalOf, typename PeerOf>
 MOE_A2A_DEVICE inline uint32_t await_some_signals(const EpContext& c, SignalOf signal, uint32_t items, int n_items,
                                                   PeerOf peer_of, uint64_t epoch, WaitSite site, int group,
-                                                  uint32_t* payload) {
+                                                  uint32_t* payload, bool every = false) {
   __shared__ uint32_t arrived_items;
   if (wave_id() == 0) {
     const int i = lane_id();
     const bool mine = i < n_items && ((items >> i) & 1u);
+    const LaneMask wanted = wave_ballot(mine);
     const uint64_t start = wall_clock();
     const uint64_t* timed_out = EpBuffers{c}.timed_out();
     bool ready = false;
@@ -271,17 +276,22 @@ MOE_A2A_DEVICE inline uint32_t await_some_signals(const EpContext& c, SignalOf s
     // case once the counts are in) costs one load, not a relaxed one and then an acquire one.
     uint64_t seen = mine ? ld_acquire_sys(&signal(i)->word) : 0;
     uint32_t spins = 1;
+    const auto enough = [&] { return every ? arrived == wanted : arrived != 0; };
     for (;; ++spins) {
       ready = mine && reached(seen, signal_word(epoch, 0));
       arrived = wave_ballot(ready);
-      if (arrived != 0 || wall_clock() - start > c.timeout_ticks) break;
+      if (enough() || wall_clock() - start > c.timeout_ticks) break;
       // Another wait of this engine timed out: give up now (see report_error).
       if (spins % kGiveUpEvery == 0 && wave_ballot(ld_relaxed_sys(timed_out) != 0)) break;
       if (mine) seen = ld_relaxed_sys(&signal(i)->word);
     }
-    if (arrived == 0 && i == __ffs(static_cast<int>(items)) - 1) {  // timed out: the lowest missing item
-      report_error(c, ErrorCode::kTimeout, peer_of(i), static_cast<int>(site), group,
-                   signal_epoch(signal_word(epoch, 0)), signal_epoch(ld_relaxed_sys(&signal(i)->word)));
+    if (!enough()) {
+      if (i == __ffs(static_cast<int>(wanted & ~arrived)) - 1) {  // timed out: the lowest missing item
+        report_error(c, ErrorCode::kTimeout, peer_of(i), static_cast<int>(site), group,
+                     signal_epoch(signal_word(epoch, 0)), signal_epoch(ld_relaxed_sys(&signal(i)->word)));
+      }
+      ready = false;
+      arrived = 0;
     }
     if (ready) {
       if (spins > 1) seen = ld_acquire_sys(&signal(i)->word);  // seen relaxed: one acquire load
@@ -298,8 +308,8 @@ MOE_A2A_DEVICE inline uint32_t await_some_signals(const EpContext& c, SignalOf s
 // await_some_signals over ranks: item r is rank r's signal.
 template <typename SignalOf>
 MOE_A2A_DEVICE inline uint32_t await_some_ranks(const EpContext& c, SignalOf signal, uint32_t ranks, uint64_t epoch,
-                                                WaitSite site, int group, uint32_t* payload) {
-  return await_some_signals(c, signal, ranks, c.cfg.world, [](int r) { return r; }, epoch, site, group, payload);
+                                                WaitSite site, int group, uint32_t* payload, bool every = false) {
+  return await_some_signals(c, signal, ranks, c.cfg.world, [](int r) { return r; }, epoch, site, group, payload, every);
 }
 
 // Rows of several sources' token groups handled as one batch: batch row j belongs to the

@@ -1,6 +1,6 @@
 // Rows sent as flagged words: combine's partial sums for a rank with few tokens
-// (EpConfig::flagged_partials); and single flagged words: the backward of combine's weight
-// gradients (comb_w). Each 4 bytes of a row travel in one 8-byte word next to a 32-bit
+// (EpConfig::flagged_partials); and single flagged words: dispatch's counts (recv_count) and the
+// backward of combine's weight gradients (comb_w). Each 4 bytes of a row travel in one 8-byte word next to a 32-bit
 // flag that names the round, written with one relaxed system-scope store (8 bytes are one
 // single-copy-atomic access on both vendors): a reader that finds the round's flag has the data,
 // with no fence and no signal. Why, and why nothing stale passes: docs/design/protocol.md,
@@ -11,8 +11,10 @@
 // data word j at word `4 * base + j * kWaveSize + l`, so each 8-byte store or load of a wave
 // covers kWaveSize consecutive words.
 //
-// The reader clears every word it consumed (0 is no round's flag), so a word it looks at holds 0 or
-// this round's data, however many rounds went by.
+// The reader of a row or a weight gradient clears every word it consumed (0 is no round's flag),
+// so a word it looks at holds 0 or this round's data, however many rounds went by. The counts
+// are rewritten in every dispatch instead, so a count word holds the last dispatch's flag until
+// this one's lands (docs/design/protocol.md, "Flagged counts").
 #pragma once
 
 #include "ep_device.cuh"
@@ -26,14 +28,15 @@ MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t round_flag(uint64_t epoch) { return stati
 MOE_A2A_DEVICE MOE_A2A_INLINE uint64_t with_round_flag(uint32_t data, uint32_t flag) {
   return (static_cast<uint64_t>(flag) << 32) | data;
 }
+// The flag a flagged word carries (0: never written, or cleared).
+MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t flag_of(uint64_t word) { return static_cast<uint32_t>(word >> 32); }
 
 // Waits until the flagged word *w carries `flag`, then gives its data bits and clears it. False
 // after `timeout_ticks` of wall_clock(), or once `*give_up` is set (spin_bounded).
 MOE_A2A_DEVICE inline bool await_flagged_word(uint64_t* w, uint32_t flag, uint32_t* data, uint64_t timeout_ticks,
                                               const uint64_t* give_up) {
   uint64_t v = 0;
-  if (!spin_bounded([&] { return static_cast<uint32_t>((v = ld_relaxed_sys(w)) >> 32) == flag; }, timeout_ticks,
-                    give_up)) {
+  if (!spin_bounded([&] { return flag_of(v = ld_relaxed_sys(w)) == flag; }, timeout_ticks, give_up)) {
     return false;
   }
   *data = static_cast<uint32_t>(v);
@@ -83,7 +86,7 @@ MOE_A2A_DEVICE inline bool await_chunk_flagged(uint64_t* row, int chunk, int vec
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) all &= static_cast<uint32_t>(w[u][j] >> 32) == flag;
+      for (int j = 0; j < 4; ++j) all &= flag_of(w[u][j]) == flag;
     }
     return all;
   };

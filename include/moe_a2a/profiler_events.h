@@ -13,7 +13,7 @@
 #define MOE_A2A_PROFILER_EVENTS(X)                                                                                  \
   X(kDispatch, "dispatch", "")                           /* whole kernel, every wave */                             \
   X(kDispatchCounts, "dispatch.counts", "tokens")        /* counting block: counts to all */                        \
-  X(kDispatchCountsOut, "dispatch.counts_out", "tokens") /* its stores of the counts, barrier, signals */           \
+  X(kDispatchCountsOut, "dispatch.counts_out", "tokens") /* its stores of the counts (flagged words) */             \
   X(kDispatchRoute, "dispatch.route", "group")           /* routing + slots of a token group */                     \
   X(kDispatchMeta, "dispatch.meta", "group")             /* the group's metadata to its ranks */                    \
   X(kDispatchSendRow, "dispatch.send", "token")          /* one (token, chunk) to its ranks */                      \

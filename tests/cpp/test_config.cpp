@@ -89,13 +89,13 @@ std::vector<Region> heap_regions(const EpConfig& c) {
       {"recv_token", l.recv_token, rows * sizeof(int32_t)},
       {"recv_expert", l.recv_expert, rows * k * sizeof(int32_t)},
       {"recv_weight", l.recv_weight, rows * k * sizeof(float)},
-      {"recv_count", l.recv_count, static_cast<size_t>(c.num_experts) * sizeof(int32_t)},
+      // flagged words: each source's count a local expert, then its token count
+      {"recv_count", l.recv_count, w * static_cast<size_t>(c.experts_per_rank() + 1) * sizeof(uint64_t)},
       {"comb_x", l.comb_x, rows * h * 2},
       {"comb_w", l.comb_w, static_cast<size_t>(c.max_tokens) * k * sizeof(uint64_t)},  // flagged words
       // A flagged row: 8 bytes for every 4 of the row, in blocks of 64 vectors of 16 bytes.
       {"comb_flagged", l.comb_flagged,
        w * static_cast<size_t>(std::min(c.max_tokens, moe_a2a::kFlaggedTokens)) * 2 * ((h * 2 + 1023) / 1024 * 1024)},
-      {"count_signal", l.count_signal, w * sig},
       {"group_signal", l.group_signal, w * groups * sig},
       {"partial_signal", l.partial_signal, w * static_cast<size_t>(c.max_combine_units()) * sig},
       {"start_signal", l.start_signal, w * sig},
@@ -142,11 +142,10 @@ TEST(EpConfig, RecvXSizeIsExact) {
   EXPECT_EQ(l.recv_expert - l.recv_token, 8u * 256 * 4);
   EXPECT_EQ(l.recv_weight - l.recv_expert, 8u * 256 * 8 * 4);
   EXPECT_EQ(l.recv_count - l.recv_weight, 8u * 256 * 8 * 4);
-  EXPECT_EQ(l.comb_x - l.recv_count, 8u * 16 * 4);  // 128 experts' counts: 512 bytes
+  EXPECT_EQ(l.comb_x - l.recv_count, 5u * kBufferAlign);  // 8 x (16 counts + a token count) x 8 bytes = 1088, padded
   EXPECT_EQ(l.comb_w - l.comb_x, 8u * 256 * 4096 * 2);
   EXPECT_EQ(l.comb_flagged - l.comb_w, 256u * 8 * 8);                  // a flagged word a weight gradient
-  EXPECT_EQ(l.count_signal - l.comb_flagged, 8u * 32 * 4096 * 2 * 2);  // 32 tokens' rows, 8 bytes per 4
-  EXPECT_EQ(l.group_signal - l.count_signal, kBufferAlign);            // 8 signals of 8 bytes, padded
+  EXPECT_EQ(l.group_signal - l.comb_flagged, 8u * 32 * 4096 * 2 * 2);  // 32 tokens' rows, 8 bytes per 4
   EXPECT_EQ(c.max_groups(), 132);                                      // min(max_tokens, 132 blocks x 1 group)
   EXPECT_EQ(l.partial_signal - l.group_signal, 8u * 132 * 8);
   EXPECT_EQ(l.start_signal - l.partial_signal, 8u * 132 * 8);
@@ -196,18 +195,18 @@ TEST(EpConfig, NoInt32OverflowAtTheLargestConfig) {
   ASSERT_EQ(token_buf, size_t{1} << 30);
   const moe_a2a::HeapLayout l = c.heap_layout();
   EXPECT_EQ(l.recv_token, token_buf);
-  const size_t counts = 512 * 4, weight_grads = 4096 * 16 * 8;  // flagged words
+  const size_t counts = 17 * kBufferAlign, weight_grads = 4096 * 16 * 8;  // flagged words (counts: 8 x 65 x 8, padded)
   EXPECT_EQ(l.comb_x, token_buf + rows * 4 + rows * 16 * 4 * 2 + counts);
   EXPECT_EQ(l.comb_w, l.comb_x + token_buf);
   const size_t flagged = 8u * 32 * 16384 * 2 * 2;  // 32 tokens (kFlaggedTokens), 8 bytes per 4
   EXPECT_EQ(l.comb_flagged, l.comb_w + weight_grads);
-  EXPECT_EQ(l.count_signal, l.comb_flagged + flagged);
+  EXPECT_EQ(l.group_signal, l.comb_flagged + flagged);
   EXPECT_GT(l.total, static_cast<size_t>(std::numeric_limits<int32_t>::max()));
   const size_t group_signals = 8u * 132 * 8;  // 132 blocks x 1 group, 8 sources, 8 bytes each
   // group, partial and wgrad signals, and the backward of combine's grad signals (kGradSubRanges a group)
   const size_t signals = (3 + moe_a2a::kGradSubRanges) * group_signals;
-  EXPECT_EQ(l.total, 2 * token_buf + rows * 4 + rows * 16 * 4 * 2 + counts + weight_grads + flagged + signals +
-                         2 * kBufferAlign);
+  EXPECT_EQ(l.total,
+            2 * token_buf + rows * 4 + rows * 16 * 4 * 2 + counts + weight_grads + flagged + signals + kBufferAlign);
 
   // Padded dispatch output: 64 local experts x 32768 rows x 32 KiB.
   EXPECT_EQ(c.expert_x_bytes(), uint64_t{64} * 32768 * 32768);

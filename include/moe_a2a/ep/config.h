@@ -22,9 +22,15 @@
 //                                                 expert and the pair's rank among the (token,
 //                                                 k) pairs src sends to it in this round
 //   recv_weight [world src][max_tokens][topk]     router weight of each k
-//   recv_count  [world src][experts_per_rank]     (token, k) pairs src sends to each local
-//                                                 expert in this round: the segments, and
-//                                                 where each source's pairs start in them
+//   recv_count  [world src][experts_per_rank + 1]  flagged words (csrc/ep/flagged_rows.cuh),
+//                                                 each 32 data bits with the round's flag,
+//                                                 rewritten every dispatch, never cleared:
+//                                                 the (token, k) pairs src sends to each local
+//                                                 expert in this round (the segments, and
+//                                                 where each source's pairs start in them),
+//                                                 then src's token count and error bit (a
+//                                                 signal's payload, kFlagCountMask and
+//                                                 kFlagErrorBit)
 //   comb_x      [world src][max_tokens][hidden]   partial sums sent back by expert rank `src`,
 //                                                 indexed by this rank's token
 //   comb_w      [max_tokens][topk]                backward of combine: gradient of this rank's
@@ -37,8 +43,6 @@
 //                                                 flagged words, each 4 bytes with the round's
 //                                                 flag (csrc/ep/flagged_rows.cuh); 0 once read
 //   signals (Signal, below), one per writer and what it announces:
-//     count_signal  [world src]                 recv_count of src is in place; payload: src's
-//                                               token count
 //     group_signal  [world src][max_groups]     rows of src's token group g are in place;
 //                                               payload: how many
 //     partial_signal[world src][max_combine_units]  src's partial sums for this rank's combine
@@ -206,7 +210,7 @@ struct RegionCursor {
 
 struct HeapLayout {
   size_t recv_x, recv_token, recv_expert, recv_weight, recv_count, comb_x, comb_w, comb_flagged;
-  size_t count_signal, group_signal, partial_signal, start_signal, wgrad_signal, grad_signal;
+  size_t group_signal, partial_signal, start_signal, wgrad_signal, grad_signal;
   size_t total;
 };
 
@@ -458,6 +462,11 @@ struct EpConfig {
                     : static_cast<size_t>(experts_per_rank()) * static_cast<size_t>(expert_capacity);
   }
 
+  // recv_count: every source's flagged count words, one a local expert and its token count.
+  MOE_A2A_HD size_t recv_count_bytes() const {
+    return static_cast<size_t>(world) * (experts_per_rank() + 1) * sizeof(uint64_t);
+  }
+
   MOE_A2A_HD HeapLayout heap_layout() const {
     HeapLayout l{};
     RegionCursor cursor;
@@ -468,11 +477,10 @@ struct EpConfig {
     l.recv_token = take(rows * sizeof(int32_t));
     l.recv_expert = take(rows * topk * sizeof(int32_t));
     l.recv_weight = take(rows * topk * sizeof(float));
-    l.recv_count = take(static_cast<size_t>(world) * experts_per_rank() * sizeof(int32_t));
+    l.recv_count = take(recv_count_bytes());
     l.comb_x = take(rows * row_bytes());
     l.comb_w = take(static_cast<size_t>(max_tokens) * topk * sizeof(uint64_t));
     l.comb_flagged = take(flagged_region_bytes());
-    l.count_signal = take(signals);
     l.group_signal = take(signals * max_groups());
     l.partial_signal = take(signals * max_combine_units());
     l.start_signal = take(signals);
