@@ -345,6 +345,11 @@ PYBIND11_MODULE(_C, m) {
     const EpConfig c = make_config(kw);
     return py::make_tuple(c.heap_layout().comb_flagged, c.flagged_region_bytes());
   });
+  // (offset in an EP region, bytes) of recv_count, dispatch's flagged count words.
+  m.def("ep_count_region", [](const py::kwargs& kw) {
+    const EpConfig c = make_config(kw);
+    return py::make_tuple(c.heap_layout().recv_count, c.recv_count_bytes());
+  });
   m.attr("FLAGGED_TOKENS") = moe_a2a::kFlaggedTokens;
   m.attr("OWN_PLACED_COPY_TOKENS") = moe_a2a::kOwnPlacedCopyTokens;
   m.attr("UNUSED_SLOT_BIT") = moe_a2a::kUnusedSlotBit;  // dest_mask's bit of unused slot k: this + k

@@ -28,10 +28,23 @@ def set_rounds(ep, rounds: int) -> None:
     barrier(ep.group, ep.device)
 
 
+def _region_words(ep, region) -> torch.Tensor:
+    """This rank's words of heap region `region` ((offset in an EP region, bytes)) of every
+    buffer of ep, as int64, buffer after buffer."""
+    ep._check_open()
+    offset, nbytes = region
+    views = [ep.heap._heap.tensor(ep.rank, base + offset, nbytes) for base in ep._region_offsets]
+    return torch.cat([v.view(torch.int64) for v in views])
+
+
 def flagged_words(ep) -> torch.Tensor:
     """This rank's flagged partial sums (comb_flagged) of every buffer of ep, as int64 words.
     Combine clears every word it read, so they are all 0 between rounds."""
-    ep._check_open()
-    offset, nbytes = hooked_ext().ep_flagged_region(**ep._config)
-    views = [ep.heap._heap.tensor(ep.rank, base + offset, nbytes) for base in ep._region_offsets]
-    return torch.cat([v.view(torch.int64) for v in views])
+    return _region_words(ep, hooked_ext().ep_flagged_region(**ep._config))
+
+
+def count_words(ep) -> torch.Tensor:
+    """This rank's dispatch counts (recv_count) of every buffer of ep, as int64 words: per buffer
+    [world source][local experts + 1], each {32 data bits, round flag} (docs/design/protocol.md,
+    "Flagged counts"); never cleared."""
+    return _region_words(ep, hooked_ext().ep_count_region(**ep._config))

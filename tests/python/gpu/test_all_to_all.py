@@ -535,6 +535,34 @@ def test_flagged_partial_sums_across_the_threshold(layout, world, rank):
                 assert not hooks.flagged_words(ep).any(), f"backward {counts}: flagged words left behind"
 
 
+def test_count_words_carry_their_round(world, rank):
+    """Dispatch's counts are flagged words (protocol.md, "Flagged counts"): after a round every
+    source's words here carry that round's flag, its pairs for each local expert and its token
+    count. They are never cleared, so set_rounds_for_test, which can give the next round the last
+    one's flag (a flag holds the epoch's low 31 bits), zeroes them: the round after such a jump,
+    with other counts, is still right."""
+    E, K, H, T = 8 * world, 4, 256, 16
+    local = E // world
+    counts = [T - 2 * r for r in range(world)]  # 16 .. 2 tokens at world 8
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float32, layout="packed") as ep:
+        inputs = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=41, num_tokens=counts)
+        run_round(ep, inputs, rank, world, E)
+        words = hooks.count_words(ep).cpu().view(world, local + 1)
+        flags, data = (words >> 32) & 0xFFFFFFFF, words & 0xFFFFFFFF
+        flag = int(flags[0, 0])
+        assert flag >> 31 == 1 and (flags == flag).all(), f"count words of several rounds: {flags}"
+        for src in range(world):
+            ids = inputs[src][1].long().flatten()
+            pairs = torch.bincount(ids[ids >= 0], minlength=E)[rank * local : (rank + 1) * local]
+            assert torch.equal(data[src, :local], pairs), f"source {src}'s counts"
+            assert int(data[src, local]) == counts[src], f"source {src}'s token count (and no error bit)"
+        epoch = flag & 0x7FFFFFFF  # the round's epoch, low 31 bits
+        hooks.set_rounds(ep, epoch + 2**31 - 1)  # the next round, epoch + 2^31, has the same flag
+        assert not hooks.count_words(ep).any(), "count words left after set_rounds_for_test"
+        inputs = ref.generate_all_inputs(world, E, K, H, T, torch.float32, seed=42, num_tokens=counts[::-1])
+        run_round(ep, inputs, rank, world, E)
+
+
 @pytest.mark.parametrize("layout, alignment", [("padded", 1), ("packed", 1), ("packed", 8)])
 def test_own_rows_placed_by_senders(layout, alignment, world, rank):
     """From OWN_PLACED_COPY_TOKENS tokens a fused dispatch of plain rows, every block on both halves,
