@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # NOT RUN (written in session 25 for the next one), nvidia-h100-x2, about 270 s with the start.
-# Where the kept tree (797118c: flagged counts, whole batches) loses 0.3-0.5 us at DeepSeek-V3 128 tokens and
+# Where the kept tree (03d0864: flagged counts, whole batches) loses 0.3-0.5 us at DeepSeek-V3 128 tokens and
 # E128-K4-H2880-T128 (drawn): profiler builds of main before it (1cd6b5a) and of it, a graph-steady-state trace of
 # each at both shapes, counts drawn, with lineups (read them side by side: python3 -m moe_a2a.trace lineup).
-# Setup (here): mkdir -p .exp/base .exp/new; git archive 1cd6b5a | tar -x -C .exp/base; git archive 797118c | tar -x
+# Setup (here): mkdir -p .exp/base .exp/new; git archive 1cd6b5a | tar -x -C .exp/base; git archive 03d0864 | tar -x
 # -C .exp/new; rm -rf .exp/base/docs .exp/new/docs. carry [".exp/base", ".exp/new"].
 source tools/device_call.sh
 for t in base new; do
