@@ -885,10 +885,12 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
         send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, own_direct, own_placed, epoch, prof);
     } else if (recv.runs) {
       if (!receive_counts(b, a, sh, recv, epoch, prof)) return;  // timed out: engine failed
-      const int src_groups = max_over_sources(cfg.world, [&](int s) { return cfg.num_groups(sh.src_tokens[s]); });
+      // num_groups(T) = min(T, max_groups()) grows with T: the most tokens give the most groups.
+      const int most = max_over_sources(cfg.world, [&](int s) { return sh.src_tokens[s]; });
+      const int src_groups = cfg.num_groups(most);
       parts = parts_per_group(src_groups, recv.blocks, chunks);
       src_items = src_groups * parts;
-      whole = max_over_sources(cfg.world, [&](int s) { return sh.src_tokens[s]; }) <= cfg.max_groups();
+      whole = most <= cfg.max_groups();
     }
   }
   // Step i: send this block's next group, then receive its i-th item (a block that runs both
