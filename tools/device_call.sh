@@ -5,8 +5,9 @@
 # no-multicast environment (tools/no_multicast_env.sh) and unbuffered Python output; defines `log MESSAGE`,
 # a line with the seconds since this file was sourced, to stdout and $OUT/driver.log; writes the machine's
 # GPUs and driver to $OUT/driver.log; makes L=$OUT/logs for the call's logs; and defines
-# `ab NAME SECONDS BASE VARIANT...`, one tools/graph_ab.sh A/B (its AB_* settings from the environment). The
-# drivers that ran before it was written spell these lines out, as they ran.
+# `ab NAME SECONDS BASE VARIANT...`, one tools/graph_ab.sh A/B (its AB_* settings from the environment), and
+# `bounded SECONDS CMD...`, which bounds a step and everything it started. The drivers that ran before it was
+# written spell these lines out, as they ran.
 set -u
 : "${OUT:?tools/device_call.sh: OUT is not set (the run tool sets it)}"
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/no_multicast_env.sh"
@@ -26,9 +27,26 @@ mkdir -p "$L"
 # brings back loose (put $OUT/NAME in the call's archive). Returns graph_ab's status.
 ab() {
   local name=$1 seconds=$2 rc
-  timeout "$seconds" bash tools/graph_ab.sh "$OUT/$name" "${@:3}" > "$L/$name.log" 2>&1
+  bounded "$seconds" bash tools/graph_ab.sh "$OUT/$name" "${@:3}" > "$L/$name.log" 2>&1
   rc=$?
   log "ab $name rc=$rc"
   cp "$OUT/$name/compare.md" "$OUT/compare-$name.md" 2> /dev/null
+  return $rc
+}
+
+# bounded SECONDS CMD...: runs CMD in a process group of its own and, if it outlives SECONDS, kills the whole group.
+# `timeout` kills only its child: a timed-out tools/gpu_run.sh left torchrun and its ranks running, holding port 29500
+# and the GPUs, and every later step of that call failed (session 26, call 1). Returns CMD's status (137 if killed).
+bounded() {
+  local seconds=$1 pid watcher rc
+  shift
+  setsid "$@" &
+  pid=$!
+  (sleep "$seconds" && kill -9 -- -"$pid" 2> /dev/null) &
+  watcher=$!
+  wait "$pid"
+  rc=$?
+  kill "$watcher" 2> /dev/null
+  pkill -9 -P "$watcher" sleep 2> /dev/null
   return $rc
 }

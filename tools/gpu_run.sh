@@ -104,6 +104,9 @@ if wants tests; then
       torchrun --nproc-per-node="$NPROC" -m pytest ${GPU_TESTS:-tests/python/gpu} -q -rfE -p no:cacheprovider "$@"
     name_failures "$OUT/$name.log"
   done
+  # Each failure's text, saved by tests/python/gpu/conftest.py as it happened (kept if the run was killed).
+  ls "$OUT"/failures-rank*.txt >/dev/null 2>&1 \
+    && echo "-- failure texts: $(cd "$OUT" && echo failures-rank*.txt)" | tee -a "$OUT/summary.txt"
   [ -f "$OUT/faults.txt" ] && cat "$OUT/faults.txt" >>"$OUT/summary.txt"
 fi
 if wants bench; then

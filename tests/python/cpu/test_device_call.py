@@ -64,3 +64,16 @@ def test_ab_runs_graph_ab_bounded_and_keeps_its_table(tmp_path):
     assert done.stdout.split("\n")[:2] == ["[0s] ab pf rc=3", "status 3"]
     assert (tmp_path / "out" / "compare-pf.md").read_text() == "2 .exp/base .exp/pf\n"
     assert (tmp_path / "out" / "logs" / "pf.log").read_text() == "timed\n"
+
+
+def test_bounded_kills_what_the_step_started_and_returns_its_status(tmp_path):
+    # A step that starts a child of its own and outlives its bound: the child must go too (call 1 of
+    # session 26 lost its A/B to a torchrun that outlived `timeout`), and the status says it was killed.
+    # The child's name is made at run time, so that the pattern matches neither this script's text nor pgrep's.
+    done = _source_then(
+        tmp_path,
+        'm=moe_a2a_bounded_$$; bounded 1 bash -c "exec -a $m sleep 30 & sleep 30"; echo "rc=$?"; sleep 0.3; '
+        'pgrep -f "moe_a2a_bounded_[0-9]" > /dev/null && echo survived || echo gone; '
+        'bounded 5 bash -c "exit 3"; echo "rc=$?"',
+    )
+    assert done.stdout.split() == ["rc=137", "gone", "rc=3"], done.stdout + done.stderr

@@ -11,6 +11,8 @@ AGREE_TIMEOUT fails too, never hangs. A test that runs longer than TEST_TIMEOUT_
 ends the torchrun (a rank stuck in an NCCL collective cannot be woken to run the next test).
 Tests meet with `meet()` (a gloo barrier that raises after MEET_TIMEOUT) rather than
 dist.barrier(), and put the meeting in a `finally` where one rank's check may fail before it.
+With MOE_A2A_RESULTS_DIR set (tools/gpu_run.sh sets it), each failure's text is also written to
+failures-rank<r>.txt there as soon as it is known, so that a run killed from outside keeps it.
 
 MOE_A2A_TEST_ONE_GPU=1 runs every rank on GPU 0 (a correctness smoke run where only one GPU
 is at hand: the ranks' kernels share the GPU, by time slices or under MPS, so every timing is
@@ -137,6 +139,19 @@ def pytest_runtest_call(item):
     failed = [r for r in range(flags.numel()) if flags[r]]
     if failed and not failed_here:
         outcome.force_exception(AssertionError(f"failed on rank(s) {failed} (passed on this rank)"))
+
+
+def pytest_runtest_logreport(report):
+    """With MOE_A2A_RESULTS_DIR set, each failure's text goes to failures-rank<r>.txt there the moment
+    it is known: pytest prints them only at the session's end, which a run killed from outside
+    never reaches (session 26's first suite run lost the message of a failure that way)."""
+    results = os.environ.get("MOE_A2A_RESULTS_DIR")
+    if not results or not report.failed:
+        return
+    rank = dist.get_rank() if dist.is_initialized() else -1
+    with open(os.path.join(results, f"failures-rank{rank}.txt"), "a") as f:
+        f.write(f"==== {report.nodeid} ({report.when}) on rank {rank}, {time.strftime('%H:%M:%S')}\n")
+        f.write(report.longreprtext + "\n")
 
 
 def pytest_sessionfinish(session, exitstatus):
