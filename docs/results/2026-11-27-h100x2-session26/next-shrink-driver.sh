@@ -4,9 +4,10 @@
 # instance, behaviour unchanged by construction: count_pairs' unrolled loop is one non-inlined copy (count_ids, its
 # arguments plain values: a reference to the kernel's arguments made the call copy them to a 624-byte stack frame),
 # and dispatch's send_group and combine's send_partials have one call site each (the early sends and the sends by
-# turns were two inlined copies). bf16 dispatch 125.4 -> 87.6 KB (121 -> 116 registers), combine 79.0 -> 58.6 (242 ->
-# 210), no spills, compiled for both vendors, gfx942 assembly checked; never run on a GPU. Session 26 measured 0.04-0.07
-# us a KB of dispatch code (call 5), so this may be worth 1.5-2.5 us of every round if that rate holds.
+# turns were two inlined copies; next-shrink-loop-check.py shows the same order of work). bf16 dispatch 125.4 -> 87.6
+# KB (121 -> 116 registers), combine 79.0 -> 58.6 (242 -> 210), no spills, compiled for both vendors, gfx942 assembly
+# checked; never run on a GPU. Session 26 measured 0.04-0.07 us a KB of dispatch code (call 5), so this may be worth
+# 1.5-2.5 us of every round if that rate holds.
 # 1. the whole suite on the patch (hooks); 2. graph d+c A/B against main, the README shapes, counts drawn, two
 # rounds; 3. fp8 e4m3fn at three shapes and issue 35's pairs at DeepSeek-V3 128, one round each, in what time is left.
 # If it wins: apply it, protocol.md "Code size" gets the numbers, CHANGELOG, README's table at the next fresh run.
