@@ -42,11 +42,11 @@ bounded() {
   shift
   setsid "$@" &
   pid=$!
-  (sleep "$seconds" && kill -9 -- -"$pid" 2> /dev/null) &
+  (sleep "$seconds" && kill -9 -- -"$pid") 2> /dev/null &
   watcher=$!
   wait "$pid"
   rc=$?
+  pkill -9 -P "$watcher" sleep 2> /dev/null  # first its sleep (the watcher then ends without a kill), while it has a parent
   kill "$watcher" 2> /dev/null
-  pkill -9 -P "$watcher" sleep 2> /dev/null
   return $rc
 }
