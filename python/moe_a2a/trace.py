@@ -432,6 +432,16 @@ def _chain_stage(e, rank):
     return e["name"] + (" (own)" if source == rank else " (peers)")
 
 
+def _per_rank(trace, waves):
+    """[(name, rank, its events, its kernel spans by block)] for each rank of the trace, in rank order."""
+    xs = complete_events(trace)
+    out = []
+    for pid, name in sorted(rank_names(trace).items()):
+        mine = [e for e in xs if e["pid"] == pid]
+        out.append((name, int(name.split()[-1]), mine, _kernel_spans_by_block(mine, waves)))
+    return out
+
+
 def _kernel_spans_by_block(events, waves):
     """{(kernel, block): [(start, end)] sorted}: every launch of each kernel on each block of one
     rank (a kernel's span is recorded by wave 0). Run i of a kernel is its i-th span on each block:
@@ -467,11 +477,7 @@ def chain(trace) -> str:
     waves = info.get("waves_per_block", 1)
     order = {k: i for i, k in enumerate(KERNELS)}
     out = ["Stages over all blocks, us from the kernel's first block start (median over runs)"]
-    xs = complete_events(trace)
-    for pid, name in sorted(rank_names(trace).items()):
-        rank = int(name.split()[-1])
-        mine = [e for e in xs if e["pid"] == pid]
-        per_block = _kernel_spans_by_block(mine, waves)
+    for name, rank, mine, per_block in _per_rank(trace, waves):
         runs = {}  # (kernel, i) -> [first start, last end]
         for (kernel, _), spans in per_block.items():
             for i, (s, t) in enumerate(spans):
@@ -531,11 +537,7 @@ def blocks(trace, kernel, run=0, every=1) -> str:
     info = trace.get("moe_a2a", {})
     waves = info.get("waves_per_block", 1)
     out = [f"{kernel}, run {run}: each block's stages, us from the run's first block start (first-last, waves)"]
-    xs = complete_events(trace)
-    for pid, name in sorted(rank_names(trace).items()):
-        rank = int(name.split()[-1])
-        mine = [e for e in xs if e["pid"] == pid]
-        spans = _kernel_spans_by_block(mine, waves)
+    for name, rank, mine, spans in _per_rank(trace, waves):
         launches = {b: v[run] for (k, b), v in spans.items() if k == kernel and len(v) > run}
         if not launches:
             out.append(f"{name}: no run {run} of {kernel}")
@@ -569,11 +571,7 @@ def lineup(trace, kernel, run=None) -> str:
     info = trace.get("moe_a2a", {})
     waves = info.get("waves_per_block", 1)
     err = info.get("clock_alignment_error_us", 0.0)
-    xs = complete_events(trace)
-    per_rank = {}  # name -> (rank, kernel spans by block, that rank's events)
-    for pid, name in sorted(rank_names(trace).items()):
-        mine = [e for e in xs if e["pid"] == pid]
-        per_rank[name] = (int(name.split()[-1]), _kernel_spans_by_block(mine, waves), mine)
+    per_rank = {name: (rank, spans, mine) for name, rank, mine, spans in _per_rank(trace, waves)}
     counts = {
         n: min((len(v) for (k, _), v in sp.items() if k == kernel), default=0) for n, (_, sp, _) in per_rank.items()
     }
