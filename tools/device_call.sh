@@ -6,11 +6,12 @@
 # a line with the seconds since this file was sourced, to stdout and $OUT/driver.log; writes the machine's
 # GPUs and driver to $OUT/driver.log; makes L=$OUT/logs for the call's logs; and defines
 # `ab NAME SECONDS BASE VARIANT...`, one tools/graph_ab.sh A/B (its AB_* settings from the environment), and
-# `bounded SECONDS CMD...`, which bounds a step and everything it started. The drivers that ran before it was
-# written spell these lines out, as they ran.
+# `bounded SECONDS CMD...` (tools/bounded.sh), which bounds a step and everything it started. The drivers that ran
+# before it was written spell these lines out, as they ran.
 set -u
 : "${OUT:?tools/device_call.sh: OUT is not set (the run tool sets it)}"
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/no_multicast_env.sh"
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/bounded.sh"
 export PYTHONUNBUFFERED=1
 T0=$SECONDS
 log() { echo "[$((SECONDS - T0))s] $*" | tee -a "$OUT/driver.log"; }
@@ -31,22 +32,5 @@ ab() {
   rc=$?
   log "ab $name rc=$rc"
   cp "$OUT/$name/compare.md" "$OUT/compare-$name.md" 2> /dev/null
-  return $rc
-}
-
-# bounded SECONDS CMD...: runs CMD in a process group of its own and, if it outlives SECONDS, kills the whole group.
-# `timeout` kills only its child: a timed-out tools/gpu_run.sh left torchrun and its ranks running, holding port 29500
-# and the GPUs, and every later step of that call failed (session 26, call 1). Returns CMD's status (137 if killed).
-bounded() {
-  local seconds=$1 pid watcher rc
-  shift
-  setsid "$@" &
-  pid=$!
-  (sleep "$seconds" && kill -9 -- -"$pid") 2> /dev/null &
-  watcher=$!
-  wait "$pid"
-  rc=$?
-  pkill -9 -P "$watcher" sleep 2> /dev/null  # first its sleep (the watcher then ends without a kill), while it has a parent
-  kill "$watcher" 2> /dev/null
   return $rc
 }

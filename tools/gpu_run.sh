@@ -43,6 +43,7 @@ mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 
 source tools/no_multicast_env.sh
+source tools/bounded.sh
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 NGPU=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 # sources: tools/source_hash.sh (a device machine's copy of the tree may carry an older .git).
@@ -66,10 +67,12 @@ fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | tee -a "$OUT/summary.txt"
 status=0
 
-step() {  # step NAME TIMEOUT_S CMD...: runs CMD, logs to OUT/NAME.log, records the outcome
+# step NAME TIMEOUT_S CMD...: runs CMD, logs to OUT/NAME.log, records the outcome. Bounded with its whole process
+# group (tools/bounded.sh): a torchrun killed alone left its ranks holding port 29500 and the GPUs.
+step() {
   local name=$1 limit=$2; shift 2
   local t0=$SECONDS
-  timeout --signal=KILL "$limit" "$@" >"$OUT/$name.log" 2>&1
+  bounded "$limit" "$@" >"$OUT/$name.log" 2>&1
   local rc=$?
   local line
   line=$(grep -E "^[0-9]+ (passed|failed)|(passed|failed)(,| in )" "$OUT/$name.log" | tail -n 1)

@@ -1,7 +1,8 @@
-"""tools/device_call.sh without a GPU: what a driver gets by sourcing it."""
+"""tools/device_call.sh and tools/bounded.sh without a GPU: what a driver (and tools/gpu_run.sh's steps) get."""
 
 import os
 import subprocess
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -44,7 +45,7 @@ def test_ab_runs_graph_ab_bounded_and_keeps_its_table(tmp_path):
     """`ab` with a stand-in tools/graph_ab.sh: the arguments it passes, the log line, compare.md copied."""
     fake = tmp_path / "repo"
     (fake / "tools").mkdir(parents=True)
-    for name in ("device_call.sh", "no_multicast_env.sh"):
+    for name in ("device_call.sh", "no_multicast_env.sh", "bounded.sh"):
         (fake / "tools" / name).write_text(open(os.path.join(ROOT, "tools", name)).read())
     (fake / "tools" / "graph_ab.sh").write_text(
         'mkdir -p "$1" && echo "$AB_ROUNDS $2 $3" > "$1/compare.md"; echo timed; exit 3\n'
@@ -76,4 +77,50 @@ def test_bounded_kills_what_the_step_started_and_returns_its_status(tmp_path):
         'pgrep -f "moe_a2a_bounded_[0-9]" > /dev/null && echo survived || echo gone; '
         'bounded 5 bash -c "exit 3"; echo "rc=$?"',
     )
-    assert done.stdout.split() == ["rc=137", "gone", "rc=3"], done.stdout + done.stderr
+    assert done.stdout.split() == ["rc=143", "gone", "rc=3"], done.stdout + done.stderr
+
+
+def test_bounded_stops_torchrun_and_its_ranks(tmp_path):
+    # torchrun starts each rank in a session of its own: a KILL to torchrun's group alone leaves the ranks
+    # running (on a GPU node, holding their GPUs). Two CPU ranks that sleep past the bound must be gone after it.
+    # The ranks' marker is made at run time, so that the pattern matches neither this script's text nor pgrep's.
+    rank = tmp_path / "rank.py"
+    rank.write_text("import time\ntime.sleep(120)\n")
+    done = _source_then(
+        tmp_path,
+        "m=moe_a2a_rank_$$; BOUNDED_GRACE_S=20 bounded 12 python3 -m torch.distributed.run --nproc-per-node=2 "
+        f'--master-port=0 {rank} $m; echo "rc=$?"; sleep 0.3; '
+        'pgrep -f "moe_a2a_rank_[0-9]" > /dev/null && echo survived || echo gone',
+    )
+    subprocess.run(["pkill", "-9", "-f", "moe_a2a_rank_[0-9]"])  # leaves nothing behind if the check failed
+    assert done.stdout.split()[-1] == "gone", done.stdout + done.stderr
+    assert done.stdout.split()[-2] != "rc=0", done.stdout
+
+
+def test_an_interrupted_script_takes_its_bounded_step_with_it(tmp_path):
+    # bounded puts the step in a session of its own, so a Ctrl-C (or a TERM from a scheduler) to the script
+    # no longer reaches the step by itself: bounded's trap must kill the step's group and end the script.
+    marker = f"moe_a2a_interrupted_{os.getpid()}"
+    script = tmp_path / "step.sh"
+    script.write_text(
+        f'source {ROOT}/tools/bounded.sh\nbounded 60 bash -c "exec -a {marker} sleep 60 & sleep 60"\necho went on\n'
+    )
+    for signal_name, status in (("TERM", 143), ("INT", 130)):
+        running = subprocess.Popen(["bash", str(script)], stdout=subprocess.PIPE, text=True)
+        for _ in range(100):  # until the step's child runs
+            if subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.05)
+        else:
+            running.kill()
+            raise AssertionError("the bounded step never started")
+        subprocess.run(["kill", f"-{signal_name}", str(running.pid)], check=True)
+        try:
+            out, _ = running.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # the step's child holds the script's stdout: it survived
+            subprocess.run(["pkill", "-9", "-f", marker])
+            running.kill()
+            out, _ = running.communicate()
+        time.sleep(0.3)
+        left = subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0
+        assert (running.returncode, out, left) == (status, "", False), signal_name
