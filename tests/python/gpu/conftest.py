@@ -152,6 +152,8 @@ def pytest_runtest_logreport(report):
     with open(os.path.join(results, f"failures-rank{rank}.txt"), "a") as f:
         f.write(f"==== {report.nodeid} ({report.when}) on rank {rank}, {time.strftime('%H:%M:%S')}\n")
         f.write(report.longreprtext + "\n")
+        for name, content in report.sections:  # captured output, e.g. a child process's stderr: its last 20 000 chars
+            f.write(f"---- {name}\n{content[-20000:]}\n")
 
 
 def pytest_sessionfinish(session, exitstatus):

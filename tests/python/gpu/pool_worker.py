@@ -12,13 +12,17 @@ settle: optionally close every cached AllToAll; collect garbage, wait for and em
 memory: the used memory of every GPU (every process's: the test asks one worker once all settled).
 exit:   return (the process ends).
 
-A failure never ends the worker silently: it is the reply, with its traceback.
+A failure never ends the worker silently: it is the reply, with its traceback. A worker that does not
+reply (stuck in a case) writes every thread's Python stack to its `stacks` file on SIGUSR1, which the
+test sends before it gives up and quotes in its failure.
 """
 
+import faulthandler
 import gc
 import multiprocessing
 import os
 import queue
+import signal
 import sys
 import threading
 import traceback
@@ -240,8 +244,10 @@ def next_task(tasks):
         return None
 
 
-def serve(worker, gpus, tasks, results):
-    """The worker process's body: tasks from `tasks`, one reply each on `results`."""
+def serve(worker, gpus, tasks, results, stacks):
+    """The worker process's body: tasks from `tasks`, one reply each on `results`; every thread's
+    stack to the file `stacks` on SIGUSR1."""
+    faulthandler.register(signal.SIGUSR1, file=open(stacks, "w"), all_threads=True)  # open for the process's life
     exit_with_parent()
     forget_launcher()
     sub = Submission()

@@ -30,7 +30,10 @@ GPU).
 """
 
 import multiprocessing
+import os
 import queue
+import signal
+import tempfile
 import time
 import traceback
 
@@ -45,20 +48,26 @@ BUDGET_S = 110.0
 EXIT_S = 15.0  # for the workers to exit when asked
 END_S = 5.0  # for them to end when terminated, then when killed
 GRACE_S = 5.0  # for the others' replies once a worker has died in a case
+STACKS_S = 1.0  # for a busy worker to write its stacks when asked
 GROWTH_MIB = 64  # the used memory of a GPU may grow this much after the first rotation (lifetime_worker.py)
 
 
 class Pool:
     """The harness's pool: `n` spawned workers, a task queue each (so that the test picks every
-    case's worker -> rank mapping) and one result queue."""
+    case's worker -> rank mapping), one result queue, and a file each for its stacks."""
 
     def __init__(self, n, gpus):
         ctx = multiprocessing.get_context("spawn")
         self.results = ctx.Queue()
         self.tasks = [ctx.Queue() for _ in range(n)]
+        self.stacks_dir = tempfile.TemporaryDirectory(prefix="moe_a2a_pool_")
+        self.stacks = [os.path.join(self.stacks_dir.name, f"stacks-{w}.txt") for w in range(n)]
         self.procs = [
             ctx.Process(
-                target=pool_worker.serve, args=(w, gpus, self.tasks[w], self.results), name=f"pool-{w}", daemon=True
+                target=pool_worker.serve,
+                args=(w, gpus, self.tasks[w], self.results, self.stacks[w]),
+                name=f"pool-{w}",
+                daemon=True,
             )
             for w in range(n)
         ]
@@ -82,6 +91,19 @@ class Pool:
                 replies[reply["worker"]] = reply
         return replies
 
+    def stacks_of(self, busy):
+        """{worker: every thread's Python stack} of the busy workers still alive (SIGUSR1, pool_worker):
+        where a case that never replied is stuck (session 26 lost one such failure without it)."""
+        alive = [w for w in busy if self.procs[w].is_alive()]
+        for w in alive:
+            os.kill(self.procs[w].pid, signal.SIGUSR1)
+        time.sleep(STACKS_S if alive else 0.0)
+        out = {}
+        for w in alive:
+            with open(self.stacks[w]) as f:
+                out[w] = f.read().strip() or "(no stack written)"
+        return out
+
     def stop(self, deadline):
         """Asks every worker to exit; returns those that did not by the deadline."""
         for q in self.tasks:
@@ -102,6 +124,7 @@ class Pool:
         for q in [*self.tasks, self.results]:
             q.cancel_join_thread()  # tasks nobody will read must not hold up this process's exit
             q.close()
+        self.stacks_dir.cleanup()
 
 
 def mappings(n, count):
@@ -164,6 +187,7 @@ def ask_all(pool, what, tasks, deadline):
     """pool.ask; {worker: info} when every worker succeeded, else PoolFailure naming `what` and
     every failed or missing reply."""
     replies = pool.ask(tasks, deadline)
+    stacks = pool.stacks_of([w for w in tasks if w not in replies])
     problems = []
     for w, task in tasks.items():
         where = f"worker {w}" + (f" (rank {task['rank']}, GPU {task['gpu']})" if task["kind"] == "case" else "")
@@ -171,7 +195,8 @@ def ask_all(pool, what, tasks, deadline):
         if reply is None:
             code = pool.procs[w].exitcode
             why = "(still busy when the test gave up)" if code is None else f"(it exited with {code})"
-            problems.append(f"{where}: no reply {why}")
+            stack = f"; its threads' stacks:\n{stacks[w]}" if w in stacks else ""
+            problems.append(f"{where}: no reply {why}{stack}")
         elif (reply["kind"], reply["case"]) != (task["kind"], task.get("case")):
             problems.append(f"{where}: replied to {reply['kind']} {reply['case']} instead")
         elif not reply["ok"]:
