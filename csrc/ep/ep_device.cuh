@@ -434,7 +434,7 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void row_source(const int* first_row, int world, i
 // (sends_first: a wait between two sends could wait for a peer's sending block that waits the same
 // way for one of this rank's unsent items: a deadlock, e.g. two ranks, 8 blocks, one sending block each).
 // Dispatch uses only each receiving block's first item from this (j < R, recv.blocks) and draws the
-// rest (`split`; draw_item in dispatch.cu). Launches of one half use every block for it. A block
+// rest (`split`; draw_item in dispatch_receive.cuh). Launches of one half use every block for it. A block
 // outside a half has runs = false (its caller counts no items of that half for it) and first >= 0,
 // so the loops need no other test.
 struct HalfShare {

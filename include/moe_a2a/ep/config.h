@@ -78,8 +78,8 @@
 //                             its own timeout
 //   recv_ticket              dispatch's receive items shared by whichever block is free first
 //                             when blocks are set aside for sending: signal_word(epoch, items
-//                             drawn) of the last round that drew one (csrc/ep/dispatch.cu,
-//                             draw_item)
+//                             drawn) of the last round that drew one
+//                             (csrc/ep/dispatch_receive.cuh, draw_item)
 // What one round needs later (which rows went where) is not kept here but in tensors the
 // caller holds (see kernels.h), so that a backward pass can replay a round long after later
 // rounds reused these buffers.
@@ -371,7 +371,7 @@ struct EpConfig {
   // Automatic: split when each half has a block for every item it takes, counted where the launch
   // knows them (a split with fewer blocks than items would serialise items); otherwise every block
   // does both, except that dispatch splits in halves from kSplitDispatchTokens on, its receive
-  // items shared by whichever block is free (draw_item in csrc/ep/dispatch.cu), where it copies
+  // items shared by whichever block is free (draw_item in csrc/ep/dispatch_receive.cuh), where it copies
   // rows: where it `quantizes` them into fp8 the quantizing senders bound it (4096 tokens, 2 x H100:
   // 291 us in halves, 258 with every block both). Dispatch: this rank's groups + the counting block
   // (the receive items depend on the peers' counts). Combine: the most units any source has (the
