@@ -96,7 +96,6 @@ MOE_A2A_DEVICE int64_t read_expert(const DispatchArgs& a, size_t i) {
 }
 MOE_A2A_DEVICE bool valid_expert(const EpConfig& cfg, int64_t e) { return e >= 0 && e < cfg.num_experts; }
 
-
 // The row of expert_x of a pair that source `src` sent with place word `place`, or -1: none here
 // (kNoLocalExpert, or no local expert), or kDroppedPair: past the expert's limit (a peer's place
 // is checked like a count; the overflow was reported with the segments). With `writes` also what
