@@ -10,6 +10,7 @@
 # bounds each build. Exit status: non-zero if any build failed.
 set -uo pipefail
 source "$(cd "$(dirname "$0")" && pwd)/no_multicast_env.sh"  # every process a tool starts, builds too
+source "$(cd "$(dirname "$0")" && pwd)/bounded.sh"  # a timed-out build's compilers go with it
 usage="usage: tools/build_trees.sh LOGDIR TREE[:hooks] [TREE[:hooks]...]"
 LOGDIR=${1:?$usage}
 shift
@@ -22,8 +23,8 @@ for spec in "$@"; do
   tree=${spec%:hooks}
   hooks=$([ "$tree" = "$spec" ] && echo 0 || echo 1)
   name=$(basename "$(cd "$tree" && pwd)")
-  (cd "$tree" && env MOE_A2A_PROFILE=0 MOE_A2A_TEST_HOOKS="$hooks" MAX_JOBS="$jobs" \
-    timeout "${BUILD_TIMEOUT:-300}" python3 setup.py build_ext --inplace --force >"$LOGDIR/build-$name.log" 2>&1) &
+  (cd "$tree" && bounded "${BUILD_TIMEOUT:-300}" env MOE_A2A_PROFILE=0 MOE_A2A_TEST_HOOKS="$hooks" MAX_JOBS="$jobs" \
+    python3 setup.py build_ext --inplace --force >"$LOGDIR/build-$name.log" 2>&1) &
   names+=("$name") pids+=($!)
 done
 status=0
