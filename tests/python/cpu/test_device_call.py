@@ -124,3 +124,25 @@ def test_an_interrupted_script_takes_its_bounded_step_with_it(tmp_path):
         time.sleep(0.3)
         left = subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0
         assert (running.returncode, out, left) == (status, "", False), signal_name
+
+
+def test_nested_bounded_steps_stop_the_inner_torchrun(tmp_path):
+    # A driver bounds tools/gpu_run.sh, whose own steps are bounded: the outer bound's TERM reaches the inner
+    # script, whose trap stops its torchrun and the ranks before the outer KILL comes.
+    inner = tmp_path / "inner.sh"
+    rank = tmp_path / "rank.py"
+    rank.write_text("import time\ntime.sleep(120)\n")
+    inner.write_text(
+        f"source {ROOT}/tools/bounded.sh\n"
+        "m=moe_a2a_nested_$$\n"
+        f"bounded 60 python3 -m torch.distributed.run --nproc-per-node=2 --master-port=0 {rank} $m\n"
+        "echo inner went on\n"
+    )
+    done = _source_then(
+        tmp_path,
+        f'BOUNDED_GRACE_S=20 bounded 12 bash {inner}; echo "rc=$?"; sleep 0.3; '
+        'pgrep -f "moe_a2a_nested_[0-9]" > /dev/null && echo survived || echo gone',
+    )
+    subprocess.run(["pkill", "-9", "-f", "moe_a2a_nested_[0-9]"])  # leaves nothing behind if the check failed
+    assert done.stdout.split()[-2:] == ["rc=143", "gone"], done.stdout + done.stderr
+    assert "inner went on" not in done.stdout
