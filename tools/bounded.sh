@@ -24,7 +24,7 @@ _bounded_tree() {
   done
 }
 
-# Stops group PID and the processes below its leader: TERM, then KILL after the grace or once all are gone.
+# Stops group PID and the processes below its leader: a TERM, then a KILL to whatever is left after the grace.
 _bounded_stop() {
   local group=$1 below tries=$((${BOUNDED_GRACE_S:-5} * 10)) pid alive
   below=$(_bounded_tree "$group")
