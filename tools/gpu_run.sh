@@ -67,8 +67,8 @@ fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | tee -a "$OUT/summary.txt"
 status=0
 
-# step NAME TIMEOUT_S CMD...: runs CMD, logs to OUT/NAME.log, records the outcome. Bounded with its whole process
-# group (tools/bounded.sh): a torchrun killed alone left its ranks holding port 29500 and the GPUs.
+# step NAME TIMEOUT_S CMD...: runs CMD, logs to OUT/NAME.log, records the outcome. Bounded by tools/bounded.sh: past
+# its limit everything the step started gets a TERM (torchrun stops its ranks), then a KILL; `timeout` left them.
 step() {
   local name=$1 limit=$2; shift 2
   local t0=$SECONDS
