@@ -43,6 +43,14 @@ _bounded_stop() {
   return 0
 }
 
+# The script got INT or TERM while CMD (group PID, its bound's watcher WATCHER) ran: the watcher's sleep ends (it then
+# stops nothing), CMD is stopped, and the script ends with STATUS.
+_bounded_interrupted() {
+  pkill -9 -P "$2" sleep 2> /dev/null
+  _bounded_stop "$1"
+  exit "$3"
+}
+
 bounded() {
   local seconds=$1 pid watcher rc
   shift
@@ -51,9 +59,9 @@ bounded() {
   (sleep "$seconds" && _bounded_stop "$pid") 2> /dev/null &
   watcher=$!
   # shellcheck disable=SC2064  # the pids are meant to be expanded now
-  trap "pkill -9 -P $watcher sleep 2> /dev/null; _bounded_stop $pid; exit 130" INT
+  trap "_bounded_interrupted $pid $watcher 130" INT
   # shellcheck disable=SC2064
-  trap "pkill -9 -P $watcher sleep 2> /dev/null; _bounded_stop $pid; exit 143" TERM
+  trap "_bounded_interrupted $pid $watcher 143" TERM
   wait "$pid"
   rc=$?
   trap - INT TERM
