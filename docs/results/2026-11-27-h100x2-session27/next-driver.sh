@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# NOT RUN (written in session 27 for the next one), nvidia-h100-x2, about 570 s with the start.
+# Run in session 28 as its call 1 (../2026-11-27-h100x2-session28/), nvidia-h100-x2, about 570 s with the start.
 # Does the heap's layout cost time, and do flagged dispatch rows gain once it cannot? Session 26's fr0 (session 25's
 # flagged-rows code with its path off) lost 0.5-0.9 us at every shape, read then as the price of 12.8 KB of dispatch
 # code; session 27 took 50 KB out of dispatch and combine and gained about nothing, so fr0's other difference is a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# NOT RUN (written in session 27 for the next one), nvidia-h100-x2, about 560 s with the start.
+# Run in session 28 as its call 2 (../2026-11-27-h100x2-session28/), nvidia-h100-x2, about 560 s with the start.
 # Issue 35's "GPU suite on 2 GPUs, 3 runs in a row": two whole suites on main in one call (next-driver.sh runs the
 # first), gpu_run.sh's GPU_TEST_RUNS=2; a failure's text and captured output land in failures-rank<r>.txt at once, a
 # stuck pool case quotes its workers' stacks. Setup (here): mkdir -p .exp/baseh && git archive HEAD | tar -x -C
