@@ -422,8 +422,8 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
     // dispatch, or the backward of combine), and an error so far (a bad route included) is in the
     // payload. The backward of dispatch waits for it before writing comb_x, and a token rank with
     // flagged partial sums or no units before its next round (receive_unit, await_every_start).
-    // Block 0's last wave publishes: its fence stalls that wave only, which at a few tokens has
-    // nothing to send.
+    // Block 0's last wave publishes. Its fence holds that wave, and through the block's barriers
+    // the block's sends, about 1 us at a few tokens (protocol.md, "Combine": the start signal).
     if (blockIdx.x == 0 && wave_id() == kWavesPerBlock - 1 && lane_id() < cfg.world)
       publish(b.start_signal(lane_id(), cfg.rank), epoch, round_error_bit(b, epoch));
     if (a.await_ready && !await_every_start(b, sh, epoch, WaitSite::kDispatchGradReady)) return;  // engine failed
