@@ -6,7 +6,8 @@
 # CUDA graph (bench_all2all.py --trace-graph, each rank's count drawn as the challenge draws it unless --max-counts
 # is given), and writes for each trace its chain (python3 -m moe_a2a.trace chain: every stage's span over all blocks,
 # per rank, median over the iterations) to OUT/chain-<trace>.txt; its summary, each kernel's lineup (the ranks on one
-# clock, iteration by iteration: lineup-<kernel>-<trace>.txt) and the gzipped trace to OUT/trace/.
+# clock, iteration by iteration: lineup-<kernel>-<trace>.txt), its blocks that fall behind in most iterations
+# (late-<kernel>-<trace>.txt) and the gzipped trace to OUT/trace/.
 # The profiled kernels are slower than the plain ones: compare stages within a trace, and time changes with
 # tools/graph_ab.sh. Leaves the extension built with the profiler. Exit status: non-zero if the build, the benchmark
 # or a chain failed; 2 on a usage error or a node with fewer than two GPUs.
@@ -37,6 +38,7 @@ for f in "$OUT"/trace/trace-*.json; do
   PYTHONPATH=$HERE/python python3 -m moe_a2a.trace summary "$f" > "$OUT/trace/summary-$n.txt" 2>&1 || status=1
   for k in dispatch combine; do
     PYTHONPATH=$HERE/python python3 -m moe_a2a.trace lineup "$f" --kernel $k > "$OUT/trace/lineup-$k-$n.txt" 2>&1 || status=1
+    PYTHONPATH=$HERE/python python3 -m moe_a2a.trace late "$f" --kernel $k > "$OUT/trace/late-$k-$n.txt" 2>&1 || status=1
   done
   gzip -f "$f"
 done

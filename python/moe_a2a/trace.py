@@ -10,6 +10,7 @@ summarise, plot.
     python -m moe_a2a.trace chain trace.json
     python -m moe_a2a.trace blocks trace.json [--kernel K] [--run N] [--every S]
     python -m moe_a2a.trace lineup trace.json [--kernel K] [--run N]
+    python -m moe_a2a.trace late trace.json [--kernel K] [--threshold US] [--top N]
     python -m moe_a2a.trace check trace.json
 
 Layout: pid = rank + 1 ("rank N"); one track per wave of a block, tid = block * waves + wave + 1
@@ -559,6 +560,61 @@ def blocks(trace, kernel, run=0, every=1) -> str:
     return "\n".join(out)
 
 
+def late(trace, kernel, threshold_us=0.5, top=10) -> str:
+    """Blocks that fall behind the others of their kernel, over every run, per rank: for each stage
+    run by three or more blocks, each block's end against the median end of that stage over the
+    blocks of the run; a (stage, block) is listed when it ends `threshold_us` or more after that
+    median in at least half the runs it ran the stage, and it ran the stage in at least half the
+    kernel's runs (its lateness: least, median, most over those runs), the latest first, at most
+    `top` a rank. Also which block ended the kernel, in how many
+    runs. Where blocks() shows one run, this says what holds in every run: a block whose stage is
+    late each time (one wave's fence holding its block's barriers, say) and whether it ends the
+    kernel."""
+    info = trace.get("moe_a2a", {})
+    waves = info.get("waves_per_block", 1)
+    out = [
+        f"{kernel}: blocks whose stage ends {threshold_us:.1f} us or more after that stage's median end over the "
+        "blocks, in at least half the runs (lateness in us: least / median / most over those runs)"
+    ]
+    for name, rank, mine, spans in _per_rank(trace, waves):
+        mine_spans = {b: v for (k, b), v in spans.items() if k == kernel}
+        runs = min((len(v) for v in mine_spans.values()), default=0)
+        if runs == 0:
+            out.append(f"{name}: no run of {kernel}")
+            continue
+        lateness = {}  # (stage, block) -> [us behind the stage's median end, one per run it ran the stage]
+        last_block = {}  # block -> runs it ended the kernel
+        for i in range(runs):
+            ends = {b: v[i][1] for b, v in mine_spans.items()}
+            last = max(ends, key=ends.get)
+            last_block[last] = last_block.get(last, 0) + 1
+            by_stage = {}  # stage -> {block: end}
+            for block, here in _block_stages(mine, spans, waves, kernel, i, rank).items():
+                for stage, (_, t, _) in here.items():
+                    by_stage.setdefault(stage, {})[block] = t
+            for stage, block_ends in by_stage.items():
+                if len(block_ends) < 3:
+                    continue
+                median = statistics.median(block_ends.values())
+                for block, t in block_ends.items():
+                    lateness.setdefault((stage, block), []).append((t - median) / 1e3)
+        enders = ", ".join(f"block {b} in {n}" for b, n in sorted(last_block.items(), key=lambda kv: -kv[1]))
+        out.append(f"{name}: {runs} run(s); the kernel's last block: {enders}")
+        rows = []
+        for (stage, block), v in lateness.items():
+            behind = [x for x in v if x >= threshold_us]
+            if 2 * len(v) >= runs and 2 * len(behind) >= len(v):
+                rows.append((statistics.median(v), stage, block, len(behind), len(v), min(v), max(v)))
+        for med, stage, block, n_late, n, lo, hi in sorted(rows, key=lambda r: -r[0])[:top]:
+            out.append(
+                f"  {stage.split('.', 1)[-1]:24s} block {block:4d}  {lo:5.2f} / {med:5.2f} / {hi:5.2f}  "
+                f"(late in {n_late} of {n} runs)"
+            )
+        if not rows:
+            out.append("  none")
+    return "\n".join(out)
+
+
 def lineup(trace, kernel, run=None) -> str:
     """Each run of `kernel` with the ranks on one clock (rank 0's, within the trace's alignment
     error): per rank, when the run starts and ends, and for each stage its first start and its
@@ -673,12 +729,20 @@ def main(argv=None) -> int:
     b.add_argument("--kernel", default=KERNELS[0], choices=KERNELS, help=f"default {KERNELS[0]}")
     b.add_argument("--run", type=int, default=0, help="which run of the kernel in the trace (default 0)")
     b.add_argument("--every", type=int, default=1, help="one block in this many (default every block)")
+    la = sub.add_parser("late", help="blocks whose stage ends behind the others', in most runs, per rank")
+    la.add_argument("trace")
+    la.add_argument("--kernel", default=KERNELS[0], choices=KERNELS, help=f"default {KERNELS[0]}")
+    la.add_argument("--threshold", type=float, default=0.5, help="us behind the stage's median end (default 0.5)")
+    la.add_argument("--top", type=int, default=10, help="at most this many (stage, block) a rank (default 10)")
     lu = sub.add_parser("lineup", help="each run of a kernel with the ranks on one clock, per stage")
     lu.add_argument("trace")
     lu.add_argument("--kernel", default=KERNELS[0], choices=KERNELS, help=f"default {KERNELS[0]}")
     lu.add_argument("--run", type=int, default=None, help="only this run (default every one)")
     args = p.parse_args(argv)
     trace = load(args.trace)
+    if args.cmd == "late":
+        print(late(trace, args.kernel, args.threshold, args.top))
+        return 0
     if args.cmd == "lineup":
         print(lineup(trace, args.kernel, args.run))
         return 0

@@ -352,3 +352,47 @@ def test_timeline_of_one_block(capsys, tmp_path):
     assert "Timeline of block 2" in capsys.readouterr().out
     assert trace.main(["timeline", str(path), "--block", "2", "--waves"]) == 0
     assert "    wave 1: dispatch.copy" in capsys.readouterr().out
+
+
+def late_trace(runs=4):
+    """Combine runs 100 us apart on 2 ranks of 4 blocks, every block starting at the run's start.
+    Each block's route ends 1 us in, block 0's 2.5 us in (rank 0: every run; rank 1: runs 0 and 1
+    of 4); blocks 1-3 reduce until 6, 6 and 6.2 us, block 3's kernel (8 us) outlasting the others'
+    (7 us). Block 2 ran no reduce in run 0."""
+    ranks = fake_ranks(2)
+    base = 1_000_000_000
+    for run in range(runs):
+        s = base + run * 100_000
+        for fr in ranks:
+            for block in range(4):
+                for wave in range(WAVES):
+                    fr.add(block, wave, "combine", s, s + (8_000 if block == 3 else 7_000))
+                late = block == 0 and (fr.rank == 0 or run < 2)
+                fr.add(block, 0, "combine.route", s + 100, s + (2_500 if late else 1_000), 1)
+                if block > 0 and not (block == 2 and run == 0):
+                    fr.add(block, 0, "combine.reduce", s + 3_000, s + (6_200 if block == 3 else 6_000), 1)
+    return trace.build_trace(dumps_of(ranks, base, blocks=4), NAMES, ARGS)
+
+
+def test_late_blocks_over_every_run(capsys, tmp_path):
+    t = late_trace()
+    text = trace.late(t, "combine")
+    rank0, rank1 = text.split("rank 1:")
+    # rank 0: block 0's route ends 1.5 us after the median of (2.5, 1, 1, 1) in all 4 runs
+    assert "4 run(s); the kernel's last block: block 3 in 4" in rank0
+    assert re.search(r"route +block +0 +1\.50 / +1\.50 / +1\.50 +\(late in 4 of 4 runs\)", rank0)
+    # rank 1: late in 2 of 4 runs (0 us in the others): half the runs is enough, its median lateness 0.75
+    assert re.search(r"route +block +0 +0\.00 / +0\.75 / +1\.50 +\(late in 2 of 4 runs\)", rank1)
+    # block 3's reduce is 0.2 us behind: under the threshold, listed with a lower one, over 3 runs: run 0's
+    # reduce ran on two blocks, too few to compare
+    assert "reduce" not in text
+    low = trace.late(t, "combine", threshold_us=0.1)
+    assert re.search(r"reduce +block +3 +0\.20 / +0\.20 / +0\.20 +\(late in 3 of 3 runs\)", low)
+    assert "rank 0: no run of dispatch" in trace.late(t, "dispatch")
+    assert "route" not in trace.late(t, "combine", threshold_us=2.0) and "  none" in trace.late(t, "combine", 2.0)
+    assert trace.late(t, "combine", top=0).count("block    0") == 0
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(t))
+    assert trace.main(["late", str(path), "--kernel", "combine", "--threshold", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "ends 1.0 us or more" in out and "late in 4 of 4 runs" in out and "late in 2 of 4 runs" in out
