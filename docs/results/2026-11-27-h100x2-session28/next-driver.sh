@@ -27,7 +27,7 @@ AB_ROUNDS=1 AB_GRAPH_ARGS="--shapes 256,8,7168,4096 --counts drawn" ab big 90 .e
 AB_BENCH=layer AB_ROUNDS=1 AB_LAYER_ARGS="--tokens 128,512 --phases dispatch,combine,dispatch-bwd,combine-bwd" \
   ab layer 90 .exp/base .exp/ssr .exp/ssl
 GPU_TESTS="tests/python/gpu/test_all_to_all.py tests/python/gpu/test_autograd.py tests/python/gpu/test_faults.py \
-tests/python/gpu/test_round_order.py" bounded 150 bash -c "cd .exp/ssrh && bash tools/gpu_run.sh $L/ssr-tests tests \
+tests/python/gpu/test_round_order.py" bounded 180 bash -c "cd .exp/ssrh && bash tools/gpu_run.sh $L/ssr-tests tests \
   > $L/ssr-tests.log 2>&1"
 log "ssr tests rc=$?"
 cp $L/ssr-tests/summary.txt $OUT/ssr-tests-summary.txt 2> /dev/null
