@@ -566,10 +566,9 @@ def late(trace, kernel, threshold_us=0.5, top=10) -> str:
     blocks of the run; a (stage, block) is listed when it ends `threshold_us` or more after that
     median in at least half the runs it ran the stage, and it ran the stage in at least half the
     kernel's runs (its lateness: least, median, most over those runs), the latest first, at most
-    `top` a rank. Also which block ended the kernel, in how many
-    runs. Where blocks() shows one run, this says what holds in every run: a block whose stage is
-    late each time (one wave's fence holding its block's barriers, say) and whether it ends the
-    kernel."""
+    `top` a rank. Also which block ended the kernel, in how many runs. Where blocks() shows one
+    run, this says what holds in every run: a block whose stage is late each time (one wave's
+    fence holding its block's barriers, say) and whether it ends the kernel."""
     info = trace.get("moe_a2a", {})
     waves = info.get("waves_per_block", 1)
     out = [
