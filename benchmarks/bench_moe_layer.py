@@ -12,7 +12,10 @@ them; "a/b[/c...]": rank r sends entry r % n, 0 allowed), device time in us of
     combine    ep.combine alone, with the dispatch output as the expert output
     experts    expert_swiglu alone on a dispatch output (grouped GEMMs for bf16 on sm90+)
     fwd+bwd    the layer's forward and backward (fixed output gradient; parameter grads reset untimed)
-    dispatch-bwd   the backward round of dispatch alone (grad of x from a gradient of expert_x)
+    dispatch-bwd   the backward round of dispatch alone (grad of x from a gradient of expert_x), right
+                   after a forward round (dispatch, then a combine under no_grad)
+    dispatch-bwd-train  the same right after the backward of combine (untimed), autograd's order in a
+                   training step
     combine-bwd    the backward round of combine alone (grads of the expert output and topk_weights)
     combine-bwd-y  the same with topk_weights needing no gradient (a frozen router): only the expert
                    output's gradient, and the round does not read the expert output
@@ -65,14 +68,15 @@ PHASES = (
     "experts",
     "fwd+bwd",
     "dispatch-bwd",
+    "dispatch-bwd-train",
     "combine-bwd",
     "combine-bwd-y",
     "hbm-y",
 )
 # Phases that build an autograd graph (the rest run under no_grad).
-GRAD_PHASES = ("fwd+bwd", "dispatch-bwd", "combine-bwd", "combine-bwd-y")
+GRAD_PHASES = ("fwd+bwd", "dispatch-bwd", "dispatch-bwd-train", "combine-bwd", "combine-bwd-y")
 # Phases --trace records: one all-to-all round each (forward, experts and fwd+bwd are more).
-TRACED_PHASES = ("dispatch", "combine", "dispatch-bwd", "combine-bwd", "combine-bwd-y")
+TRACED_PHASES = ("dispatch", "combine", "dispatch-bwd", "dispatch-bwd-train", "combine-bwd", "combine-bwd-y")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 DEFAULT_SHAPE = "256,8,7168,2048"  # DeepSeek-V3: n_routed_experts, top-k, hidden_size, moe_intermediate_size
 MIN_ITERS = 10
@@ -423,6 +427,14 @@ def bench_tokens(ctx, args, T, counts, flusher):
                 ep.combine(d.expert_x, d)
             return x, d.expert_x, torch.ones_like(d.expert_x)
 
+        def train_order_graph(i):  # untimed: a differentiable round, then its backward of combine
+            x = pool[get(i)].detach().requires_grad_(True)
+            d = ep.dispatch(x, *routes[get(i)])
+            y = d.expert_x.detach().requires_grad_(True)
+            out = ep.combine(y, d)
+            (grad_y,) = torch.autograd.grad(out, y, grad_out(out))  # the backward of combine, not dispatch's
+            return x, d.expert_x, grad_y
+
         def combine_graph(i, router_grad=True):  # untimed: dispatch, then a combine that needs y's gradient
             idx, w = routes[get(i)]  # and, with router_grad, the weights'
             w = w.detach().requires_grad_(router_grad)
@@ -455,6 +467,7 @@ def bench_tokens(ctx, args, T, counts, flusher):
             ),
             "fwd+bwd": dict(fn=lambda x: layer(x).backward(grad_out(x)), prepare=fwd_bwd_prep),
             "dispatch-bwd": dict(fn=lambda g: torch.autograd.grad(g[1], g[0], g[2]), prepare=dispatch_graph),
+            "dispatch-bwd-train": dict(fn=lambda g: torch.autograd.grad(g[1], g[0], g[2]), prepare=train_order_graph),
             "combine-bwd": dict(
                 fn=lambda g: torch.autograd.grad(g[0], (g[1], g[2]), grad_out(g[0])), prepare=combine_graph
             ),
