@@ -68,10 +68,10 @@ PHASES = (
     "experts",
     "fwd+bwd",
     "dispatch-bwd",
-    "dispatch-bwd-train",
     "combine-bwd",
     "combine-bwd-y",
     "hbm-y",
+    "dispatch-bwd-train",  # last: an error in a phase marks the later ones of its T failed (bench_tokens)
 )
 # Phases that build an autograd graph (the rest run under no_grad).
 GRAD_PHASES = ("fwd+bwd", "dispatch-bwd", "dispatch-bwd-train", "combine-bwd", "combine-bwd-y")
