@@ -19,7 +19,7 @@ source tools/device_call.sh
 BUILD_TIMEOUT=220 bash tools/build_trees.sh $L .exp/base .exp/dbw .exp/dbwh:hooks .exp/baseh:hooks >> $OUT/driver.log
 log "built rc=$?"
 export AB_BUILT=1
-AB_BENCH=layer AB_ROUNDS=2 AB_LAYER_ARGS="--tokens 128,512,2048 --phases combine,dispatch-bwd,dispatch-bwd-train,combine-bwd" \
+AB_BENCH=layer AB_ROUNDS=2 AB_LAYER_ARGS="--tokens 128,512,2048 --phases combine,dispatch-bwd,combine-bwd,dispatch-bwd-train" \
   ab layer 200 .exp/base .exp/dbw
 GPU_TESTS="tests/python/gpu/test_round_order.py tests/python/gpu/test_autograd.py tests/python/gpu/test_moe_layer.py \
 tests/python/gpu/test_faults.py" bounded 220 bash -c "cd .exp/dbwh && bash tools/gpu_run.sh $L/dbw-tests tests \
