@@ -529,6 +529,16 @@ def _block_stages(mine, spans, waves, kernel, run, rank):
     return cells
 
 
+def _stage_cells(mine, spans, waves, kernel, run, rank):
+    """{stage: {block: (first start, last end)}} of run `run` of `kernel` on one rank: _block_stages
+    turned stage first, for what compares the blocks of each stage (lineup, late)."""
+    by_stage = {}
+    for block, here in _block_stages(mine, spans, waves, kernel, run, rank).items():
+        for stage, (s, t, _) in here.items():
+            by_stage.setdefault(stage, {})[block] = (s, t)
+    return by_stage
+
+
 def blocks(trace, kernel, run=0, every=1) -> str:
     """Every block of one run of `kernel` on each rank: per block, each stage's first start and last
     end over the block's waves (us from the run's first block start on that rank) and how many waves
@@ -587,15 +597,11 @@ def late(trace, kernel, threshold_us=0.5, top=10) -> str:
             ends = {b: v[i][1] for b, v in mine_spans.items()}
             last = max(ends, key=ends.get)
             last_block[last] = last_block.get(last, 0) + 1
-            by_stage = {}  # stage -> {block: end}
-            for block, here in _block_stages(mine, spans, waves, kernel, i, rank).items():
-                for stage, (_, t, _) in here.items():
-                    by_stage.setdefault(stage, {})[block] = t
-            for stage, block_ends in by_stage.items():
-                if len(block_ends) < 3:
+            for stage, cells in _stage_cells(mine, spans, waves, kernel, i, rank).items():
+                if len(cells) < 3:
                     continue
-                median = statistics.median(block_ends.values())
-                for block, t in block_ends.items():
+                median = statistics.median(t for _, t in cells.values())
+                for block, (_, t) in cells.items():
                     lateness.setdefault((stage, block), []).append((t - median) / 1e3)
         enders = ", ".join(f"block {b} in {n}" for b, n in sorted(last_block.items(), key=lambda kv: -kv[1]))
         out.append(f"{name}: {runs} run(s); the kernel's last block: {enders}")
@@ -652,13 +658,10 @@ def lineup(trace, kernel, run=None) -> str:
             first = min(s for s, _ in launches[name].values())
             last = max(t for _, t in launches[name].values())
             out.append(f"  {name}  run {(first - t0) / 1e3:.2f}-{(last - t0) / 1e3:.2f}")
-            by_stage = {}  # stage -> [(first start, last end) of each block]
-            for here in _block_stages(mine, spans, waves, kernel, i, rank).values():
-                for stage, (s, t, _) in here.items():
-                    by_stage.setdefault(stage, []).append((s, t))
-            for stage, cells in sorted(by_stage.items(), key=lambda kv: min(s for s, _ in kv[1])):
-                ends = sorted(t for _, t in cells)
-                start = min(s for s, _ in cells)
+            by_stage = _stage_cells(mine, spans, waves, kernel, i, rank)
+            for stage, cells in sorted(by_stage.items(), key=lambda kv: min(s for s, _ in kv[1].values())):
+                ends = sorted(t for _, t in cells.values())
+                start = min(s for s, _ in cells.values())
                 out.append(
                     f"    {stage.split('.', 1)[-1]:24s} {(start - t0) / 1e3:7.2f}  |  {(ends[0] - t0) / 1e3:7.2f} "
                     f"{(statistics.median(ends) - t0) / 1e3:7.2f} {(ends[-1] - t0) / 1e3:7.2f}  ({len(ends)} blocks)"
