@@ -422,10 +422,12 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
     // dispatch, or the backward of combine), and an error so far (a bad route included) is in the
     // payload. The backward of dispatch waits for it before writing comb_x, and a token rank with
     // flagged partial sums or no units before its next round (receive_unit, await_every_start).
-    // Block 0's last wave publishes. Its fence holds that wave, and through the block's barriers
-    // the block's sends, about 1 us at a few tokens (protocol.md, "Combine": the start signal).
+    // A relaxed store: the signal publishes no data, only reads that are done (the earlier kernels
+    // completed before this one started, and a completed load has its value). A release's fence
+    // held block 0's last wave about 1.1 us, and through the block's barriers its partial sums,
+    // which the peers' token blocks then waited for (protocol.md, "Combine": the start signal).
     if (blockIdx.x == 0 && wave_id() == kWavesPerBlock - 1 && lane_id() < cfg.world)
-      publish(b.start_signal(lane_id(), cfg.rank), epoch, round_error_bit(b, epoch));
+      publish_relaxed(b.start_signal(lane_id(), cfg.rank), epoch, round_error_bit(b, epoch));
     if (a.await_ready && !await_every_start(b, sh, epoch, WaitSite::kDispatchGradReady)) return;  // engine failed
   }
   const auto send_step = [&](int u) {
