@@ -320,7 +320,6 @@ at::Tensor dispatch_backward(int64_t id, at::Tensor& state, const at::Tensor& gr
   EpEngine& e = engine_by_id(id);
   const c10::cuda::CUDAGuard guard(e.heap().device());
   CombineArgs args = combine_inputs(id, e, grad_expert_x, "grad_expert_x", nullptr, src_tokens, recv_token, recv_pos);
-  args.await_ready = true;
   at::Tensor grad_x = combine_output(id, e, dest_mask, args);
   e.dispatch_backward(args, current_stream(e));
   return grad_x;

@@ -19,7 +19,7 @@ enum Call : int {
   kDispatchRecv,
   kCombineSend,
   kCombineRecv,
-  kDispatchBackwardSend,  // combine_send of a dispatch's gradient, after every rank's start signal
+  kDispatchBackwardSend,  // combine_send of a dispatch's gradient (dispatch_backward: when it waits)
   kCombineBackward,
   kNumCalls
 };
@@ -32,12 +32,18 @@ struct RoundKind {
   int steps[4];
   int num_steps;
 };
+enum RoundKindId : int { kForwardRound, kDispatchBackwardRound, kCombineBackwardRound };
 constexpr RoundKind kRounds[] = {
+    // indexed by RoundKindId
     {"forward", {kDispatchSend, kDispatchRecv, kCombineSend, kCombineRecv}, 4},
     {"backward of dispatch", {kDispatchBackwardSend, kCombineRecv}, 2},
     {"backward of combine", {kCombineBackward}, 1},
 };
 constexpr int kNumRounds = sizeof(kRounds) / sizeof(kRounds[0]);
+static_assert(kRounds[kForwardRound].steps[0] == kDispatchSend &&
+                  kRounds[kDispatchBackwardRound].steps[0] == kDispatchBackwardSend &&
+                  kRounds[kCombineBackwardRound].steps[0] == kCombineBackward,
+              "kRounds in RoundKindId's order");
 
 // What may come next, for the out-of-order message.
 std::string next_calls(int round, int step) {
@@ -154,7 +160,7 @@ EpEngine::RoundState EpEngine::expect(std::initializer_list<int> steps) {
                   " (each dispatch must be combined before the next dispatch, and each backward round finished "
                   "before the next round)");
     next.round = round;
-    if (++next.step == kRounds[round].num_steps) next = RoundState{};
+    if (++next.step == kRounds[round].num_steps) next = RoundState{-1, 0, round};
   }
   return next;
 }
@@ -185,9 +191,15 @@ void EpEngine::combine_recv(const CombineArgs& args, hipStream_t stream) {
   take({kCombineRecv}, [&] { launch_combine(ctx_, args, Role::kRecv, stream); });
 }
 void EpEngine::dispatch_backward(const CombineArgs& args, hipStream_t stream) {
-  MOE_A2A_CHECK(args.await_ready && args.expert_weights == nullptr,
-                "dispatch_backward is an unweighted combine after every rank's start signal");
-  take({kDispatchBackwardSend, kCombineRecv}, [&] { launch_combine(ctx_, args, Role::kBoth, stream); });
+  MOE_A2A_CHECK(args.expert_weights == nullptr, "dispatch_backward is an unweighted combine");
+  // Its sends write the peers' comb_x, which their last combine read. Right after a backward of
+  // combine (autograd's order in training) that read is over: this rank ended that round only
+  // after every peer's signal from its backward of combine, a kernel after its last combine. After
+  // any other round it waits for every rank's start signal first (protocol.md, "Why nothing is
+  // overwritten too early").
+  CombineArgs a = args;
+  a.await_ready = state_.last != kCombineBackwardRound;
+  take({kDispatchBackwardSend, kCombineRecv}, [&] { launch_combine(ctx_, a, Role::kBoth, stream); });
 }
 void EpEngine::combine_backward(const CombineBackwardArgs& args, hipStream_t stream) {
   take({kCombineBackward}, [&] { launch_combine_backward(ctx_, args, stream); });
@@ -213,6 +225,7 @@ void EpEngine::set_rounds_for_test(uint64_t rounds) {
   const std::vector<Signal> signals(count, Signal{signal_word(rounds, 0u)});
   MOE_A2A_GPU_CHECK(hipMemcpy(heap_->view().at(ctx_.cfg.rank, ctx_.ep_offset + first), signals.data(),
                               count * sizeof(Signal), hipMemcpyHostToDevice));
+  state_.last = -1;  // the signals of the rounds before are gone: a backward of dispatch waits again
   // The count words keep the flag of the last dispatch, which the jump could make the next one's
   // (round_flag takes the epoch's low 31 bits): 0 is no round's.
   MOE_A2A_GPU_CHECK(hipMemset(heap_->view().at(ctx_.cfg.rank, ctx_.ep_offset + ctx_.heap_layout.recv_count), 0,

@@ -68,6 +68,7 @@ class EpEngine {
   struct RoundState {
     int round = -1;  // -1 between rounds
     int step = 0;
+    int last = -1;  // the kind of the last round completed (-1: none yet), as round
   };
   // Raises unless the calls `steps` may come now, in this order, and returns the state after
   // them; take() launches, then stores it (a launch that throws leaves the state as it was).

@@ -124,9 +124,10 @@ struct CombineArgs {
   const void* expert_y;         // [output_rows, hidden], the experts' outputs
   const float* expert_weights;  // [output_rows] router weights; nullptr: unweighted sum
   RecvRoute recv_route;         // of the dispatch being combined (or differentiated)
-  // Backward of dispatch: no dispatch precedes this combine in its round, so the ranks first
-  // agree that every comb_x is free (each combine publishes a start signal; this one then waits
-  // for all of them before writing).
+  // Backward of dispatch: no dispatch precedes this combine in its round, so unless the round
+  // before was a backward of combine the ranks first agree that every comb_x is free (each
+  // combine publishes a start signal; this one then waits for all of them before writing). Set
+  // by EpEngine::dispatch_backward.
   bool await_ready;
   // receive half (token side)
   void* out;        // [num_tokens, hidden]

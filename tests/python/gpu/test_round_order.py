@@ -6,6 +6,9 @@ sends round 1 with dispatch_send and receives it with dispatch_recv HOLD_S later
 runs on into round 2. A rank that skips the wait rewrites in round 2 the counts and rows its
 peers have not read yet (their count wait accepts a later epoch), and they place round 2's rows
 as round 1's: the checks against the reference fail, or a wait times out.
+
+The backward of dispatch has no dispatch before its writes: right after a forward round it waits
+for every rank's start signal, held back the same way (the last test).
 """
 
 import time
@@ -18,6 +21,7 @@ from test_all_to_all import check_dispatch, fake_grouped_gemm, to_device
 
 import moe_a2a
 from moe_a2a import reference as ref
+from moe_a2a.all_to_all import _dispatch_backward_round
 
 HOLD_S = 0.5  # far longer than rank 0's two rounds take; well inside the timeout
 
@@ -69,6 +73,40 @@ def test_idle_rank_waits_for_every_peer_before_its_next_round(case, world, rank)
             out = ep.combine(fake_grouped_gemm(d, rank), d)
             ep.synchronize()
             check_round(d, out, inputs, rank, world, E)
+    finally:
+        try:
+            meet()
+        finally:
+            ep.close()
+
+
+@pytest.mark.parametrize("T", [16, 64])  # flagged partial sums (comb_flagged), then comb_x
+def test_backward_of_dispatch_after_a_forward_round_waits_for_every_peer(T, world, rank):
+    """A backward of dispatch writes the peers' comb_x (or comb_flagged), which their last combine
+    reads. Right after a backward of combine that read is over (the engine skips the wait); right
+    after a forward round it may not be: every rank but 0 receives its combine HOLD_S after sending
+    it, while rank 0 goes on into a backward of dispatch at once. Had rank 0 not waited for every
+    rank's start signal, it would overwrite what they have not summed yet: their outputs would
+    not match the reference, or their wait for round 1's flagged words would time out."""
+    E, K, H, dtype = 8 * world, 4, 1024, torch.bfloat16
+    inputs = ref.generate_all_inputs(world, E, K, H, T, dtype, seed=97, num_tokens=[T - r for r in range(world)])
+    ep = moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype, timeout_s=10.0)
+    try:
+        x, idx, w = to_device(inputs)[rank]
+        d = ep.dispatch(x, idx, w)
+        y = fake_grouped_gemm(d, rank)
+        if rank != 0:
+            pending = ep.combine_send(y, d)
+            torch.cuda.synchronize()  # the partial sums are on their way; rank 0 now runs ahead
+            time.sleep(HOLD_S)
+            out = ep.combine_recv(pending)
+        else:
+            out = ep.combine(y, d)
+        grad_x = _dispatch_backward_round(ep._engine, d.expert_x, d._route)  # every row's gradient: its x
+        ep.synchronize()
+        check_round(d, out, inputs, rank, world, E)
+        used = (idx >= 0).sum(dim=1, keepdim=True).float()  # an unweighted sum of a token's rows
+        torch.testing.assert_close(grad_x.float(), x.float() * used, rtol=1e-2, atol=5e-3)
     finally:
         try:
             meet()
