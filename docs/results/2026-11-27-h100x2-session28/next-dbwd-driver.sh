@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# NOT RUN (written in session 28), nvidia-h100-x2, about 450 s with the start.
+# Written in session 28; ran in session 29 as call 2, with a negative-control tree added (../2026-11-27-h100x2-session29/call2-driver.sh). nvidia-h100-x2, about 450 s with the start.
 # Issue 40: the backward of dispatch / forward combine is 1.15x at 128 tokens (call 3). Its sending blocks first wait
 # for every rank's start signal (a release and a flight, about 2 us at world 2). Right after a backward of combine,
 # autograd's order in training, that wait proves nothing new: the rank ended the backward of combine only after a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# NOT RUN (written in session 28 for the next one), nvidia-h100-x2, about 600 s with the start (the trace only if time is left).
+# Written in session 28; ran as it is in session 29, call 1 (../2026-11-27-h100x2-session29/call1/). nvidia-h100-x2, about 600 s with the start (the trace only if time is left).
 # Combine's start signal off the send path. Session 28's traces of main (call 4) at DeepSeek-V3 one token and
 # E8-K2-H6144-T16: block 0's route stage ends 0.8-1.5 us after the other blocks' (every run), as the release of the
 # start signal (block 0's last wave) holds the block's barriers; block 0 then sends its partial sums late, and the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# NOT RUN (written in session 28), nvidia-h100-x2, about 230 s with the start.
+# Written in session 28; ran in session 29 as call 4, two shapes, traces only (../2026-11-27-h100x2-session29/call4-driver.sh). nvidia-h100-x2, about 230 s with the start.
 # Why did flagged dispatch rows not gain at one token? Session 28's trace of main (call 4) at DeepSeek-V3 one token:
 # the sending block's rows' release returns 2.2-2.3 us after its last send (2.4 -> 4.5-5.0 us), the group signal lands
 # 1.0-1.1 us after that, and the receiving blocks, done with their segments by 3.2-3.5, wait for it until 5.7-6.1.
