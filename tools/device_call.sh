@@ -5,9 +5,10 @@
 # no-multicast environment (tools/no_multicast_env.sh) and unbuffered Python output; defines `log MESSAGE`,
 # a line with the seconds since this file was sourced, to stdout and $OUT/driver.log; writes the machine's
 # GPUs and driver to $OUT/driver.log; makes L=$OUT/logs for the call's logs; and defines
-# `ab NAME SECONDS BASE VARIANT...`, one tools/graph_ab.sh A/B (its AB_* settings from the environment), and
-# `bounded SECONDS CMD...` (tools/bounded.sh), which bounds a step and everything it started. The drivers that ran
-# before it was written spell these lines out, as they ran.
+# `ab NAME SECONDS BASE VARIANT...`, one tools/graph_ab.sh A/B (its AB_* settings from the environment),
+# `bench NAME SECONDS SCRIPT ARGS...`, one benchmark run under torchrun, and `bounded SECONDS CMD...`
+# (tools/bounded.sh), which bounds a step and everything it started. The drivers that ran before these were written
+# spell their lines out, as they ran.
 set -u
 : "${OUT:?tools/device_call.sh: OUT is not set (the run tool sets it)}"
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/no_multicast_env.sh"
@@ -32,5 +33,18 @@ ab() {
   rc=$?
   log "ab $name rc=$rc"
   cp "$OUT/$name/compare.md" "$OUT/compare-$name.md" 2> /dev/null
+  return $rc
+}
+
+# bench NAME SECONDS SCRIPT ARGS...: SCRIPT (e.g. benchmarks/bench_graph.py) with ARGS and --out $OUT/NAME, one
+# torchrun rank a GPU (BENCH_NPROC to choose), importing the package of the tree BENCH_TREE (default this checkout,
+# built already), bounded by SECONDS; its output in $L/NAME.log; logs "NAME rc=N". Returns torchrun's status.
+bench() {
+  local name=$1 seconds=$2 rc nproc
+  nproc=${BENCH_NPROC:-$(nvidia-smi -L 2> /dev/null | wc -l)}
+  PYTHONPATH="$(cd "${BENCH_TREE:-.}" && pwd)/python" bounded "$seconds" torchrun --nproc-per-node="$nproc" "${@:3}" \
+    --out "$OUT/$name" > "$L/$name.log" 2>&1
+  rc=$?
+  log "$name rc=$rc"
   return $rc
 }

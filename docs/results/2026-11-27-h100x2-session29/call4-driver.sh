@@ -18,7 +18,8 @@ done
 wait
 log "profiler builds done"
 # Only the traces here (chains, lineups and late blocks are made on the CPU machine afterwards: python3 -m
-# moe_a2a.trace on each trace, as tools/trace_graph.sh would; its analysis took longer than the traces in call 1).
+# moe_a2a.trace on each trace, as tools/trace_graph.sh would: in call 1 its analysis of the first trace had not
+# finished when the bound ran out; here it takes about 30 s a trace).
 for t in base fre; do
   mkdir -p $OUT/trace-$t; left=$((250 - (SECONDS - T0)))
   [ $left -gt 30 ] || break

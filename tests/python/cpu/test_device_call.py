@@ -75,6 +75,28 @@ def test_ab_runs_graph_ab_bounded_and_keeps_its_table(tmp_path):
     assert (tmp_path / "out" / "logs" / "pf.log").read_text() == "timed\n"
 
 
+def test_bench_runs_torchrun_bounded_with_the_trees_package(tmp_path):
+    """`bench` with a stand-in torchrun on PATH: its arguments, the package it imports, the log line."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "torchrun").write_text('#!/usr/bin/env bash\necho "$PYTHONPATH $*"; exit 4\n')
+    (bin_dir / "torchrun").chmod(0o755)
+    (tmp_path / "tree" / "python").mkdir(parents=True)
+    done = _source_then(
+        tmp_path,
+        f"PATH={bin_dir}:$PATH BENCH_NPROC=2 BENCH_TREE={tmp_path / 'tree'} bench g 30 benchmarks/bench_graph.py "
+        '--shapes "1,2,3,4"; echo "status $?"',
+    )
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.split("\n")[:2]
+    assert _seconds_line(first, "g rc=4") and second == "status 4"
+    logged = (tmp_path / "out" / "logs" / "g.log").read_text()
+    assert logged == (
+        f"{tmp_path / 'tree' / 'python'} --nproc-per-node=2 benchmarks/bench_graph.py --shapes 1,2,3,4 "
+        f"--out {tmp_path / 'out' / 'g'}\n"
+    )
+
+
 def test_bounded_kills_what_the_step_started_and_returns_its_status(tmp_path):
     # A step that starts a child of its own and outlives its bound: the child must go too (call 1 of
     # session 26 lost its A/B to a torchrun that outlived `timeout`), and the status says it was killed.
