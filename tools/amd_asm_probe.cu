@@ -12,6 +12,7 @@ extern "C" __global__ void probe_ld_acquire_sys_u32(const uint32_t* p, uint32_t*
 extern "C" __global__ void probe_ld_acquire_sys_u64(const uint64_t* p, uint64_t* out) { *out = ld_acquire_sys(p); }
 extern "C" __global__ void probe_ld_relaxed_sys_u32(const uint32_t* p, uint32_t* out) { *out = ld_relaxed_sys(p); }
 extern "C" __global__ void probe_ld_relaxed_sys_u64(const uint64_t* p, uint64_t* out) { *out = ld_relaxed_sys(p); }
+extern "C" __global__ void probe_ld_poll_sys(const uint64_t* p, uint64_t* out) { *out = ld_poll_sys(p); }
 
 extern "C" __global__ void probe_st_release_sys_u32(uint32_t* p, uint32_t v) { st_release_sys(p, v); }
 extern "C" __global__ void probe_st_release_sys_u64(uint64_t* p, uint64_t v) { st_release_sys(p, v); }

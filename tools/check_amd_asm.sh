@@ -115,6 +115,9 @@ expect probe_ld_relaxed_sys_u32 "^global_load_dword\b.*$SYS"
 forbid probe_ld_relaxed_sys_u32 "$CACHE_OPS"
 expect probe_ld_relaxed_sys_u64 "^global_load_dwordx2\b.*$SYS"
 forbid probe_ld_relaxed_sys_u64 "$CACHE_OPS"
+# a spin's look (kPollAcquires is false on AMD): relaxed, no invalidation a look
+expect probe_ld_poll_sys "^global_load_dwordx2\b.*$SYS"
+forbid probe_ld_poll_sys "$CACHE_OPS"
 # --- stores --------------------------------------------------------------------------------------
 expect probe_st_release_sys_u32 "$WB_SYS" "^global_store_dword\b.*$SYS"
 expect probe_st_release_sys_u64 "$WB_SYS" "^global_store_dwordx2\b.*$SYS"

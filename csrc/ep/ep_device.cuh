@@ -283,7 +283,7 @@ MOE_A2A_DEVICE inline uint32_t await_some_signals(const EpContext& c, SignalOf s
       if (enough() || wall_clock() - start > c.timeout_ticks) break;
       // Another wait of this engine timed out: give up now (see report_error).
       if (spins % kGiveUpEvery == 0 && wave_ballot(ld_relaxed_sys(timed_out) != 0)) break;
-      if (mine) seen = ld_relaxed_sys(&signal(i)->word);
+      if (mine) seen = ld_poll_sys(&signal(i)->word);
     }
     if (!enough()) {
       if (i == __ffs(static_cast<int>(wanted & ~arrived)) - 1) {  // timed out: the lowest missing item
@@ -294,7 +294,7 @@ MOE_A2A_DEVICE inline uint32_t await_some_signals(const EpContext& c, SignalOf s
       arrived = 0;
     }
     if (ready) {
-      if (spins > 1) seen = ld_acquire_sys(&signal(i)->word);  // seen relaxed: one acquire load
+      if (spins > 1 && !kPollAcquires) seen = ld_acquire_sys(&signal(i)->word);  // seen relaxed: one acquire load
       accept_signal(c, seen, peer_of(i), payload + i);
     }
     if (i == 0) arrived_items = static_cast<uint32_t>(arrived);
