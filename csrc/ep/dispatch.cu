@@ -4,8 +4,10 @@
 // receiving blocks").
 //
 // Send half: the last sending block counts the (token, k) pairs per expert and publishes them
-// first (send_counts: the receivers need every expert's total before placing rows); each sending
-// block then sends its token groups (send_group). Receive half: the expert segments from every
+// first (send_counts: the receivers need every expert's total before placing rows), or, in a launch
+// that quantizes and whose blocks all wait for the counts (own_placed), every sending block reserves
+// the ranks of its own pairs and the last to do so publishes the totals (reserve_pairs); each
+// sending block then sends its token groups (send_group). Receive half: the expert segments from every
 // source's counts (receive_counts), then each (group, part) item (receive_part, place_rows).
 #include <algorithm>
 
@@ -48,7 +50,16 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
 
   const int my_groups = send.runs ? cfg.num_groups(a.route.num_tokens) : 0;
   int numbered_to = 0;  // see send_group
-  if (send.runs) {
+  if (kCodec != SendCodec::kCopy && send.runs && own_placed) {
+    // Every block waits for the counts before its first send: each sending block reserves the
+    // ranks of its pairs at once, and the last to do so sends the counts (reserve_pairs). Where it
+    // quantizes only: a split launch of plain rows, whose senders do not wait, was slower with it,
+    // and plain rows placed by their senders (512-1023 tokens) are left to an A/B of the instance
+    // that would carry both ways (protocol.md, "Dispatch").
+    ProfilerSpan count_span(prof, ProfilerEvent::kDispatchCounts, a.route.num_tokens);
+    reserve_pairs(b, a, sh, send, my_groups, epoch, prof);
+    numbered_to = kAllNumbered;
+  } else if (send.runs) {
     for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) sh.numbered[e] = 0;
     __syncthreads();
     if (send.first == send.stride - 1) {  // the last sending block counts

@@ -96,23 +96,13 @@ MOE_A2A_DEVICE bool count_pairs(const EpConfig& cfg, const DispatchArgs& a, uint
   return bad;
 }
 
-// The counting block: (token, k) pairs per local expert of every rank, over all tokens, and the
-// token count, to every rank. Bad ids are left out here as they are from the rows.
-MOE_A2A_DEVICE void send_counts(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, uint64_t epoch,
-                                ProfilerTrack& prof) {
+// The round's counts to every rank: pairs[e] (per global expert) into its owner's recv_count, and
+// the token count, with the error bit where `bad` (an id neither an expert nor kMaskedSlot) or this
+// rank's round failed, as each rank's token word.
+MOE_A2A_DEVICE void publish_counts(const EpBuffers& b, const DispatchArgs& a, const uint32_t* pairs, bool bad,
+                                   uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const int tokens = a.route.num_tokens;
-  for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) sh.pairs[e] = 0;
-  __syncthreads();
-  const int ids = tokens * cfg.topk;
-  bool bad_here;
-  if (ids < kWideCountIds)
-    bad_here = count_pairs(cfg, a, sh.pairs, 0, ids);
-  else if (a.topk_idx_is_int64)
-    bad_here = count_wide(static_cast<const int64_t*>(a.topk_idx), cfg.num_experts, sh.pairs, 0, ids, 1u);
-  else
-    bad_here = count_wide(static_cast<const int32_t*>(a.topk_idx), cfg.num_experts, sh.pairs, 0, ids, 1u);
-  const bool bad = __syncthreads_or(bad_here);
   // The counts go as flagged words, each on its own (protocol.md, "Flagged counts"): a signal's
   // release after them waited for the remote stores' acknowledgements, 2.1-2.3 us on 2 x H100 at
   // every shape, and on a busy link the signal then landed 2.4-2.8 us later, behind the rows
@@ -122,13 +112,84 @@ MOE_A2A_DEVICE void send_counts(const EpBuffers& b, const DispatchArgs& a, Dispa
   const uint32_t flag = round_flag(epoch);
   for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) {
     const int r = owner_rank_of(b.c, e);
-    st_relaxed_sys(b.recv_count(r, cfg.rank) + (e - r * local), with_round_flag(sh.pairs[e], flag));
+    st_relaxed_sys(b.recv_count(r, cfg.rank) + (e - r * local), with_round_flag(pairs[e], flag));
   }
   if (threadIdx.x < cfg.world) {
     const uint32_t error = bad ? kFlagErrorBit : round_error_bit(b, epoch);
     st_relaxed_sys(b.recv_count(threadIdx.x, cfg.rank) + local,
                    with_round_flag(static_cast<uint32_t>(tokens) | error, flag));
   }
+}
+
+// The counting block: (token, k) pairs per local expert of every rank, over all tokens, and the
+// token count, to every rank. Bad ids are left out here as they are from the rows.
+MOE_A2A_DEVICE void send_counts(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, uint64_t epoch,
+                                ProfilerTrack& prof) {
+  const EpConfig& cfg = b.c.cfg;
+  for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) sh.pairs[e] = 0;
+  __syncthreads();
+  const int ids = a.route.num_tokens * cfg.topk;
+  bool bad_here;
+  if (ids < kWideCountIds)
+    bad_here = count_pairs(cfg, a, sh.pairs, 0, ids);
+  else if (a.topk_idx_is_int64)
+    bad_here = count_wide(static_cast<const int64_t*>(a.topk_idx), cfg.num_experts, sh.pairs, 0, ids, 1u);
+  else
+    bad_here = count_wide(static_cast<const int32_t*>(a.topk_idx), cfg.num_experts, sh.pairs, 0, ids, 1u);
+  publish_counts(b, a, sh.pairs, __syncthreads_or(bad_here), epoch, prof);
+}
+
+// send_group's numbered_to where every pair of the block has its rank already (reserve_pairs).
+inline constexpr int kAllNumbered = INT32_MAX;
+
+// reserved_blocks: an arrival adds kReservedOne, and kReservedBad more where the block saw a bad id.
+inline constexpr uint32_t kReservedOne = 1u, kReservedBad = 1u << 16, kReservedCount = kReservedBad - 1u;
+
+// Pairs numbered by reservation, in a launch that quantizes and whose blocks all wait for the counts
+// before they send (dispatch_kernel's own_placed) instead of send_counts and each group's count of the
+// pairs before it. Each sending
+// block counts the pairs of its own groups per expert and reserves that many ranks of each
+// expert with one atomic add to the workspace's pair_totals: the total before the add is its
+// first rank, sh.numbered from then on (write_metadata numbers its pairs from there, group after
+// group: unique, and order inside an expert is free). The block that arrives last
+// (reserved_blocks) finds every total: it publishes the counts and clears both words for the next
+// round. One block reading every id took about 11 us at 4096 tokens of top-8 while a quantizing
+// dispatch's blocks waited for it, and the blocks with the last groups spent up to 18 us more
+// counting the pairs before theirs (session 30's traces): protocol.md, "Dispatch", which also
+// says why a split launch, whose senders do not wait for the counts, keeps the counting block.
+MOE_A2A_DEVICE void reserve_pairs(const EpBuffers& b, const DispatchArgs& a, DispatchShared& sh, HalfShare send,
+                                  int my_groups, uint64_t epoch, ProfilerTrack& prof) {
+  const EpConfig& cfg = b.c.cfg;
+  const int tokens = a.route.num_tokens;
+  for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) sh.pairs[e] = 0;
+  __syncthreads();
+  bool bad_here = false;
+  for (int g = send.first; g < my_groups; g += send.stride) {
+    const TokenRange group = cfg.token_group(tokens, g);
+    bad_here |= count_pairs(cfg, a, sh.pairs, group.begin * cfg.topk, group.end * cfg.topk);
+  }
+  const bool bad = __syncthreads_or(bad_here);
+  uint32_t* totals = b.pair_totals();
+  for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x)
+    sh.numbered[e] = sh.pairs[e] == 0 ? 0u : atomic_add_relaxed_gpu(totals + e, sh.pairs[e]);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    fence_acq_rel_gpu();  // the block's adds (the barrier above) before its arrival
+    const uint32_t mine = kReservedOne + (bad ? kReservedBad : 0u);
+    const uint32_t all = atomic_add_relaxed_gpu(b.reserved_blocks(), mine) + mine;
+    sh.reserved_last = (all & kReservedCount) == static_cast<uint32_t>(send.stride);
+    sh.reserved_bad = all > kReservedCount;
+    if (sh.reserved_last) fence_acq_rel_gpu();  // every block's adds before the totals are read
+  }
+  __syncthreads();
+  if (!sh.reserved_last) return;
+  for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) {
+    sh.pairs[e] = ld_relaxed_sys(totals + e);
+    totals[e] = 0u;  // the next round's adds are in a later launch
+  }
+  if (threadIdx.x == 0) *b.reserved_blocks() = 0u;
+  __syncthreads();
+  publish_counts(b, a, sh.pairs, sh.reserved_bad, epoch, prof);
 }
 
 // One token group being sent: its tokens and where its (token, k) pairs start in topk_idx.
@@ -282,7 +343,8 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void send_chunk(const EpBuffers& b, const Dispatch
 }
 
 // Token group `g` to every rank. `numbered_to`: the tokens [0, numbered_to) whose pairs
-// sh.numbered holds (this block's previous group's end; 0 and zeros before its first).
+// sh.numbered holds (this block's previous group's end; 0 and zeros before its first;
+// kAllNumbered where the block reserved its pairs' ranks, reserve_pairs).
 // With `own_direct` (dispatch_kernel) this rank's own rows stay in x: its signal goes out as soon
 // as the group's metadata is stored, before the rows to the peers.
 // With `own_placed` (dispatch_kernel; the segments are laid out already) this rank's own rows go
@@ -316,8 +378,8 @@ MOE_A2A_DEVICE void send_group(const EpBuffers& b, const DispatchArgs& a, Dispat
   // 0. The group's pairs are numbered after those of the tokens before it, which other blocks
   //    send: count them (each block reads every id before its last group once in all; none at
   //    one token a group and block). Bad ids are reported by the routing of their own group.
-  count_pairs(cfg, a, sh.numbered, numbered_to * cfg.topk, tokens.begin * cfg.topk);
-  numbered_to = tokens.end;
+  if (numbered_to < tokens.begin) count_pairs(cfg, a, sh.numbered, numbered_to * cfg.topk, tokens.begin * cfg.topk);
+  numbered_to = max(numbered_to, tokens.end);
   // The first chunks are loaded after the count, not before it: every block loads its chunks at
   // once, from HBM, and the count's ids queued behind them (the routing took 2-3.5 us where a
   // count came first, 1.1 us where none did; 2 x H100, session 24: graph d+c 40.5 -> 40.0 us at

@@ -154,6 +154,8 @@ struct EpBuffers {
   MOE_A2A_DEVICE uint64_t* round_error() const { return ws<uint64_t>(c.ws_layout.round_error); }
   MOE_A2A_DEVICE uint64_t* timed_out() const { return ws<uint64_t>(c.ws_layout.timed_out); }
   MOE_A2A_DEVICE uint64_t* recv_ticket() const { return ws<uint64_t>(c.ws_layout.recv_ticket); }
+  MOE_A2A_DEVICE uint32_t* pair_totals() const { return ws<uint32_t>(c.ws_layout.pair_totals); }
+  MOE_A2A_DEVICE uint32_t* reserved_blocks() const { return ws<uint32_t>(c.ws_layout.reserved_blocks); }
 
   // This round's epoch: one more than the rounds this block has completed. Every block of
   // every EP kernel keeps its own count (all equal between rounds), so the end of a round needs

@@ -111,6 +111,8 @@ std::vector<Region> workspace_regions(const EpConfig& c) {
       {"round_error", l.round_error, sizeof(uint64_t)},
       {"timed_out", l.timed_out, sizeof(uint64_t)},
       {"recv_ticket", l.recv_ticket, sizeof(uint64_t)},
+      {"pair_totals", l.pair_totals, static_cast<size_t>(c.num_experts) * sizeof(uint32_t)},
+      {"reserved_blocks", l.reserved_blocks, sizeof(uint32_t)},
   };
 }
 

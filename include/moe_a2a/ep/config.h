@@ -80,6 +80,12 @@
 //                             when blocks are set aside for sending: signal_word(epoch, items
 //                             drawn) of the last round that drew one
 //                             (csrc/ep/dispatch_receive.cuh, draw_item)
+//   pair_totals[num_experts]  dispatch into fp8 whose blocks all wait for the counts: this round's
+//                             (token, k) pairs per global expert, summed by the sending blocks as
+//                             each reserves the ranks of its own pairs; 0 between rounds
+//   reserved_blocks          the sending blocks that have reserved theirs this round (low 16
+//                             bits) and those that saw a bad id (high 16); 0 between rounds
+//                             (csrc/ep/dispatch_send.cuh, reserve_pairs)
 // What one round needs later (which rows went where) is not kept here but in tensors the
 // caller holds (see kernels.h), so that a backward pass can replay a round long after later
 // rounds reused these buffers.
@@ -215,7 +221,7 @@ struct HeapLayout {
 };
 
 struct WorkspaceLayout {
-  size_t block_epoch, round_error, timed_out, recv_ticket;
+  size_t block_epoch, round_error, timed_out, recv_ticket, pair_totals, reserved_blocks;
   size_t total;
 };
 
@@ -497,6 +503,8 @@ struct EpConfig {
     l.round_error = take(sizeof(uint64_t));
     l.timed_out = take(sizeof(uint64_t));
     l.recv_ticket = take(sizeof(uint64_t));
+    l.pair_totals = take(static_cast<size_t>(num_experts) * sizeof(uint32_t));
+    l.reserved_blocks = take(sizeof(uint32_t));
     l.total = cursor.end;
     return l;
   }

@@ -194,6 +194,41 @@ def test_fp8_rows_at_a_large_batch(dtype, fp8_dtype, pow2, send_sms, alignment, 
         ep.synchronize()
 
 
+def test_fp8_bad_expert_id_at_a_large_batch(world, rank):
+    """At 1024 tokens a quantizing dispatch's sending blocks reserve their pairs' ranks, and the last
+    to do so sends the counts (reserve_pairs in csrc/ep/dispatch_send.cuh): a bad id on rank 0 is
+    raised there and as a peer's error everywhere else, nothing is written outside the buffers, and
+    the next round, whose totals must start from 0 again, delivers the reference's rows."""
+    E, K, H, T = 16, 4, 2048, 1024
+    canary = moe_a2a.SymmetricHeap(dist.group.WORLD, 1 << 20)
+    guard = canary.alloc((1 << 18,), torch.int32)
+    guard.fill_(0x5A5A5A5A)
+    try:
+        with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16, dispatch_dtype=torch.float8_e4m3fn) as ep:
+            inputs = ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=23, num_tokens=T)
+            x, idx, w = (t.cuda() for t in inputs[rank])
+            if rank == 0:
+                idx = idx.clone()
+                idx[T - 3, 1] = E  # a bad id in the last token group
+            d = ep.dispatch(x, idx, w)
+            ep.combine(torch.zeros(d.expert_x.shape, dtype=torch.bfloat16, device="cuda"), d)
+            with pytest.raises(RuntimeError, match="expert id" if rank == 0 else "rank 0 reported an error"):
+                ep.synchronize()
+            for seed in (24, 25):  # two clean rounds: each starts from totals the round before cleared
+                inputs = ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=seed, num_tokens=T)
+                d = ep.dispatch(*(t.cuda() for t in inputs[rank]))
+                ep.synchronize()
+                check_fp8_rows(d, inputs, rank, world, E, torch.float8_e4m3fn, what=f"seed {seed}: ")
+                scales = d.expert_x_scale.reshape(-1, d.expert_x_scale.shape[-1])
+                y = ref.dequantize_fp8(d.expert_x.reshape(-1, H), scales, torch.bfloat16)
+                ep.combine(y.reshape(d.expert_x.shape), d)
+                ep.synchronize()
+        torch.cuda.synchronize()
+        assert bool((guard == 0x5A5A5A5A).all()), "a bad id wrote outside the all-to-all's buffers"
+    finally:
+        canary.close()
+
+
 @pytest.mark.parametrize("layout", ["padded", "packed"])
 def test_fp8_given_by_the_caller(layout, world, rank):
     """x already fp8 with its scales: sent as given (here the reference's, so the rows must equal
