@@ -9,7 +9,8 @@
 #    base again. 2. the layer's dispatch at 512 and 2048 tokens, two rounds. 3. rsvh (rsv with test hooks):
 #    test_all_to_all.py and test_fp8.py.
 # Setup (here): for t in base rsv rsvh: git archive a6d396a into .exp/$t; patch -p1 rsv and rsvh with the session's
-# working diff (committed as the next commit); rm -rf .exp/*/docs. carry [".exp/base", ".exp/rsv", ".exp/rsvh"].
+# working diff of then (dcdd34b keeps it only where the launch quantizes; this diff had it in every launch of the
+# large-batch instance); rm -rf .exp/*/docs. carry [".exp/base", ".exp/rsv", ".exp/rsvh"].
 source tools/device_call.sh
 BUILD_TIMEOUT=220 bash tools/build_trees.sh $L .exp/base .exp/rsv .exp/rsvh:hooks >> $OUT/driver.log
 log "built rc=$?"
