@@ -146,14 +146,13 @@ inline constexpr int kAllNumbered = INT32_MAX;
 inline constexpr uint32_t kReservedOne = 1u, kReservedBad = 1u << 16, kReservedCount = kReservedBad - 1u;
 
 // Pairs numbered by reservation, in a launch that quantizes and whose blocks all wait for the counts
-// before they send (dispatch_kernel's own_placed) instead of send_counts and each group's count of the
-// pairs before it. Each sending
-// block counts the pairs of its own groups per expert and reserves that many ranks of each
-// expert with one atomic add to the workspace's pair_totals: the total before the add is its
-// first rank, sh.numbered from then on (write_metadata numbers its pairs from there, group after
-// group: unique, and order inside an expert is free). The block that arrives last
-// (reserved_blocks) finds every total: it publishes the counts and clears both words for the next
-// round. One block reading every id took about 11 us at 4096 tokens of top-8 while a quantizing
+// before they send (dispatch_kernel's own_placed), instead of send_counts and each group's count of
+// the pairs before it. Each sending block counts the pairs of its own groups per expert and reserves
+// that many ranks of each expert with one atomic add to the workspace's pair_totals: the total
+// before the add is its first rank, sh.numbered from then on (write_metadata numbers its pairs from
+// there, group after group: unique, and order inside an expert is free). The block that arrives
+// last (reserved_blocks) finds every total: it publishes the counts and clears both words for the
+// next round. One block reading every id took about 11 us at 4096 tokens of top-8 while a quantizing
 // dispatch's blocks waited for it, and the blocks with the last groups spent up to 18 us more
 // counting the pairs before theirs (session 30's traces): protocol.md, "Dispatch", which also
 // says why a split launch, whose senders do not wait for the counts, keeps the counting block.

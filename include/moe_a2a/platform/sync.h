@@ -145,7 +145,7 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void fence_acq_rel_gpu() { asm volatile("fence.acq
 
 // A spin's look at a signal word (ld_poll_sys), and whether that look is itself an acquire
 // (kPollAcquires). On NVIDIA an acquire load is the same system-scope load followed by an L1
-// invalidation (ld.acquire.sys: LDG.E.STRONG.SYS, CCTL.IVALL), no dearer a look, so every look is an
+// invalidation (ld.acquire.sys: LD.E.STRONG.SYS, CCTL.IVALL), no dearer a look, so every look is an
 // acquire and the look that finds the word there needs no second load: one memory round trip less
 // on each wait that spins. On gfx942 the acquire adds buffer_inv sc0 sc1 (the CU's L1 and the L2's
 // non-coherent lines) to every look, so a spin looks relaxed and takes one acquire load after it.
@@ -176,8 +176,8 @@ MOE_A2A_DEVICE MOE_A2A_INLINE bool spin_bounded(Look look, uint64_t timeout_tick
 
 // Bounded wait: one acquire load; if the flag has not reached target yet (serial-number
 // order, see reached()), spin with ld_poll_sys (no fence in the loop) until it has, then, where
-// those looks are relaxed (kPollAcquires), take one acquire load so the data published before the
-// flag is visible (spin_bounded: timeout_ticks, give_up). Returns true on success; otherwise returns false and
+// those looks are relaxed (kPollAcquires false: AMD), take one acquire load so the data published
+// before the flag is visible (spin_bounded: timeout_ticks, give_up). Returns true on success; otherwise returns false and
 // leaves the last value seen in *last_seen.
 MOE_A2A_DEVICE inline bool wait_until_at_least_sys(const uint64_t* flag, uint64_t target, uint64_t timeout_ticks,
                                                    uint64_t* last_seen, const uint64_t* give_up = nullptr) {
