@@ -39,6 +39,9 @@ BUDGETS = [
     # +13 KB, was 114.5 / 114.6-116.0 / 134.8-156.1): that code runs in one block from 1024 tokens of top-8 on.
     # DeepSeek-V3 at 4096 tokens: graph d+c 590.4 against 602.1 us, fp8 504.9 against 520.1; the challenge
     # shapes drawn within 0.2 us of graph d+c (2 x H100, the same call).
+    # Ranks by reservation in a quantizing dispatch whose blocks all wait for the counts (reserve_pairs, session 30)
+    # add about 10 KB to the quantizing `true` instances (e4m3fn 137.1-138.4, e4m3fnuz 157.4-178.5), code that runs
+    # from 1024 tokens: fp8 at 4096 tokens 500.8 -> 490.4 us graph d+c (2 x H100, the same call, as kept).
     ("csrc/ep/dispatch.cu", r"dispatch_kernel<\(SendCodec\)0, \(Fp8Format\)0, false>", 133),  # plain copy: 124.8
     ("csrc/ep/dispatch.cu", r"dispatch_kernel<\(SendCodec\)0, \(Fp8Format\)0, true>", 137),  # plain copy: 128.1
     ("csrc/ep/dispatch.cu", r"dispatch_kernel<\(SendCodec\)[123], \(Fp8Format\)1,", 139),  # e4m3fn: 128.2-129.8
