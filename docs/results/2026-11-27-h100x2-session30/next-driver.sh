@@ -11,11 +11,14 @@
 # after the acknowledgements; counts before the announcement waited 4-5 us for counts behind the rows).
 # 1. graph A/B, README's ten shapes drawn, then every rank at T (the ab set), two rounds each.
 # 2. cfh (hooks): test_all_to_all.py, test_round_order.py, test_faults.py.
+# 3. pr = main + next-plain-reserved.patch (the reservation also where plain rows are placed by their senders, world
+#    2, 512-1023 tokens; that instance then carries both ways, about 138 KB): DeepSeek-V3 512 and 768 tokens, every rank
+#    and drawn, and 1000/520, two rounds (session 30 call 3 saw 91.3 / 91.6 -> 90.4 at 512 with the smaller instance).
 # Setup (here): for t in base cf cfh: mkdir -p .exp/$t && git archive HEAD | tar -x -C .exp/$t; (cd .exp/cf && patch -p1
-# < ../../docs/results/2026-11-27-h100x2-session30/next-counts-first.patch), same for cfh; rm -rf .exp/*/docs.
-# carry [".exp/base", ".exp/cf", ".exp/cfh"].
+# < ../../docs/results/2026-11-27-h100x2-session30/next-counts-first.patch), same for cfh; .exp/pr the same with
+# next-plain-reserved.patch; rm -rf .exp/*/docs. carry [".exp/base", ".exp/cf", ".exp/cfh", ".exp/pr"].
 source tools/device_call.sh
-BUILD_TIMEOUT=220 bash tools/build_trees.sh $L .exp/base .exp/cf .exp/cfh:hooks >> $OUT/driver.log
+BUILD_TIMEOUT=220 bash tools/build_trees.sh $L .exp/base .exp/cf .exp/cfh:hooks .exp/pr >> $OUT/driver.log
 log "built rc=$?"
 export AB_BUILT=1
 S="8,2,6144,16;64,6,2048,32;128,4,2880,128;128,8,4096,256;256,8,7168,256;256,8,7168,1;256,8,7168,16;256,8,7168,32;256,8,7168,64;256,8,7168,128"
@@ -25,5 +28,8 @@ GPU_TESTS="tests/python/gpu/test_all_to_all.py tests/python/gpu/test_round_order
   bounded 180 bash -c "cd .exp/cfh && bash tools/gpu_run.sh $L/cf-tests tests > $L/cf-tests.log 2>&1"
 log "cf tests rc=$?"
 cp $L/cf-tests/summary.txt $OUT/cf-tests-summary.txt 2> /dev/null
-cd $OUT && tar czf all.tar.gz logs drawn every 2> /dev/null; rm -rf logs drawn every
+left=$((585 - (SECONDS - T0)))
+[ $left -gt 60 ] && AB_ROUNDS=2 AB_GRAPH_ARGS="--shapes 256,8,7168,1023 --counts 512/512;768/768;1000/520;drawn" \
+  ab plain $left .exp/base .exp/pr
+cd $OUT && tar czf all.tar.gz logs drawn every plain 2> /dev/null; rm -rf logs drawn every plain
 log done
