@@ -49,8 +49,8 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
                           a.route.num_tokens >= kOwnRowsDirectTokens;
 
   const int my_groups = send.runs ? cfg.num_groups(a.route.num_tokens) : 0;
-  int numbered_to = 0;  // see send_group
-  if (kCodec != SendCodec::kCopy && send.runs && own_placed) {
+  int numbered_to = 0;                             // see send_group
+  if (kCodec != SendCodec::kCopy && own_placed) {  // own_placed: this block sends and receives
     // Every block waits for the counts before its first send: each sending block reserves the
     // ranks of its pairs at once, and the last to do so sends the counts (reserve_pairs). Where it
     // quantizes only: a split launch of plain rows, whose senders do not wait, was slower with it,

@@ -88,3 +88,34 @@ def test_graph_ab_names_a_tree_that_did_not_build_and_times_the_others(tmp_path)
     assert done.returncode == 1
     assert "-- broken: build failed" in done.stdout
     assert order == ["1-this", "3-base-again"]
+
+
+def test_build_trees_builds_each_tree_with_its_suffixs_switches(tmp_path):
+    """tools/build_trees.sh with a stand-in python3 that records each build's folder and switches: a plain tree, a
+    :hooks one (the GPU tests' hooks) and a :profiler one (the in-kernel profiler), built with nothing else on."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    seen = tmp_path / "seen.txt"
+    python = bin_dir / "python3"
+    python.write_text(f'#!/bin/bash\necho "$(basename "$PWD") $MOE_A2A_TEST_HOOKS $MOE_A2A_PROFILE" >> {seen}\n')
+    python.chmod(python.stat().st_mode | stat.S_IEXEC)
+    for name in ("plain", "tested", "traced"):
+        (tmp_path / name).mkdir()
+    done = subprocess.run(
+        [
+            "bash",
+            "tools/build_trees.sh",
+            str(tmp_path / "logs"),
+            str(tmp_path / "plain"),
+            f"{tmp_path / 'tested'}:hooks",
+            f"{tmp_path / 'traced'}:profiler",
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ["build plain rc=0", "build tested rc=0", "build traced rc=0"]
+    assert sorted(seen.read_text().split("\n")[:-1]) == ["plain 0 0", "tested 1 0", "traced 0 1"]
