@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   // segments before they send. Not where a group's pairs outgrow sh.own_pos.
   const bool own_placed = kOwnRows && role == Role::kBoth && !share.split && send.runs && recv.runs &&
                           a.route.num_tokens >= own_placed_from(kCodec, cfg) &&
-                          cfg.max_group_tokens() * cfg.topk <= kOwnPlacedPairs;
+                          c.max_group_tokens * cfg.topk <= kOwnPlacedPairs;
   // A launch that sends and receives plain rows, and does not place them so (its halves split),
   // reads this rank's own rows from x instead of staging them in recv_x, from kOwnRowsDirectTokens
   // on (protocol.md, "Own rows").
@@ -98,12 +98,12 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
         send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, own_direct, own_placed, epoch, prof);
     } else if (recv.runs) {
       if (!receive_counts(b, a, sh, recv, epoch, prof)) return;  // timed out: engine failed
-      // num_groups(T) = min(T, max_groups()) grows with T: the most tokens give the most groups.
+      // num_groups(T) grows with T: the most tokens give the most groups.
       const int most = max_over_sources(cfg.world, [&](int s) { return sh.src_tokens[s]; });
       const int src_groups = cfg.num_groups(most);
       parts = parts_per_group(src_groups, recv.blocks, chunks);
       src_items = src_groups * parts;
-      whole = most <= cfg.max_groups();
+      whole = most <= cfg.base_groups();
     }
   }
   // Step i: send this block's next group, then receive its i-th item (a block that runs both

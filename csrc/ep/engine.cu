@@ -76,6 +76,7 @@ EpEngine::EpEngine(const EpConfig& cfg, TokenType token_type, std::shared_ptr<Sy
   ctx_.token_type = token_type;
   ctx_.local_experts = Divisor::of(cfg.experts_per_rank());
   ctx_.topk = Divisor::of(cfg.topk);
+  ctx_.max_group_tokens = cfg.max_group_tokens();
 
   const int device = heap_->device();
   const DeviceGuard on_device(device);

@@ -117,6 +117,14 @@ inline constexpr int kBlockThreads = 256;
 // better inside a block, fewer cost fewer signals.
 inline constexpr int kDefaultGroupsPerBlock = 1;
 inline constexpr int kMaxGroupsPerBlock = 64;
+// A rank with more than this many tokens splits them into twice as many groups (num_groups): each
+// block then sends a second group while the first one's rows land, and a combine block answers one
+// unit while it reduces the other. 2 x H100, DeepSeek-V3, one engine built for 4096 tokens, against
+// one group a block in the same call (session 31, call 4): graph d+c 452.5 -> 403.5 us at 4096/512
+// tokens, 351.5 -> 333.5 at 1024/3072, 354.6 -> 344.4 drawn (fp8 e4m3fn 416.1 -> 358.0, 318.0 ->
+// 297.0, 317.4 -> 305.0); every rank at one count unchanged in bf16, 2-3% slower in fp8. Two groups a
+// block at every count (call 3) also lost 2-14 us at 1536-2048 tokens and more at 1024: hence above.
+inline constexpr int kDoubleGroupsAbove = 2048;
 inline constexpr int kMaxBlocks = 1024;
 inline constexpr int kMaxExpertAlignment = 1024;
 // EpConfig::dispatch_senders / combine_senders: pick the sending blocks per launch.
@@ -322,35 +330,59 @@ struct EpConfig {
   // sent (and, in combine, answered) by one block, which announces it with one signal per
   // destination (which block: BlockShares in csrc/ep/ep_device.cuh; block g % num_blocks when
   // no blocks are set aside for sending). Every rank computes the same split from T alone.
-  MOE_A2A_HD int32_t max_groups() const {
+  // One group a block and round (x groups_per_block), or fewer where T is smaller: T groups of one
+  // token each. Above kDoubleGroupsAbove tokens twice as many (at most T).
+  MOE_A2A_HD int32_t base_groups() const {
     const int64_t g = static_cast<int64_t>(num_blocks) * groups_per_block;
     return static_cast<int32_t>(g < max_tokens ? g : max_tokens);
   }
-  MOE_A2A_HD int32_t num_groups(int32_t tokens) const { return tokens < max_groups() ? tokens : max_groups(); }
+  MOE_A2A_HD int32_t num_groups(int32_t tokens) const {
+    const int32_t n = base_groups() << (tokens > kDoubleGroupsAbove ? 1 : 0);
+    return tokens < n ? tokens : n;
+  }
+  // num_groups grows with T: the most groups any call has (the signals' layout).
+  MOE_A2A_HD int32_t max_groups() const { return num_groups(max_tokens); }
   // 32-bit arithmetic: a 64-bit division is a long software routine on GPUs, and the kernels
   // compute group bounds on their critical path (g * tokens <= kMaxTokensPerRank^2 fits).
   MOE_A2A_HD TokenRange token_group(int32_t tokens, int32_t g) const {
     static_assert(static_cast<int64_t>(kMaxTokensPerRank) * kMaxTokensPerRank <= INT32_MAX, "token_group overflows");
-    if (tokens <= max_groups()) return TokenRange{g, g + 1};  // one token a group: no division
+    if (tokens <= base_groups()) return TokenRange{g, g + 1};  // one token a group: no division
     const int32_t n = num_groups(tokens);
     return TokenRange{g * tokens / n, (g + 1) * tokens / n};
   }
-  // The most tokens one group can hold (at max_tokens).
-  MOE_A2A_HD int32_t max_group_tokens() const { return (max_tokens + max_groups() - 1) / max_groups(); }
+  // The most tokens one group can hold. Tokens per group grow with T between doublings, so they
+  // peak at max_tokens or at the last count before the doubling.
+  MOE_A2A_HD int32_t max_group_tokens() const {
+    const int32_t a = group_tokens_at(last_undoubled_tokens()), b = group_tokens_at(max_tokens);
+    return a > b ? a : b;
+  }
+  // The largest group of a call with `tokens` tokens.
+  MOE_A2A_HD int32_t group_tokens_at(int32_t tokens) const {
+    const int32_t n = num_groups(tokens);
+    return n > 0 ? (tokens + n - 1) / n : 0;
+  }
+  // The most tokens a call can have that num_groups does not double.
+  MOE_A2A_HD int32_t last_undoubled_tokens() const {
+    return max_tokens < kDoubleGroupsAbove ? max_tokens : kDoubleGroupsAbove;
+  }
   // The backward of combine: in how many sub-ranges a rank with `tokens` tokens sends each token
   // group's output gradients to a peer with `peer_tokens` (both sides know both counts from the
   // forward's route). More than one where the peer holds at most half as many tokens (its own
   // rows cannot fill the link's time, so it would wait for the whole group, and every group lands
   // at about the link's end) and every group has kGradSubRanges x kGradSubRangeTokens tokens.
   MOE_A2A_HD int32_t grad_subranges(int32_t tokens, int32_t peer_tokens) const {
-    const bool large = tokens > 0 && tokens >= kGradSubRanges * kGradSubRangeTokens * num_groups(tokens);
-    return large && 2 * peer_tokens <= tokens ? kGradSubRanges : 1;
+    return groups_fit_subranges(tokens) && 2 * peer_tokens <= tokens ? kGradSubRanges : 1;
   }
-  // Whether any rank's groups can be large enough for sub-ranges (grad_subranges > 1 needs a count
-  // of kGradSubRanges x kGradSubRangeTokens x max_groups or more): the backward of combine's launcher
-  // runs the kernel's instance with their code only then, the same on every rank.
+  // Whether the groups of a call with `tokens` tokens hold kGradSubRanges x kGradSubRangeTokens
+  // tokens each (to one token: the split is even).
+  MOE_A2A_HD bool groups_fit_subranges(int32_t tokens) const {
+    return tokens > 0 && tokens >= kGradSubRanges * kGradSubRangeTokens * num_groups(tokens);
+  }
+  // Whether any rank's groups can be large enough for sub-ranges (where tokens per group peak, as
+  // in max_group_tokens): the backward of combine's launcher runs the kernel's instance with their
+  // code only then, the same on every rank.
   MOE_A2A_HD bool grad_subranges_possible() const {
-    return max_tokens >= kGradSubRanges * kGradSubRangeTokens * max_groups();
+    return groups_fit_subranges(last_undoubled_tokens()) || groups_fit_subranges(max_tokens);
   }
   // Tokens of sub-range k of a group sent in kGradSubRanges: the same split on both sides (a
   // constant divisor: no division routine on the kernels' path).
@@ -617,13 +649,18 @@ inline std::string validate(const EpConfig& c, FieldName name = cxx_field_name) 
   }
   if (c.groups_per_block < 1 || c.groups_per_block > kMaxGroupsPerBlock)
     return bad(name(ConfigField::kGroupsPerBlock) + in("1", kMaxGroupsPerBlock, c.groups_per_block));
-  if (c.max_group_tokens() > kBlockThreads)
-    return bad(
-        blocks + " = " + std::to_string(c.num_blocks) + " is too few for " + tokens + " = " +
-        std::to_string(c.max_tokens) + ": a token group would hold more than " + std::to_string(kBlockThreads) +
-        " tokens; use at least " +
-        std::to_string((c.max_tokens + kBlockThreads * c.groups_per_block - 1) / (kBlockThreads * c.groups_per_block)) +
-        " blocks");
+  if (c.max_group_tokens() > kBlockThreads) {
+    // Groups of at most kBlockThreads tokens at the last undoubled count and, twice as many, at max_tokens.
+    const auto blocks_for = [&](int32_t tokens, int32_t per_block) {
+      return (tokens + kBlockThreads * per_block - 1) / (kBlockThreads * per_block);
+    };
+    const int32_t below = blocks_for(c.last_undoubled_tokens(), c.groups_per_block);
+    const int32_t above = blocks_for(c.max_tokens, 2 * c.groups_per_block);
+    const int32_t fewest = below > above ? below : above;
+    return bad(blocks + " = " + std::to_string(c.num_blocks) + " is too few for " + tokens + " = " +
+               std::to_string(c.max_tokens) + ": a token group would hold more than " + std::to_string(kBlockThreads) +
+               " tokens; use at least " + std::to_string(fewest) + " blocks");
+  }
   return {};
 }
 

@@ -50,6 +50,9 @@ struct EpContext {
   // The most bytes of expert_y that the backward of combine asks of L2 before its answers read them
   // (prefetch_y in csrc/ep/combine_backward.cu): a third of L2 where prefetch_l2 fetches, else 0.
   size_t y_prefetch_bytes;
+  // cfg.max_group_tokens(), computed once on the host: in a kernel it is two divisions, each a
+  // software routine (dispatch's own_placed asks it once a launch; its code is on the critical path).
+  int32_t max_group_tokens;
   // Last, so the other fields keep their offsets whether or not a build profiles; all zero
   // unless profiling (see include/moe_a2a/profiler.h).
   ProfilerView profiler;

@@ -585,6 +585,29 @@ def test_own_rows_placed_by_senders(layout, alignment, world, rank):
             assert torch.equal(placed, staged), f"tokens {num_tokens}: {name} with own rows placed differs from staged"
 
 
+@pytest.mark.parametrize("num_sms, split", [(8, 4), (None, None)], ids=["8-blocks", "every-sm"])
+def test_groups_doubled_above_the_threshold(num_sms, split, world, rank):
+    """Above DOUBLE_GROUPS_ABOVE tokens a rank's tokens go in twice num_blocks x groups_per_block
+    groups (EpConfig::num_groups; the signals' layout grows with them): sources above, at and
+    below the threshold, a masked slot on each; dispatch against the reference; combine, the
+    backward of dispatch and the weight gradients bitwise those of a split launch. On 8 blocks the
+    groups hold 128-256 tokens, and the backward of combine's sub-ranges run toward the peer with
+    300 tokens."""
+    n = ext().DOUBLE_GROUPS_ABOVE
+    E, K, H, T = 8 * world, 4, 512, n + 256
+    for i, counts in enumerate([(T, n), (n + 1, 300), (T, T)]):
+        num_tokens = [counts[r % 2] for r in range(world)]
+        inputs = ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=720 + i, num_tokens=num_tokens)
+        inputs = [ref.Routing(x, idx.clone(), w) for x, idx, w in inputs]
+        for r, (_, idx, _) in enumerate(inputs):
+            idx[3 + r, 1] = ref.MASKED_SLOT
+        results = rounds_fused_and_split(
+            inputs, rank, world, (E, K, H, T), split or sm_count() // 2, num_sms=num_sms, layout="packed"
+        )
+        for name, fused, staged in zip(("combine", "grad x", "grad w"), *results):
+            assert torch.equal(fused, staged), f"tokens {num_tokens}: {name} of every block both differs from a split"
+
+
 def sm_count():
     return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
 

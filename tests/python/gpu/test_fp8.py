@@ -141,25 +141,27 @@ def test_fp8_device_arithmetic_equals_the_definition_on_every_float(fp8_format):
 
 
 @pytest.mark.parametrize(
-    "dtype, fp8_dtype, pow2, send_sms, alignment",
+    "dtype, fp8_dtype, pow2, send_sms, alignment, T",
     [
-        (torch.bfloat16, torch.float8_e4m3fn, False, "auto", 1),
-        (torch.bfloat16, torch.float8_e4m3fnuz, False, "auto", 8),
-        (torch.bfloat16, torch.float8_e4m3fn, False, "7,auto", 1),  # 7 quantizing senders, many groups each
-        (torch.float16, torch.float8_e4m3fn, False, "auto", 1),
-        (torch.float32, torch.float8_e4m3fn, True, "auto", 1),
+        (torch.bfloat16, torch.float8_e4m3fn, False, "auto", 1, 1024),
+        (torch.bfloat16, torch.float8_e4m3fnuz, False, "auto", 8, 1024),
+        (torch.bfloat16, torch.float8_e4m3fn, False, "7,auto", 1, 1024),  # 7 quantizing senders, many groups each
+        (torch.float16, torch.float8_e4m3fn, False, "auto", 1, 1024),
+        (torch.float32, torch.float8_e4m3fn, True, "auto", 1, 1024),
+        (torch.bfloat16, torch.float8_e4m3fn, False, "auto", 1, 2304),  # past DOUBLE_GROUPS_ABOVE: twice the groups
     ],
-    ids=["bf16-e4m3fn", "bf16-e4m3fnuz-aligned", "bf16-e4m3fn-7-senders", "fp16-e4m3fn", "fp32-e4m3fn-pow2"],
+    ids=["bf16-e4m3fn", "bf16-e4m3fnuz-aligned", "bf16-e4m3fn-7-senders", "fp16-e4m3fn", "fp32-e4m3fn-pow2", "doubled"],
 )
-def test_fp8_rows_at_a_large_batch(dtype, fp8_dtype, pow2, send_sms, alignment, world, rank):
+def test_fp8_rows_at_a_large_batch(dtype, fp8_dtype, pow2, send_sms, alignment, T, world, rank):
     """A batch past kSplitDispatchTokens, where a quantizing dispatch picks its blocks' roles its
     own way (EpConfig::dispatch_sender_blocks; also a fixed split, 7 senders with many groups
     each), and with every block on both halves places this rank's own rows itself (own_placed in
     csrc/ep/dispatch.cu): every delivered row's bytes and scales equal the reference's, from each
     token type (a short last block: 2880 = 22 x 128 + 64), with every rank at 1024 tokens and with
     counts that differ by rank (one side of kOwnRowsDirectTokens each), a masked slot on every
-    rank; and combine of identity experts on the dequantized rows (the route of own rows too)."""
-    E, K, H, T = 16, 4, 2880, 1024
+    rank; and combine of identity experts on the dequantized rows (the route of own rows too).
+    At 2304 tokens (past DOUBLE_GROUPS_ABOVE) the ranks 40 tokens apart still double their groups."""
+    E, K, H = 16, 4, 2880
     with moe_a2a.AllToAll(
         dist.group.WORLD,
         E,
