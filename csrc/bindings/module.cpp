@@ -352,8 +352,8 @@ PYBIND11_MODULE(_C, m) {
   });
   m.attr("FLAGGED_TOKENS") = moe_a2a::kFlaggedTokens;
   m.attr("OWN_PLACED_COPY_TOKENS") = moe_a2a::kOwnPlacedCopyTokens;
-  m.attr("DOUBLE_GROUPS_ABOVE") = moe_a2a::kDoubleGroupsAbove;  // EpConfig::num_groups doubles above it
-  m.attr("UNUSED_SLOT_BIT") = moe_a2a::kUnusedSlotBit;          // dest_mask's bit of unused slot k: this + k
+  m.attr("DOUBLE_GROUPS_TOKENS") = moe_a2a::kDoubleGroupsTokens;  // EpConfig::num_groups doubles past it
+  m.attr("UNUSED_SLOT_BIT") = moe_a2a::kUnusedSlotBit;            // dest_mask's bit of unused slot k: this + k
   m.def("put_pattern",
         [](const SymmetricHeap& h, size_t region_offset, size_t words, size_t flag_offset, uint64_t epoch) {
           const c10::cuda::CUDAGuard guard(h.device());

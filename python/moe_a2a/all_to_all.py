@@ -53,8 +53,8 @@ LAYOUTS = ("padded", "packed")
 DEFAULT_OUTPUT_BUDGET_BYTES = 4 << 30
 # Profiler records kept per track (one track per wave of a block; 24 bytes a record).
 DEFAULT_PROFILE_CAPACITY = 512
-# Token groups each block sends per call at most (EpConfig::groups_per_block; twice that above
-# 2048 tokens a rank, EpConfig::num_groups).
+# Token groups each block sends per call at most (EpConfig::groups_per_block; twice that where
+# they would hold more than 16 tokens, EpConfig::num_groups).
 DEFAULT_GROUPS_PER_BLOCK = 1
 # AllToAll(send_sms="auto"): the kernels pick their sending blocks per launch (EpConfig kAutoSenders).
 AUTO_SENDERS = -1
@@ -442,9 +442,9 @@ class AllToAll:
         num_sms: blocks (one per compute unit) that every kernel of this all-to-all uses, at
         most the device's compute units (the default); fewer leave the rest to work that
         overlaps the split calls. groups_per_block: token groups each block sends per call at
-        most (default 1, or MOE_A2A_GROUPS_PER_BLOCK), twice that where a rank holds more than
-        2048 tokens: more pipeline large batches better, fewer cost fewer signals. Both must be
-        the same on every rank.
+        most (default 1, or MOE_A2A_GROUPS_PER_BLOCK), twice that where those would hold more
+        than 16 tokens each: more pipeline large batches better, fewer cost fewer signals. Both
+        must be the same on every rank.
 
         send_sms (default "auto", or MOE_A2A_SEND_SMS as "auto", "n" or "dispatch,combine"): in
         the fused dispatch and combine, how many of the num_sms blocks only send; the others only

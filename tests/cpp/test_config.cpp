@@ -204,7 +204,7 @@ TEST(EpConfig, NoInt32OverflowAtTheLargestConfig) {
   EXPECT_EQ(l.comb_flagged, l.comb_w + weight_grads);
   EXPECT_EQ(l.group_signal, l.comb_flagged + flagged);
   EXPECT_GT(l.total, static_cast<size_t>(std::numeric_limits<int32_t>::max()));
-  // 132 blocks x 1 group, twice over at 4096 tokens (kDoubleGroupsAbove), 8 sources, 8 bytes each
+  // 132 blocks x 1 group, twice over at 4096 tokens (kDoubleGroupsTokens), 8 sources, 8 bytes each
   const size_t group_signals = 8u * 264 * 8;
   // group, partial and wgrad signals, and the backward of combine's grad signals (kGradSubRanges a group)
   const size_t signals = (3 + moe_a2a::kGradSubRanges) * group_signals;
@@ -411,8 +411,9 @@ TEST(EpConfig, TokenGroupsCoverEveryTokenOnce) {
     if (moe_a2a::validate(c) != "") continue;  // too few blocks for 4096 tokens
     for (int32_t tokens : {0, 1, 2, 7, 131, 132, 133, 528, 1000, 2048, 2049, 4096}) {
       const int32_t n = c.num_groups(tokens);
-      const int32_t doubled = tokens > moe_a2a::kDoubleGroupsAbove ? 2 : 1;
-      EXPECT_EQ(n, std::min(tokens, doubled * std::min(blocks * 4, c.max_tokens)));
+      const int32_t base = std::min(blocks * 4, c.max_tokens);
+      const int32_t doubled = tokens > moe_a2a::kDoubleGroupsTokens * base ? 2 : 1;
+      EXPECT_EQ(n, std::min(tokens, doubled * base));
       EXPECT_LE(n, c.max_groups());
       int32_t next = 0;
       for (int32_t g = 0; g < n; ++g) {
@@ -427,43 +428,46 @@ TEST(EpConfig, TokenGroupsCoverEveryTokenOnce) {
   }
 }
 
-// Above kDoubleGroupsAbove tokens a rank's tokens go in twice as many groups (session 31); the
-// signals' layout and the largest group follow.
-TEST(EpConfig, GroupsDoubleAboveTheThreshold) {
+// Where one group a block would hold more than kDoubleGroupsTokens tokens, a rank's tokens go in
+// twice as many groups (session 31); the signals' layout and the largest group follow.
+TEST(EpConfig, GroupsDoubleWhereTheyWouldBeLarge) {
   EpConfig c = make(2, {256, 8, 7168, 4096});
   c.num_blocks = 132;
   ASSERT_EQ(moe_a2a::validate(c), "");
   EXPECT_EQ(c.base_groups(), 132);
   EXPECT_EQ(c.num_groups(100), 100);  // a token a group
   EXPECT_EQ(c.num_groups(1000), 132);
-  EXPECT_EQ(c.num_groups(moe_a2a::kDoubleGroupsAbove), 132);
-  EXPECT_EQ(c.num_groups(moe_a2a::kDoubleGroupsAbove + 1), 264);
+  EXPECT_EQ(c.num_groups(16 * 132), 132);  // 2112 tokens: 16 a group
+  EXPECT_EQ(c.num_groups(16 * 132 + 1), 264);
   EXPECT_EQ(c.num_groups(4096), 264);
   EXPECT_EQ(c.max_groups(), 264);
-  EXPECT_EQ(c.max_group_tokens(), 16);  // 2048 / 132 rounded up, and 4096 / 264
+  EXPECT_EQ(c.max_group_tokens(), 16);  // 2112 / 132, and 4096 / 264 rounded up
   c.max_tokens = 2048;
   EXPECT_EQ(c.max_groups(), 132);
   EXPECT_EQ(c.max_group_tokens(), 16);
   c.max_tokens = 4096;
+  c.num_blocks = 304;  // an MI300X's compute units: at most 13.5 tokens a group, never doubled
+  EXPECT_EQ(c.num_groups(4096), 304);
+  EXPECT_EQ(c.max_groups(), 304);
   for (int32_t blocks : {1, 8, 132, 304, 1024}) {  // every count: T groups of a token, then base, then twice base
     c.num_blocks = blocks;
     const int32_t base = std::min(blocks, c.max_tokens);
     int32_t largest = 0;
     for (int32_t tokens = 0; tokens <= c.max_tokens; ++tokens) {
-      const int32_t expected = tokens <= base                          ? tokens
-                               : tokens <= moe_a2a::kDoubleGroupsAbove ? base
-                                                                       : std::min(tokens, 2 * base);
+      const int32_t expected = tokens <= base                                 ? tokens
+                               : tokens <= moe_a2a::kDoubleGroupsTokens * base ? base
+                                                                              : std::min(tokens, 2 * base);
       ASSERT_EQ(c.num_groups(tokens), expected) << blocks << " blocks, " << tokens << " tokens";
       if (tokens > 0) largest = std::max(largest, (tokens + expected - 1) / expected);
     }
     EXPECT_EQ(c.max_groups(), c.num_groups(c.max_tokens));
     EXPECT_EQ(c.max_group_tokens(), largest) << blocks << " blocks";
   }
-  c.num_blocks = 8;  // 2048 tokens in 8 groups of 256, 4096 in 16 of 256
+  c.num_blocks = 8;  // doubled from 129 tokens: 4096 in 16 groups of 256
   ASSERT_EQ(moe_a2a::validate(c), "");
   EXPECT_EQ(c.max_group_tokens(), 256);
-  EXPECT_EQ(c.num_groups(300), 8);
-  EXPECT_EQ(c.num_groups(3000), 16);
+  EXPECT_EQ(c.num_groups(128), 8);
+  EXPECT_EQ(c.num_groups(300), 16);
 }
 
 // The backward of combine's sub-ranges: more than one only toward a peer with at most half the
@@ -478,10 +482,8 @@ TEST(EpConfig, GradSubRangesCoverEveryTokenOfAGroupOnce) {
   EXPECT_EQ(c.grad_subranges(128, 0), 1);  // groups of one token
   EXPECT_EQ(c.grad_subranges(large - 1, 0), 1);
   EXPECT_EQ(c.grad_subranges(large, 0), moe_a2a::kGradSubRanges);
-  // Above kDoubleGroupsAbove the groups are twice as many, so half as large: 2049 tokens in 264
-  // groups of 7-8, fewer than 8 tokens a group.
-  EXPECT_EQ(c.grad_subranges(moe_a2a::kDoubleGroupsAbove + 1, 0), 1);
-  EXPECT_EQ(c.grad_subranges(2 * large, 0), moe_a2a::kGradSubRanges);
+  // Doubled groups hold more than 8 tokens too: 2113 tokens in 264 groups of 8-9.
+  EXPECT_EQ(c.grad_subranges(16 * 132 + 1, 0), moe_a2a::kGradSubRanges);
   EXPECT_EQ(c.grad_subranges(2048, 1024), moe_a2a::kGradSubRanges);
   EXPECT_EQ(c.grad_subranges(2048, 1025), 1);  // a peer with more than half: its own rows fill the link's time
   EXPECT_EQ(c.grad_subranges(2048, 2048), 1);
@@ -605,14 +607,14 @@ TEST(EpConfig, CombineUnitsCoverEveryChunkOnce) {
 TEST(EpConfig, ValidateNeedsEnoughBlocksForTheGroups) {
   EpConfig c = make(2, {16, 2, 256, 4096});
   c.groups_per_block = 4;
-  c.num_blocks = 1;  // 2048 tokens in 4 groups of 512: more than one thread per token
+  c.num_blocks = 1;  // 4096 tokens in 2 x 4 groups of 512: more than one thread per token
   expect_rejected(c, ConfigField::kNumBlocks);
   EXPECT_NE(moe_a2a::validate(c).find("use at least 2 blocks"), std::string::npos) << moe_a2a::validate(c);
-  c.num_blocks = 2;  // 8 groups of 256 at 2048 tokens, 16 of 256 at 4096
+  c.num_blocks = 2;  // 16 groups of 256
   EXPECT_EQ(moe_a2a::validate(c), "");
   c.max_tokens = 2048;
-  c.num_blocks = 1;
-  EXPECT_NE(moe_a2a::validate(c).find("use at least 2 blocks"), std::string::npos) << moe_a2a::validate(c);
+  c.num_blocks = 1;  // 8 groups of 256
+  EXPECT_EQ(moe_a2a::validate(c), "");
   c.max_tokens = 4096;
   c.num_blocks = 0;
   EXPECT_NE(moe_a2a::validate(c), "");

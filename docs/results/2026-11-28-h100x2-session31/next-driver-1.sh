@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # For the next session (not run), first call: nvidia-h100-x2, about 560 s with the start.
 # Session 31 landed the doubled token groups with their group arithmetic made smaller after its last GPU call (a shift
-# and a minimum in num_groups, max_group_tokens from the host): never run on a GPU. This checks it.
+# and a minimum in num_groups, max_group_tokens from the host) and the threshold in tokens a group (16: from 2113
+# tokens at 132 SMs, from 129 at 8 blocks, so test_few_blocks_many_groups and others now double): never run on a GPU.
 # 1. README's ten drawn shapes, main before the doubling (67c141e) against this main, two rounds (session 31's call 5
 #    had the larger arithmetic 0-0.3 us slower; the landed kernels are back to the old sizes).
 # 2. The whole GPU suite on main (hooks build).

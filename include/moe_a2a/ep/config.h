@@ -117,14 +117,17 @@ inline constexpr int kBlockThreads = 256;
 // better inside a block, fewer cost fewer signals.
 inline constexpr int kDefaultGroupsPerBlock = 1;
 inline constexpr int kMaxGroupsPerBlock = 64;
-// A rank with more than this many tokens splits them into twice as many groups (num_groups): each
-// block then sends a second group while the first one's rows land, and a combine block answers one
-// unit while it reduces the other. 2 x H100, DeepSeek-V3, one engine built for 4096 tokens, against
-// one group a block in the same call (session 31, call 4): graph d+c 452.5 -> 403.5 us at 4096/512
-// tokens, 351.5 -> 333.5 at 1024/3072, 354.6 -> 344.4 drawn (fp8 e4m3fn 416.1 -> 358.0, 318.0 ->
-// 297.0, 317.4 -> 305.0); every rank at one count unchanged in bf16, 2-3% slower in fp8. Two groups a
-// block at every count (call 3) also lost 2-14 us at 1536-2048 tokens and more at 1024: hence above.
-inline constexpr int kDoubleGroupsAbove = 2048;
+// A rank whose tokens would fill one group a block (x groups_per_block) with more than this many
+// tokens each splits them into twice as many groups (num_groups): each block then sends a second
+// group while the first one's rows land, and a combine block answers one unit while it reduces the
+// other. 2 x H100 (132 blocks: above 2112 tokens), DeepSeek-V3, one engine built for 4096 tokens,
+// against one group a block in the same call (session 31, call 4; doubled above 2048 tokens there):
+// graph d+c 452.5 -> 403.5 us at 4096/512 tokens, 351.5 -> 333.5 at 1024/3072, 354.6 -> 344.4 drawn
+// (fp8 e4m3fn 416.1 -> 358.0, 318.0 -> 297.0, 317.4 -> 305.0); every rank at one count unchanged in
+// bf16, 2-3% slower in fp8. Two groups a block at every count (call 3) lost 6-14 us at 1536 tokens
+// (groups of 6) and 10-20 at 1024 (4): hence only groups this large, whatever the blocks (an MI300X's
+// 304 blocks hold at most 13.5 tokens a group at 4096 tokens, and keep one group a block).
+inline constexpr int kDoubleGroupsTokens = 16;
 inline constexpr int kMaxBlocks = 1024;
 inline constexpr int kMaxExpertAlignment = 1024;
 // EpConfig::dispatch_senders / combine_senders: pick the sending blocks per launch.
@@ -331,13 +334,14 @@ struct EpConfig {
   // destination (which block: BlockShares in csrc/ep/ep_device.cuh; block g % num_blocks when
   // no blocks are set aside for sending). Every rank computes the same split from T alone.
   // One group a block and round (x groups_per_block), or fewer where T is smaller: T groups of one
-  // token each. Above kDoubleGroupsAbove tokens twice as many (at most T).
+  // token each. Twice as many (at most T) where these would hold more than kDoubleGroupsTokens.
   MOE_A2A_HD int32_t base_groups() const {
     const int64_t g = static_cast<int64_t>(num_blocks) * groups_per_block;
     return static_cast<int32_t>(g < max_tokens ? g : max_tokens);
   }
   MOE_A2A_HD int32_t num_groups(int32_t tokens) const {
-    const int32_t n = base_groups() << (tokens > kDoubleGroupsAbove ? 1 : 0);
+    const int32_t base = base_groups();
+    const int32_t n = base << (tokens > kDoubleGroupsTokens * base ? 1 : 0);
     return tokens < n ? tokens : n;
   }
   // num_groups grows with T: the most groups any call has (the signals' layout).
@@ -363,7 +367,8 @@ struct EpConfig {
   }
   // The most tokens a call can have that num_groups does not double.
   MOE_A2A_HD int32_t last_undoubled_tokens() const {
-    return max_tokens < kDoubleGroupsAbove ? max_tokens : kDoubleGroupsAbove;
+    const int32_t most = kDoubleGroupsTokens * base_groups();
+    return max_tokens < most ? max_tokens : most;
   }
   // The backward of combine: in how many sub-ranges a rank with `tokens` tokens sends each token
   // group's output gradients to a peer with `peer_tokens` (both sides know both counts from the
@@ -650,16 +655,12 @@ inline std::string validate(const EpConfig& c, FieldName name = cxx_field_name) 
   if (c.groups_per_block < 1 || c.groups_per_block > kMaxGroupsPerBlock)
     return bad(name(ConfigField::kGroupsPerBlock) + in("1", kMaxGroupsPerBlock, c.groups_per_block));
   if (c.max_group_tokens() > kBlockThreads) {
-    // Groups of at most kBlockThreads tokens at the last undoubled count and, twice as many, at max_tokens.
-    const auto blocks_for = [&](int32_t tokens, int32_t per_block) {
-      return (tokens + kBlockThreads * per_block - 1) / (kBlockThreads * per_block);
-    };
-    const int32_t below = blocks_for(c.last_undoubled_tokens(), c.groups_per_block);
-    const int32_t above = blocks_for(c.max_tokens, 2 * c.groups_per_block);
-    const int32_t fewest = below > above ? below : above;
+    // Only doubled groups can be this large (one group a block holds at most kDoubleGroupsTokens): at
+    // max_tokens, in twice num_blocks x groups_per_block groups.
+    const int32_t per_block = kBlockThreads * 2 * c.groups_per_block;
     return bad(blocks + " = " + std::to_string(c.num_blocks) + " is too few for " + tokens + " = " +
                std::to_string(c.max_tokens) + ": a token group would hold more than " + std::to_string(kBlockThreads) +
-               " tokens; use at least " + std::to_string(fewest) + " blocks");
+               " tokens; use at least " + std::to_string((c.max_tokens + per_block - 1) / per_block) + " blocks");
   }
   return {};
 }

@@ -473,7 +473,8 @@ def test_masked_slots(layout, world, rank):
 @pytest.mark.parametrize("num_sms", [1, 3, 8])
 def test_few_blocks_many_groups(num_sms, world, rank):
     """Grids far smaller than the token count: each block sends and receives many token groups
-    (8 groups of up to 128 tokens with one block)."""
+    (16 groups of up to 64 tokens with one block: 8, doubled where they would hold more than
+    DOUBLE_GROUPS_TOKENS; with 8 blocks 64 groups of 16, not doubled)."""
     E, K, H, T = 8 * world, 3, 512, 1024
     with moe_a2a.AllToAll(
         dist.group.WORLD, E, K, H, T, torch.bfloat16, layout="packed", num_sms=num_sms, groups_per_block=8
@@ -586,16 +587,15 @@ def test_own_rows_placed_by_senders(layout, alignment, world, rank):
 
 
 @pytest.mark.parametrize("num_sms, split", [(8, 4), (None, None)], ids=["8-blocks", "every-sm"])
-def test_groups_doubled_above_the_threshold(num_sms, split, world, rank):
-    """Above DOUBLE_GROUPS_ABOVE tokens a rank's tokens go in twice num_blocks x groups_per_block
-    groups (EpConfig::num_groups; the signals' layout grows with them): sources above, at and
-    below the threshold, a masked slot on each; dispatch against the reference; combine, the
-    backward of dispatch and the weight gradients bitwise those of a split launch. On 8 blocks the
-    groups hold 128-256 tokens, and the backward of combine's sub-ranges run toward the peer with
-    300 tokens."""
-    n = ext().DOUBLE_GROUPS_ABOVE
+def test_groups_doubled_where_they_would_be_large(num_sms, split, world, rank):
+    """Where one group a block would hold more than DOUBLE_GROUPS_TOKENS tokens, a rank's tokens
+    go in twice num_blocks x groups_per_block groups (EpConfig::num_groups; the signals' layout
+    grows with them): sources past, at and below that count, a masked slot on each; dispatch
+    against the reference; combine, the backward of dispatch and the weight gradients bitwise those
+    of a split launch. The backward of combine's sub-ranges run toward the peer with fewer tokens."""
+    n = ext().DOUBLE_GROUPS_TOKENS * (num_sms or sm_count())  # the most tokens of undoubled groups
     E, K, H, T = 8 * world, 4, 512, n + 256
-    for i, counts in enumerate([(T, n), (n + 1, 300), (T, T)]):
+    for i, counts in enumerate([(T, n), (n + 1, n // 8), (T, T)]):
         num_tokens = [counts[r % 2] for r in range(world)]
         inputs = ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=720 + i, num_tokens=num_tokens)
         inputs = [ref.Routing(x, idx.clone(), w) for x, idx, w in inputs]

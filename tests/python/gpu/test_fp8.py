@@ -148,7 +148,7 @@ def test_fp8_device_arithmetic_equals_the_definition_on_every_float(fp8_format):
         (torch.bfloat16, torch.float8_e4m3fn, False, "7,auto", 1, 1024),  # 7 quantizing senders, many groups each
         (torch.float16, torch.float8_e4m3fn, False, "auto", 1, 1024),
         (torch.float32, torch.float8_e4m3fn, True, "auto", 1, 1024),
-        (torch.bfloat16, torch.float8_e4m3fn, False, "auto", 1, 2304),  # past DOUBLE_GROUPS_ABOVE: twice the groups
+        (torch.bfloat16, torch.float8_e4m3fn, False, "auto", 1, 2304),  # twice the groups up to 144 SMs
     ],
     ids=["bf16-e4m3fn", "bf16-e4m3fnuz-aligned", "bf16-e4m3fn-7-senders", "fp16-e4m3fn", "fp32-e4m3fn-pow2", "doubled"],
 )
@@ -160,7 +160,8 @@ def test_fp8_rows_at_a_large_batch(dtype, fp8_dtype, pow2, send_sms, alignment, 
     token type (a short last block: 2880 = 22 x 128 + 64), with every rank at 1024 tokens and with
     counts that differ by rank (one side of kOwnRowsDirectTokens each), a masked slot on every
     rank; and combine of identity experts on the dequantized rows (the route of own rows too).
-    At 2304 tokens (past DOUBLE_GROUPS_ABOVE) the ranks 40 tokens apart still double their groups."""
+    At 2304 tokens, on up to 144 SMs, both ranks double their groups (EpConfig::num_groups: one
+    group a block would hold more than DOUBLE_GROUPS_TOKENS)."""
     E, K, H = 16, 4, 2880
     with moe_a2a.AllToAll(
         dist.group.WORLD,
