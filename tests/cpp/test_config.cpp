@@ -454,9 +454,9 @@ TEST(EpConfig, GroupsDoubleWhereTheyWouldBeLarge) {
     const int32_t base = std::min(blocks, c.max_tokens);
     int32_t largest = 0;
     for (int32_t tokens = 0; tokens <= c.max_tokens; ++tokens) {
-      const int32_t expected = tokens <= base                                 ? tokens
+      const int32_t expected = tokens <= base                                  ? tokens
                                : tokens <= moe_a2a::kDoubleGroupsTokens * base ? base
-                                                                              : std::min(tokens, 2 * base);
+                                                                               : std::min(tokens, 2 * base);
       ASSERT_EQ(c.num_groups(tokens), expected) << blocks << " blocks, " << tokens << " tokens";
       if (tokens > 0) largest = std::max(largest, (tokens + expected - 1) / expected);
     }
