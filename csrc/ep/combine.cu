@@ -433,17 +433,26 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
   const auto send_step = [&](int u) {
     if (u < src_units) send_partials<kType>(b, a, sh, u, answered, epoch, prof);
   };
-  // Step i: send the partials of this block's next unit of every source, then receive its i-th
-  // unit (a block that runs both halves receives unit u after sending u + G: every rank sent
-  // u's partials one step earlier).
-  // First this block's first unit, or, a sending block of a split, all of them.
+  // First this block's first unit, or, a sending block of a split, all of them. Then turns: send
+  // the partials of this block's next unit of every source, receive its next unit (a block that
+  // runs both halves receives unit u after sending u + G: every rank sent u's partials one turn
+  // earlier), or, where every rank holds about the same tokens, the receive turn first
+  // (receives_first).
   int next = send.first;  // this block's next unit to answer
   for (; next < src_units && (next == send.first || share.sends_first); next += send.stride) send_step(next);
-  for (int u = recv.first; u < my_units || next < src_units; u += recv.stride, next += send.stride) {
-    send_step(next);
-    if (u < my_units && !receive_unit<kType>(b, a, sh, u, group_part(u, my_parts, chunks), own_direct, epoch, prof)) {
-      return;
+  int u = recv.first;
+  const bool balanced = kOwnRows && role == Role::kBoth && balanced_sources(cfg.world, sh.src_tokens);
+  bool send_turn = !receives_first(share, balanced);
+  while (u < my_units || next < src_units) {
+    if (send_turn ? next >= src_units : u >= my_units) send_turn = !send_turn;  // none of this turn's left
+    if (send_turn) {
+      send_step(next);
+      next += send.stride;
+    } else {
+      if (!receive_unit<kType>(b, a, sh, u, group_part(u, my_parts, chunks), own_direct, epoch, prof)) return;
+      u += recv.stride;
     }
+    send_turn = !send_turn;
   }
   // A rank with no units of its own waited for no peer in this round (await_every_start).
   if (recv.runs && my_units == 0 && recv.first == 0 && !await_every_start(b, sh, epoch, WaitSite::kCombineStart))

@@ -91,6 +91,7 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   // rows that came first (this rank's own, at a few tokens) ends the item a chain later than
   // waiting for the rest (protocol.md, "Receive items").
   bool whole = false;
+  bool balanced = false;  // receives_first
 #pragma unroll 1
   for (int step = 0; step < 2; ++step) {
     if ((step == 0) != own_placed) {
@@ -104,21 +105,28 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
       parts = parts_per_group(src_groups, recv.blocks, chunks);
       src_items = src_groups * parts;
       whole = most <= cfg.base_groups();
+      balanced = kOwnRows && balanced_sources(cfg.world, sh.src_tokens);
     }
   }
-  // Step i: send this block's next group, then receive its i-th item (a block that runs both
-  // halves receives item u after sending group u + G, so that the link and its local copies
-  // overlap). A split's blocks have sent everything by now; the receive items past each
-  // receiving block's first are drawn (draw_item), where there are any.
+  // Turns: send this block's next group, receive its next item (a block that runs both halves
+  // receives item u after sending group u + G, so that the link and its local copies overlap), or,
+  // where every rank holds about the same tokens, the receive turn first (receives_first). A
+  // split's blocks have sent everything by now; the receive items past each receiving block's
+  // first are drawn (draw_item), where there are any.
   const bool draws = share.split && src_items > recv.blocks;
   const auto draw_or_end = [&] { return draws ? draw_item(b, sh, epoch, recv.blocks) : src_items; };
-  const int first_item = share.split && recv.first >= recv.blocks ? draw_or_end() : recv.first;
-  for (int u = first_item; u < src_items || next < my_groups;
-       u = share.split ? draw_or_end() : u + recv.stride, next += send.stride) {
-    if (next < my_groups) send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, own_direct, own_placed, epoch, prof);
-    if (u < src_items &&
-        !receive_part(b, a, sh, group_part(u, parts, chunks), own_direct, own_placed, whole, epoch, prof))
-      return;
+  int u = share.split && recv.first >= recv.blocks ? draw_or_end() : recv.first;
+  bool send_turn = !receives_first(share, balanced);
+  while (u < src_items || next < my_groups) {
+    if (send_turn ? next >= my_groups : u >= src_items) send_turn = !send_turn;  // none of this turn's left
+    if (send_turn) {
+      send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, own_direct, own_placed, epoch, prof);
+      next += send.stride;
+    } else {
+      if (!receive_part(b, a, sh, group_part(u, parts, chunks), own_direct, own_placed, whole, epoch, prof)) return;
+      u = share.split ? draw_or_end() : u + recv.stride;
+    }
+    send_turn = !send_turn;
   }
 }
 

@@ -460,6 +460,25 @@ MOE_A2A_DEVICE MOE_A2A_INLINE BlockShares block_shares(Role role, int senders) {
                      : BlockShares{kNone, recv, false, true};
 }
 
+// Whether every source's token count is at least 3/4 of the largest (receives_first), in every
+// lane of the calling wave.
+MOE_A2A_DEVICE MOE_A2A_INLINE bool balanced_sources(int world, const int* src_tokens) {
+  const int most = max_over_sources(world, [&](int s) { return src_tokens[s]; });
+  return max_over_sources(world, [&](int s) { return 3 * most - 4 * src_tokens[s]; }) <= 0;
+}
+
+// Whether this block takes its receive turn before its next send, where it has more than one item
+// of a half (dispatch_kernel, combine_kernel): the odd blocks of a launch whose every block runs
+// both halves, where every rank holds about the same tokens (`balanced`, balanced_sources). Half
+// the blocks then copy or sum while the others send; with the doubled token groups every block
+// sent both of its groups before it received, so the link and the copies took turns. Where the
+// counts differ, the alternation was slower, also on the ranks that receive more than they send.
+// Only the instances for 1024 tokens on (kOwnRows) ask: below, a block has more than one group only
+// on few-block grids, and the small shapes run this code cold (protocol.md, "Turns").
+MOE_A2A_DEVICE MOE_A2A_INLINE bool receives_first(const BlockShares& share, bool balanced) {
+  return !share.split && balanced && (blockIdx.x & 1) != 0;
+}
+
 // Ranks whose bit is set among the lowest `world`.
 MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t all_ranks(int world) { return (1u << world) - 1u; }
 // Every rank but this one, a bit each.

@@ -592,7 +592,9 @@ def test_groups_doubled_where_they_would_be_large(num_sms, split, world, rank):
     go in twice num_blocks x groups_per_block groups (EpConfig::num_groups; the signals' layout
     grows with them): sources past, at and below that count, a masked slot on each; dispatch
     against the reference; combine, the backward of dispatch and the weight gradients bitwise those
-    of a split launch. The backward of combine's sub-ranges run toward the peer with fewer tokens."""
+    of a split launch. The backward of combine's sub-ranges run toward the peer with fewer tokens.
+    Every SM, (T, n) and (T, T): balanced counts of more than one item a block, whose odd blocks
+    take their receive turn first (receives_first); (n + 1, n // 8) is not balanced."""
     n = ext().DOUBLE_GROUPS_TOKENS * (num_sms or sm_count())  # the most tokens of undoubled groups
     E, K, H, T = 8 * world, 4, 512, n + 256
     for i, counts in enumerate([(T, n), (n + 1, n // 8), (T, T)]):
