@@ -442,17 +442,15 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineA
   for (; next < src_units && (next == send.first || share.sends_first); next += send.stride) send_step(next);
   int u = recv.first;
   const bool balanced = kOwnRows && role == Role::kBoth && balanced_sources(cfg.world, sh.src_tokens);
-  bool send_turn = !receives_first(share, balanced);
+  Turns turns{!receives_first(share.split, balanced)};
   while (u < my_units || next < src_units) {
-    if (send_turn ? next >= src_units : u >= my_units) send_turn = !send_turn;  // none of this turn's left
-    if (send_turn) {
+    if (turns.next_sends(next < src_units, u < my_units)) {
       send_step(next);
       next += send.stride;
     } else {
       if (!receive_unit<kType>(b, a, sh, u, group_part(u, my_parts, chunks), own_direct, epoch, prof)) return;
       u += recv.stride;
     }
-    send_turn = !send_turn;
   }
   // A rank with no units of its own waited for no peer in this round (await_every_start).
   if (recv.runs && my_units == 0 && recv.first == 0 && !await_every_start(b, sh, epoch, WaitSite::kCombineStart))

@@ -539,27 +539,66 @@ __global__ void __launch_bounds__(kEpBlock) combine_backward_kernel(EpContext c,
   const EpBuffers b{c};
   const uint64_t epoch = b.current_epoch();
   const int block = static_cast<int>(blockIdx.x), blocks = static_cast<int>(gridDim.x);
-  // Where this rank's groups are large enough to go in sub-ranges, the peers' counts decide to whom
-  // (EpConfig::grad_subranges), so they are read before the sends; plainly: load_route_tokens, after
-  // the sends as ever, checks them and reports a bad route.
-  const bool may_split = kSubRanges && b.c.cfg.grad_subranges(a.route.num_tokens, 0) > 1;
-  if (may_split) {
-    if (threadIdx.x < b.c.cfg.world) sh.src_tokens[threadIdx.x] = a.recv_route.src_tokens[threadIdx.x];
-    __syncthreads();
-  }
-  const uint32_t split_peers = may_split ? subrange_peers(b.c.cfg, a.route.num_tokens, sh.src_tokens, true) : 0u;
-  for (int g = block; g < b.c.cfg.num_groups(a.route.num_tokens); g += blocks)
-    send_group<kType, kSubRanges>(b, a, sh, g, split_peers, epoch, prof);
-  if (wave_id() == kWavesPerBlock - 1 && block >= b.c.cfg.num_groups(a.route.num_tokens)) prefetch_y(b.c, a);
-  zero_rows_of_no_expert(b, a);
-  // Every block sends all its groups before it waits for any (no wait stands between two sends).
-  load_route_tokens(b.c, a.recv_route, sh.src_tokens);
-  const uint32_t split_sources = kSubRanges ? subrange_peers(b.c.cfg, a.route.num_tokens, sh.src_tokens, false) : 0u;
-  // Of any source: the most groups (num_groups grows with the count); at least group 0, whose
-  // block signals the peers with no tokens.
-  const int most_tokens = max_over_sources(b.c.cfg.world, [&](int s) { return sh.src_tokens[s]; });
-  for (int g = block; g < max(1, b.c.cfg.num_groups(most_tokens)); g += blocks) {
-    if (!answer_group<kType, kSubRanges>(b, a, sh, g, split_sources, epoch, prof)) return;  // timed out: engine failed
+  if constexpr (!kSubRanges) {
+    // Every block sends all its groups before it waits for any. Written apart from the other
+    // instance's loop: the same loop here grew this instance by 5 KB, whose code runs cold at a few
+    // tokens (protocol.md, "Code size"), and even num_groups hoisted into a variable grows it.
+    for (int g = block; g < b.c.cfg.num_groups(a.route.num_tokens); g += blocks)
+      send_group<kType, kSubRanges>(b, a, sh, g, 0u, epoch, prof);
+    if (wave_id() == kWavesPerBlock - 1 && block >= b.c.cfg.num_groups(a.route.num_tokens)) prefetch_y(b.c, a);
+    zero_rows_of_no_expert(b, a);
+    load_route_tokens(b.c, a.recv_route, sh.src_tokens);
+    // Of any source: the most groups (num_groups grows with the count); at least group 0, whose
+    // block signals the peers with no tokens.
+    const int most_tokens = max_over_sources(b.c.cfg.world, [&](int s) { return sh.src_tokens[s]; });
+    for (int g = block; g < max(1, b.c.cfg.num_groups(most_tokens)); g += blocks) {
+      if (!answer_group<kType, kSubRanges>(b, a, sh, g, 0u, epoch, prof)) return;  // timed out: engine failed
+    }
+  } else {
+    // Where this rank's groups are large enough to go in sub-ranges, the peers' counts decide to
+    // whom (EpConfig::grad_subranges), and where a block sends more than one group, whether it
+    // takes turns (below), so they are read before the sends; plainly: load_route_tokens, after
+    // the sends as ever, checks them and reports a bad route.
+    const int my_groups = b.c.cfg.num_groups(a.route.num_tokens);
+    const bool may_split = b.c.cfg.grad_subranges(a.route.num_tokens, 0) > 1;
+    const bool takes_turns = my_groups > blocks;
+    if (may_split || takes_turns) {
+      if (threadIdx.x < b.c.cfg.world) sh.src_tokens[threadIdx.x] = a.recv_route.src_tokens[threadIdx.x];
+      __syncthreads();
+    }
+    const uint32_t split_peers = may_split ? subrange_peers(b.c.cfg, a.route.num_tokens, sh.src_tokens, true) : 0u;
+    const bool answers_between =
+        takes_turns && receives_first(/*split=*/false, balanced_sources(b.c.cfg.world, sh.src_tokens));
+    // This block's first group goes before any answer; then, where every rank holds about the same
+    // tokens, odd blocks answer one group between two sends (receives_first), and the others send
+    // one group ahead of their answers, as dispatch and combine take turns (Turns). Group g of every
+    // source is sent before any block waits for it, so every wait ends. One call site each: a second
+    // send_group added 44 KB.
+    int next = block, to_answer = block;  // this block's next group to send, to answer
+    // Of any source: the most groups, at least group 0 (peers with no tokens), known from this
+    // block's first answer turn on (load_route_tokens); until then a turn to answer is always left.
+    int answered_groups = INT_MAX;
+    uint32_t split_sources = 0;
+    Turns turns{true};
+    while (next < my_groups || to_answer < answered_groups) {
+      if (turns.next_sends(next < my_groups, to_answer < answered_groups)) {
+        send_group<kType, kSubRanges>(b, a, sh, next, split_peers, epoch, prof);
+        if (next == block) turns = Turns{!answers_between};  // after the first group, the turns
+        next += blocks;
+        continue;
+      }
+      if (answered_groups == INT_MAX) {  // this block's first answer turn
+        if (wave_id() == kWavesPerBlock - 1 && block >= my_groups) prefetch_y(b.c, a);
+        zero_rows_of_no_expert(b, a);
+        load_route_tokens(b.c, a.recv_route, sh.src_tokens);
+        split_sources = subrange_peers(b.c.cfg, a.route.num_tokens, sh.src_tokens, false);
+        const int most_tokens = max_over_sources(b.c.cfg.world, [&](int s) { return sh.src_tokens[s]; });
+        answered_groups = max(1, b.c.cfg.num_groups(most_tokens));
+        if (to_answer >= answered_groups) continue;
+      }
+      if (!answer_group<kType, kSubRanges>(b, a, sh, to_answer, split_sources, epoch, prof)) return;  // timed out
+      to_answer += blocks;
+    }
   }
   for (int g = block; g < max(1, b.c.cfg.num_groups(a.route.num_tokens)); g += blocks) {
     if (!receive_weight_grads(b, a, sh, g, epoch, prof)) return;

@@ -116,17 +116,15 @@ __global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, Dispatc
   const bool draws = share.split && src_items > recv.blocks;
   const auto draw_or_end = [&] { return draws ? draw_item(b, sh, epoch, recv.blocks) : src_items; };
   int u = share.split && recv.first >= recv.blocks ? draw_or_end() : recv.first;
-  bool send_turn = !receives_first(share, balanced);
+  Turns turns{!receives_first(share.split, balanced)};
   while (u < src_items || next < my_groups) {
-    if (send_turn ? next >= my_groups : u >= src_items) send_turn = !send_turn;  // none of this turn's left
-    if (send_turn) {
+    if (turns.next_sends(next < my_groups, u < src_items)) {
       send_group<kCodec, kFmt>(b, a, sh, next, numbered_to, own_direct, own_placed, epoch, prof);
       next += send.stride;
     } else {
       if (!receive_part(b, a, sh, group_part(u, parts, chunks), own_direct, own_placed, whole, epoch, prof)) return;
       u = share.split ? draw_or_end() : u + recv.stride;
     }
-    send_turn = !send_turn;
   }
 }
 

@@ -468,16 +468,32 @@ MOE_A2A_DEVICE MOE_A2A_INLINE bool balanced_sources(int world, const int* src_to
 }
 
 // Whether this block takes its receive turn before its next send, where it has more than one item
-// of a half (dispatch_kernel, combine_kernel): the odd blocks of a launch whose every block runs
-// both halves, where every rank holds about the same tokens (`balanced`, balanced_sources). Half
-// the blocks then copy or sum while the others send; with the doubled token groups every block
-// sent both of its groups before it received, so the link and the copies took turns. Where the
-// counts differ, the alternation was slower, also on the ranks that receive more than they send.
-// Only the instances for 1024 tokens on (kOwnRows) ask: below, a block has more than one group only
-// on few-block grids, and the small shapes run this code cold (protocol.md, "Turns").
-MOE_A2A_DEVICE MOE_A2A_INLINE bool receives_first(const BlockShares& share, bool balanced) {
-  return !share.split && balanced && (blockIdx.x & 1) != 0;
+// of a half (dispatch_kernel, combine_kernel, combine_backward_kernel): the odd blocks of a launch
+// whose every block runs both halves (not `split`), where every rank holds about the same tokens
+// (`balanced`, balanced_sources). Half the blocks then copy or sum while the others send; with the
+// doubled token groups every block sent both of its groups before it received, so the link and the
+// copies took turns. Where the counts differ, the alternation was slower, also on the ranks that
+// receive more than they send. Only the instances for 1024 tokens on (kOwnRows) and the backward's
+// sub-ranges instance ask: below, a block has more than one group only on few-block grids, and the
+// small shapes run this code cold (protocol.md, "Turns").
+MOE_A2A_DEVICE MOE_A2A_INLINE bool receives_first(bool split, bool balanced) {
+  return !split && balanced && (blockIdx.x & 1) != 0;
 }
+
+// Whose turn it is in a block that has items of both halves (dispatch_kernel, combine_kernel,
+// combine_backward_kernel): one item of each in turn, from the half `send_turn` names; where one half
+// has none left, the other goes on alone. The one place of the state machine that every kernel's
+// turns follow (protocol.md, "Turns").
+struct Turns {
+  bool send_turn;
+  // Whether the block's next item is a send (else a receive), given which halves have one left (at
+  // least one does); then it is the other half's turn.
+  MOE_A2A_DEVICE MOE_A2A_INLINE bool next_sends(bool sends_left, bool receives_left) {
+    const bool sends = send_turn ? sends_left : !receives_left;
+    send_turn = !sends;
+    return sends;
+  }
+};
 
 // Ranks whose bit is set among the lowest `world`.
 MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t all_ranks(int world) { return (1u << world) - 1u; }
