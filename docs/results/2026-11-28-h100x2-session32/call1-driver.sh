@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 32, call 1: nvidia-h100-x2, about 560 s with the start.
+# Session 32, call 1: nvidia-h100-x2, about 560 s with the start. Written in session 31 as next-driver-1.sh.
 # Session 31 landed the doubled token groups with their group arithmetic made smaller after its last GPU call (a shift
 # and a minimum in num_groups, max_group_tokens from the host) and the threshold in tokens a group (16: from 2113
 # tokens at 132 SMs, from 129 at 8 blocks, so test_few_blocks_many_groups and others now double): never run on a GPU.

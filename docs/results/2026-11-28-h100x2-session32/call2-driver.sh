@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 32, call 2: nvidia-h100-x2, about 420 s with the start.
+# Session 32, call 2: nvidia-h100-x2, about 420 s with the start. Written in session 31 as next-driver-2.sh.
 # next-alternate-turns.patch (compile-checked for NVIDIA and gfx942 only): where every block of a dispatch or a
 # combine runs both halves, odd blocks take their receive turn before their next send. Session 31's traces of fp8 at
 # 4096 tokens with two groups a block had every block send both groups before it received, so the link and the

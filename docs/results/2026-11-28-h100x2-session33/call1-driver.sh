@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 33, call 1: nvidia-h100-x2, about 520 s with the start.
+# Session 33, call 1: nvidia-h100-x2, about 520 s with the start. Written in session 32 as next-driver-1.sh.
 # Session 32 landed the turns (receives_first) with a kOwnRows gate after its last GPU call (d88eff2): run its suite.
 # Then README's 4096-token rows again (the table is session 30's; turns and doubled groups since), with the same
 # run's floor, and one eager bf16 iteration at 4096 tokens every rank traced, to see where combine's 281 us go

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 33, call 2: nvidia-h100-x2, about 450 s with the start.
+# Session 33, call 2: nvidia-h100-x2, about 450 s with the start. Written in session 32 as next-driver-2.sh.
 # next-backward-turns.patch (compile-checked for NVIDIA and gfx942 only): the backward of combine takes turns as
 # dispatch and combine do since session 32 (receives_first): where this rank sends more than one group a block (from
 # 2113 tokens at 132 SMs) and every rank holds at least 3/4 of the most tokens, odd blocks answer group g between
