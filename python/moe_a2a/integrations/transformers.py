@@ -32,6 +32,7 @@ Tested with transformers >= 5.17, < 6 (SUPPORTED); other versions raise at impor
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import weakref
 from typing import Optional
@@ -237,22 +238,37 @@ def tokens_per_forward_of_all(model: torch.nn.Module, n: int) -> int:
 
 
 def grouped_linear(
-    x: torch.Tensor, weight: torch.Tensor, offsets: torch.Tensor, counts: torch.Tensor, transposed: bool
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    offsets: torch.Tensor,
+    counts: torch.Tensor,
+    transposed: bool,
+    rank_pairs: float = math.inf,
 ) -> torch.Tensor:
     """Per local expert e, the rows [offsets[e], offsets[e] + counts[e]) of x [rows, in] times
     expert e's weight: [E, out, in] (transformers' default, like nn.Linear) or, transposed,
-    [E, in, out]. torch._grouped_mm for bf16 on compute capability >= 9.0 (rows of no expert
-    undefined); otherwise one matmul per expert after one host sync (rows of no expert zero)."""
+    [E, in, out]. rank_pairs: the most (token, k) pairs a rank feeds the layer (the AllToAll's
+    max_num_tokens x top-k); every rank's spread over world x E experts, so an expert gets
+    rank_pairs / E rows on average. Where that is a few (a decode step) and no gradient is asked
+    for, weights of nn.Linear's layout go through moe_a2a's grouped_gemv
+    (moe_a2a.grouped_gemv.applies); else torch._grouped_mm for bf16 on compute capability >= 9.0
+    (rows of no expert undefined); otherwise one matmul per expert after one host sync (rows of
+    no expert zero)."""
+    from .. import grouped_gemv as gemv
     from ..layers import _grouped_mm_expected
 
+    rows_per_expert = rank_pairs / weight.shape[0]
+    if not transposed and gemv.applies(x, weight, rows_per_expert):
+        return gemv.grouped_gemv(x, weight, offsets, counts, gemv.rows_per_pass(rows_per_expert))
     w = weight if transposed else weight.transpose(-1, -2)  # [E, in, out]
     if _grouped_mm_expected(x) and w.dtype == x.dtype:
         return torch._grouped_mm(x, w, offs=offsets[1:].to(torch.int32))
     if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
         raise RuntimeError(
-            f"moe_a2a: the experts of an expert-parallel model inside a CUDA graph need torch._grouped_mm "
-            f"(bf16 weights and rows on compute capability >= 9.0); these are {x.dtype} rows and {w.dtype} "
-            "weights, whose matmul per expert needs the counts on the host"
+            f"moe_a2a: the experts of an expert-parallel model inside a CUDA graph need moe_a2a's grouped_gemv "
+            f"(a few rows an expert, weights [E, out, in]) or torch._grouped_mm (bf16 weights and rows on compute "
+            f"capability >= 9.0); these are {x.dtype} rows and {w.dtype} weights at {rows_per_expert:.3g} rows an "
+            "expert on average, whose matmul per expert needs the counts on the host"
         )
     E = w.shape[0]
     meta = torch.cat([offsets[:E].long(), counts.long()]).tolist()
@@ -279,8 +295,9 @@ def _row_bias(bias: torch.Tensor, offsets: torch.Tensor, rows: int) -> torch.Ten
 
 
 def _exchange(experts, hidden_states, top_k_index, top_k_weights, local_experts) -> torch.Tensor:
-    """dispatch -> local_experts(experts, rows, offsets, counts) -> combine, over the AllToAll that
-    expert_parallel() gave the experts module `experts`."""
+    """dispatch -> local_experts(experts, rows, offsets, counts, rank_pairs) -> combine, over the
+    AllToAll that expert_parallel() gave the experts module `experts`; rank_pairs is the most
+    (token, k) pairs a rank feeds it (grouped_linear)."""
     shared = getattr(experts, "_moe_a2a_shared", None)
     if shared is None:
         raise RuntimeError(
@@ -312,11 +329,12 @@ def _exchange(experts, hidden_states, top_k_index, top_k_weights, local_experts)
             ) from e
         raise
     x = d.expert_x if ep.layout == "packed" else d.expert_x.reshape(-1, d.expert_x.shape[-1])
-    y = local_experts(experts, x, d.expert_offsets, d.expert_num_tokens)
+    rank_pairs = ep.max_num_tokens * top_k_index.shape[-1]
+    y = local_experts(experts, x, d.expert_offsets, d.expert_num_tokens, rank_pairs)
     return ep.combine(y.to(hidden_states.dtype).reshape(d.expert_x.shape), d)
 
 
-def _interface_experts(self, x, offsets, counts) -> torch.Tensor:
+def _interface_experts(self, x, offsets, counts, rank_pairs=math.inf) -> torch.Tensor:
     """An experts module of the experts interface on its rows: the model's own projections,
     activation, gate, biases and post-expert norm, grouped by expert.
 
@@ -327,12 +345,12 @@ def _interface_experts(self, x, offsets, counts) -> torch.Tensor:
     post_norm = getattr(self, "has_post_expert_norm", False)  # transformers >= 5.24
     valid = expert_row_mask(offsets, counts, x.shape[0])[:, None] if self.has_bias or post_norm else None
     up_w = self.gate_up_proj if self.has_gate else self.up_proj
-    h = grouped_linear(x, up_w, offsets, counts, self.is_transposed)
+    h = grouped_linear(x, up_w, offsets, counts, self.is_transposed, rank_pairs)
     if self.has_bias:
         up_bias = self.gate_up_proj_bias if self.has_gate else self.up_proj_bias
         h = torch.where(valid, h + _row_bias(up_bias, offsets, x.shape[0]), 0.0)
     h = self._apply_gate(h) if self.has_gate else self.act_fn(h)
-    y = grouped_linear(h, self.down_proj, offsets, counts, self.is_transposed)
+    y = grouped_linear(h, self.down_proj, offsets, counts, self.is_transposed, rank_pairs)
     if self.has_bias:
         y = torch.where(valid, y + _row_bias(self.down_proj_bias, offsets, x.shape[0]), 0.0)
     if post_norm:  # on each expert's output, before combine weights it (as transformers' experts);
@@ -368,8 +386,9 @@ def scored_input_blocks(model: torch.nn.Module) -> list:
     return [(name, m) for name, m in model.named_modules() if _is_scored_input_block(m)]
 
 
-def _scored_input_experts(experts, x, offsets, counts) -> torch.Tensor:
-    """Llama4TextExperts on its rows: gate and up from one projection, SiLU-gated, down."""
+def _scored_input_experts(experts, x, offsets, counts, rank_pairs=math.inf) -> torch.Tensor:
+    """Llama4TextExperts on its rows: gate and up from one projection, SiLU-gated, down (its
+    weights are [E, in, out]: torch._grouped_mm's, whatever rank_pairs)."""
     gate, up = grouped_linear(x, experts.gate_up_proj, offsets, counts, transposed=True).chunk(2, dim=-1)
     return grouped_linear(up * experts.act_fn(gate), experts.down_proj, offsets, counts, transposed=True)
 

@@ -90,6 +90,10 @@ def test_no_output_aliases_an_input_or_another_output(engine):
     d = _DispatchOutputs(*op("dispatch_recv", engine, state))
     op("combine_send", engine, state, y, d.expert_weights, d.src_tokens, d.recv_token, d.recv_pos)
     op("combine_recv", engine, state, dest_mask)
+    # the experts' small-rows linear layer (no all-to-all)
+    rows = d.expert_x.reshape(-1, H)
+    weights = torch.empty(d.expert_num_tokens.shape[0], 16, H, dtype=torch.bfloat16, device="meta")
+    op("grouped_gemv", rows, weights, d.expert_offsets, d.expert_num_tokens, 2)
 
     schemas = {s.name.split("::")[1] for s in torch._C._jit_get_all_schemas() if s.name.startswith("moe_a2a::")}
     assert set(op.names) == schemas, f"ops not checked: {schemas - set(op.names)}"

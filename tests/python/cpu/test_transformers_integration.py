@@ -15,6 +15,7 @@ import torch.distributed as dist
 transformers = pytest.importorskip("transformers")
 
 import moe_a2a.integrations.transformers as moe_tf  # noqa: E402
+from moe_a2a import grouped_gemv as moe_gemv  # noqa: E402
 from moe_a2a.local_exchange import LocalExchange  # noqa: E402  (AllToAll at world 1, in plain torch)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -366,3 +367,29 @@ def test_an_expert_parallel_models_steps_use_an_all_to_all_of_the_decode_batch(o
     step = DecodeGraph(model, cache, warmup_steps=10)
     step(out.logits[:, -1:].argmax(-1))
     assert made == [64, 4]  # the batch, 3, rounded up to a power of two
+
+
+@pytest.mark.parametrize("max_num_tokens", [2, 64])
+def test_the_experts_are_asked_with_the_exchanges_rows_an_expert(max_num_tokens, one_rank_group, monkeypatch):
+    """Each of a MoE layer's two projections asks applies() with max_num_tokens x top-k / local
+    experts, the rows an expert gets on average where every rank feeds the exchange its most:
+    under the limit for a decode step's exchange (2 tokens), above it for a prefill's (64)."""
+    reference = build("qwen3_moe")  # top-k and experts below
+    model = moe_tf.expert_parallel(reference)
+    asked = []
+
+    def applies(x, w, rows_per_expert):
+        asked.append(rows_per_expert)
+        return False  # the CPU path then
+
+    monkeypatch.setattr(moe_gemv, "applies", applies)
+    monkeypatch.setattr(
+        moe_tf._Shared, "get", lambda self, E, K, H, dtype, device: LocalExchange(E, K, H, max_num_tokens, dtype)
+    )
+    with torch.no_grad():
+        model(torch.ones(1, 2, dtype=torch.long))
+    k, experts = reference.config.num_experts_per_tok, reference.config.num_experts
+    want = max_num_tokens * k / experts
+    layers = len(moe_tf.moe_experts(model))
+    assert layers > 0 and asked == [want] * (2 * layers)
+    assert (want <= moe_gemv.ROWS_PER_EXPERT_LIMIT) == (max_num_tokens == 2)

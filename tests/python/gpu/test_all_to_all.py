@@ -322,6 +322,9 @@ def test_no_op_output_aliases_an_input_or_another_output(layout, world, rank):
         route = (d.src_tokens, d.recv_token, d.recv_pos)
         op("combine_send", engine, state, fake_grouped_gemm(d, rank), d.expert_weights, *route)
         op("combine_recv", engine, state, dest_mask)
+        # the experts' small-rows linear layer (no all-to-all)
+        weights = torch.randn(d.expert_num_tokens.shape[0], 16, H, dtype=dtype, device=x.device)
+        op("grouped_gemv", d.expert_x.reshape(-1, H), weights, d.expert_offsets, d.expert_num_tokens, 2)
         ep.synchronize()
         schemas = {s.name.split("::")[1] for s in torch._C._jit_get_all_schemas() if s.name.startswith("moe_a2a::")}
         assert set(checked) == schemas, f"ops not checked: {schemas - set(checked)}"

@@ -151,12 +151,19 @@ def test_too_many_tokens_for_the_model_says_what_to_do(rank, world):
         moe_tf.close(model)
 
 
-def test_decode_graph_gives_the_full_models_logits(rank, world):
-    """The decode step captured in a CUDA graph (DecodeGraph on a StaticCache, bf16: the experts
-    on torch._grouped_mm), dispatch and combine inside it, with a different batch per rank and
-    the same tokens fed to both: at every step, eager and replayed, the logits are the full
-    model's; the steps used an AllToAll sized for the largest batch; a step past the cache
-    raises on every rank before any collective call."""
+@pytest.mark.parametrize(
+    "dtype,gemv,tol",
+    [(torch.bfloat16, "1", 2e-2), (torch.bfloat16, "0", 2e-2), (torch.float32, "1", 1e-4)],
+    ids=["bf16-grouped_gemv", "bf16-grouped_mm", "fp32-grouped_gemv"],
+)
+def test_decode_graph_gives_the_full_models_logits(rank, world, dtype, gemv, tol, monkeypatch):
+    """The decode step captured in a CUDA graph (DecodeGraph on a StaticCache; the experts on
+    moe_a2a's grouped_gemv, or with MOE_A2A_GROUPED_GEMV=0 on torch._grouped_mm, which fp32 has
+    not), dispatch and combine inside it, with a different batch per rank and the same tokens
+    fed to both: at every step, eager and replayed, the logits are the full model's; the steps
+    used an AllToAll sized for the largest batch; a step past the cache raises on every rank
+    before any collective call."""
+    monkeypatch.setenv("MOE_A2A_GROUPED_GEMV", gemv)
     from transformers import StaticCache
 
     from moe_a2a.integrations.decode_graph import DecodeGraph
@@ -164,7 +171,7 @@ def test_decode_graph_gives_the_full_models_logits(rank, world):
     # as in the real DeepSeek-V3 (MLA), as many key/value heads as heads: the tiny config's 4 of 8
     # fail in transformers' attention on a StaticCache, moe_a2a or not
     heads = COMMON["num_attention_heads"]
-    reference, model = models("deepseek_v3", torch.bfloat16, num_key_value_heads=heads)
+    reference, model = models("deepseek_v3", dtype, num_key_value_heads=heads)
     try:
         ids = rank_inputs(rank, batch=1 + rank % 2)
         new = 7  # 2 eager steps, the capture, 4 more replays
@@ -178,7 +185,7 @@ def test_decode_graph_gives_the_full_models_logits(rank, world):
         for i in range(new):
             got = step(fed[:, i : i + 1])[:, -1].float()
             err = ((got - want[:, i]).norm() / want[:, i].norm()).item()
-            assert err < 2e-2, f"rank {rank} step {i} ({'replayed' if step.captured else 'eager'}): error {err:.3g}"
+            assert err < tol, f"rank {rank} step {i} ({'replayed' if step.captured else 'eager'}): error {err:.3g}"
         assert step.captured and step.eager_steps == 2
         sizes = sorted(ep.max_num_tokens for ep in moe_tf._models[model].all_to_all.values())
         assert sizes == [2, 64], sizes  # the decode steps' (the largest batch, 2) and the prefill's

@@ -1,0 +1,168 @@
+"""The local experts' two linear layers at decode sizes, one GPU: torch._grouped_mm against
+moe_a2a's grouped_gemv (each rows_per_pass), next to this GPU's floor for the bytes (the active
+experts' weights read once, at the copy bandwidth measured in the same run).
+
+    PYTHONPATH=python python3 benchmarks/bench_experts.py [--tokens 1,2,4,8,16,32,64] [--json OUT.json]
+
+Rows are routed as dispatch would deliver them to rank 0 of `world` ranks: world x tokens tokens,
+each with top-k distinct experts drawn uniformly from world x local experts; rank 0's experts
+get their rows packed (expert_offsets, expert_num_tokens), in a buffer of dispatch's capacity
+(world x tokens x min(k, local experts) rows) whose other rows hold noise. Each case is the
+gate/up projection ([E, 2I, H]) then the down projection ([E, H, I]), both in nn.Linear's
+layout per expert (transformers' default), 8 routings cycled in one CUDA graph of 20 calls,
+replayed 30 times: the time per call, median (p10-p90). grouped_gemv's output is checked
+against torch._grouped_mm's on the experts' rows (largest difference over the largest value).
+"""
+
+import argparse
+
+import common  # noqa: F401  (first: pins NVLink multicast off before torch loads)
+import torch
+from common import capture_steps, metadata, print_table, summarize, write_json
+
+from moe_a2a.grouped_gemv import grouped_gemv
+
+# name: (world, local experts, top-k, hidden, expert FFN)
+SHAPES = {
+    "hf-default-w2": (2, 32, 8, 2048, 1408),  # bench_hf_model.py's model at world 2
+    "dsv3-w2": (2, 128, 8, 7168, 2048),  # DeepSeek-V3 at world 2
+    "dsv3-w8": (8, 32, 8, 7168, 2048),  # DeepSeek-V3 at world 8 (rank 0's share)
+}
+PASSES = (1, 2, 4)
+ROUTINGS = 8
+CALLS_PER_GRAPH = 20
+REPLAYS = 30
+
+
+def copy_GBps(device, mib=256, reps=20):
+    """Bytes read + written per second by a copy of `mib` MiB: this run's HBM bandwidth."""
+    a = torch.empty(mib << 20, dtype=torch.uint8, device=device)
+    b = torch.empty_like(a)
+    for _ in range(3):
+        b.copy_(a)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        b.copy_(a)
+    end.record()
+    torch.cuda.synchronize()
+    return 2 * a.numel() * reps / (start.elapsed_time(end) * 1e-3) / 1e9
+
+
+def routing(world, local, k, tokens, gen, device):
+    """counts [local], offsets [local + 1] (int32, on device), capacity rows, active experts."""
+    scores = torch.rand(world * tokens, world * local, generator=gen)
+    picked = scores.topk(k, dim=1).indices.flatten()
+    counts = torch.bincount(picked[picked < local], minlength=local).to(torch.int32)
+    offsets = torch.zeros(local + 1, dtype=torch.int32)
+    offsets[1:] = torch.cumsum(counts, 0)
+    capacity = world * tokens * min(k, local)
+    return counts.to(device), offsets.to(device), capacity, int((counts > 0).sum())
+
+
+def time_calls(step):
+    """Per-call device time in us of step(i) (i cycles over the routings), one value a replay,
+    each replay on an idle GPU (synchronised after)."""
+    graph = capture_steps(step, ROUTINGS, CALLS_PER_GRAPH)
+    times = []
+    for r in range(REPLAYS + 2):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        if r >= 2:
+            times.append(start.elapsed_time(end) * 1e3 / CALLS_PER_GRAPH)
+    return times
+
+
+def run_shape(name, tokens_list, device, gbps):
+    world, local, k, hidden, ffn = SHAPES[name]
+    gen = torch.Generator().manual_seed(0)
+    w_up = torch.randn(local, 2 * ffn, hidden, device=device, dtype=torch.bfloat16) * hidden**-0.5
+    w_down = torch.randn(local, hidden, ffn, device=device, dtype=torch.bfloat16) * ffn**-0.5
+    expert_bytes = (w_up[0].numel() + w_down[0].numel()) * 2
+    rows = []
+    for tokens in tokens_list:
+        routes = [routing(world, local, k, tokens, gen, device) for _ in range(ROUTINGS)]
+        capacity = routes[0][2]
+        xs = [torch.randn(capacity, hidden, device=device, dtype=torch.bfloat16) for _ in range(ROUTINGS)]
+        hs = [torch.randn(capacity, ffn, device=device, dtype=torch.bfloat16) for _ in range(ROUTINGS)]
+        active = sum(r[3] for r in routes) / ROUTINGS
+        floor_us = active * expert_bytes / (gbps * 1e3)
+
+        def grouped_mm(i):
+            offs = routes[i][1][1:]
+            torch._grouped_mm(xs[i], w_up.transpose(-1, -2), offs=offs)
+            torch._grouped_mm(hs[i], w_down.transpose(-1, -2), offs=offs)
+
+        def gemv(p):
+            def step(i):
+                counts, offsets = routes[i][0], routes[i][1]
+                grouped_gemv(xs[i], w_up, offsets, counts, p)
+                grouped_gemv(hs[i], w_down, offsets, counts, p)
+
+            return step
+
+        # correctness on every routing: the experts' rows against grouped_mm's
+        worst = 0.0
+        for i in range(ROUTINGS):
+            counts, offsets = routes[i][0], routes[i][1]
+            n = int(offsets[-1])
+            ref = torch._grouped_mm(xs[i], w_up.transpose(-1, -2), offs=offsets[1:])[:n].float()
+            for p in PASSES:
+                got = grouped_gemv(xs[i], w_up, offsets, counts, p)[:n].float()
+                worst = max(worst, float((got - ref).abs().max() / ref.abs().max().clamp(min=1e-30)))
+        row = {
+            "shape": name,
+            "tokens": tokens,
+            "capacity": capacity,
+            "active_experts": active,
+            "floor_us": floor_us,
+            "max_rel_diff": worst,
+        }
+        row["grouped_mm"] = summarize(time_calls(grouped_mm))
+        for p in PASSES:
+            row[f"gemv{p}"] = summarize(time_calls(gemv(p)))
+        rows.append(row)
+        print(
+            f"{name} T={tokens}: grouped_mm {row['grouped_mm']['median']:.1f} us, "
+            + ", ".join(f"gemv{p} {row[f'gemv{p}']['median']:.1f}" for p in PASSES)
+            + f", floor {floor_us:.1f} (active {active:.1f}, diff {worst:.1e})",
+            flush=True,
+        )
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tokens", default="1,2,4,8,16,32,64", help="tokens a rank, comma-separated")
+    p.add_argument("--shapes", default=",".join(SHAPES), help=f"of {', '.join(SHAPES)}")
+    p.add_argument("--json", help="write the rows here")
+    args = p.parse_args()
+    device = torch.device("cuda", 0)
+    torch.cuda.set_device(device)
+    gbps = copy_GBps(device)
+    print(f"{torch.cuda.get_device_name(device)}: copy {gbps:.0f} GB/s (read + written)", flush=True)
+    rows = []
+    for name in args.shapes.split(","):
+        rows += run_shape(name, [int(t) for t in args.tokens.split(",")], device, gbps)
+
+    def cell(s):
+        return f"{s['median']:.1f} ({s['p10']:.1f}-{s['p90']:.1f})"
+
+    print_table(
+        ["shape", "T/rank", "active", "floor us", "grouped_mm"] + [f"gemv p={p}" for p in PASSES] + ["diff"],
+        [
+            [r["shape"], r["tokens"], f"{r['active_experts']:.1f}", f"{r['floor_us']:.1f}", cell(r["grouped_mm"])]
+            + [cell(r[f"gemv{p}"]) for p in PASSES]
+            + [f"{r['max_rel_diff']:.1e}"]
+            for r in rows
+        ],
+    )
+    if args.json:
+        write_json(args.json, {"meta": metadata(), "copy_GBps": gbps, "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
