@@ -21,6 +21,7 @@ import torch
 from common import capture_steps, metadata, print_table, summarize, write_json
 
 from moe_a2a.grouped_gemv import grouped_gemv
+from moe_a2a.microbench import replay_times_us
 
 # name: (world, local experts, top-k, hidden, expert FFN)
 SHAPES = {
@@ -62,18 +63,9 @@ def routing(world, local, k, tokens, gen, device):
 
 def time_calls(step):
     """Per-call device time in us of step(i) (i cycles over the routings), one value a replay,
-    each replay on an idle GPU (synchronised after)."""
+    each replay started on an idle GPU."""
     graph = capture_steps(step, ROUTINGS, CALLS_PER_GRAPH)
-    times = []
-    for r in range(REPLAYS + 2):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        if r >= 2:
-            times.append(start.elapsed_time(end) * 1e3 / CALLS_PER_GRAPH)
-    return times
+    return replay_times_us(graph, CALLS_PER_GRAPH, REPLAYS, 2, torch.cuda.synchronize)
 
 
 def run_shape(name, tokens_list, device, gbps):

@@ -14,26 +14,17 @@
 namespace moe_a2a {
 namespace {
 
-TokenType gemv_type(const at::Tensor& x) {
-  switch (x.scalar_type()) {
-    case at::kBFloat16:
-      return TokenType::kBFloat16;
-    case at::kHalf:
-      return TokenType::kFloat16;
-    case at::kFloat:
-      return TokenType::kFloat32;
-    default:
-      MOE_A2A_TORCH_CHECK(false, "moe_a2a.grouped_gemv: x must be bfloat16, float16 or float32, got ",
-                          c10::toString(x.scalar_type()));
-  }
-  return TokenType::kFloat32;
+void check_gemv_dtype(const at::Tensor& x) {
+  const at::ScalarType t = x.scalar_type();
+  MOE_A2A_TORCH_CHECK(t == at::kBFloat16 || t == at::kHalf || t == at::kFloat,
+                      "moe_a2a.grouped_gemv: x must be bfloat16, float16 or float32, got ", c10::toString(t));
 }
 
 bool aligned16(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
 
 void check_gemv_args(const at::Tensor& x, const at::Tensor& w, const at::Tensor& offsets, const at::Tensor& counts,
                      int64_t rows_per_pass) {
-  gemv_type(x);  // x's dtype first: the other checks compare against it
+  check_gemv_dtype(x);  // first: the other checks compare against it
   MOE_A2A_TORCH_CHECK(x.dim() == 2, "moe_a2a.grouped_gemv: x must be [rows, in], got ", shape_str(x.sizes()));
   MOE_A2A_TORCH_CHECK(w.dim() == 3, "moe_a2a.grouped_gemv: w must be [experts, out, in], got ", shape_str(w.sizes()));
   const int64_t experts = w.size(0), in = x.size(1);
@@ -89,7 +80,7 @@ at::Tensor grouped_gemv(const at::Tensor& x, const at::Tensor& w, const at::Tens
   g.experts = static_cast<int32_t>(w.size(0));
   g.in = static_cast<int32_t>(x.size(1));
   g.out = static_cast<int32_t>(w.size(1));
-  g.type = gemv_type(x);
+  g.type = token_type(x.scalar_type());
   launch_grouped_gemv(g, static_cast<int>(rows_per_pass), at::cuda::getCurrentCUDAStream(x.get_device()).stream());
   return y;
 }

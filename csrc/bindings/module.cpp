@@ -31,12 +31,6 @@ at::ScalarType token_dtype(const std::string& name) {
   MOE_A2A_TORCH_CHECK(false, "moe_a2a: token dtype must be bfloat16, float16 or float32, got ", name);
 }
 
-moe_a2a::TokenType token_type(at::ScalarType t) {
-  if (t == at::kBFloat16) return moe_a2a::TokenType::kBFloat16;
-  if (t == at::kHalf) return moe_a2a::TokenType::kFloat16;
-  return moe_a2a::TokenType::kFloat32;
-}
-
 moe_a2a::Fp8Format fp8_format_of(const std::string& name) {
   if (name == "none") return moe_a2a::Fp8Format::kNone;
   if (name == "e4m3fn") return moe_a2a::Fp8Format::kE4M3Fn;
@@ -237,7 +231,8 @@ PYBIND11_MODULE(_C, m) {
           MOE_A2A_TORCH_CHECK(c.world == heap->world() && c.rank == heap->rank(), "moe_a2a: config of rank ", c.rank,
                               " of ", c.world, " for the heap of rank ", heap->rank(), " of ", heap->world());
           const at::ScalarType st = token_dtype(kw["dtype"].cast<std::string>());
-          auto engine = std::make_shared<moe_a2a::EpEngine>(c, token_type(st), std::move(heap), ep_offset, timeout_s);
+          auto engine =
+              std::make_shared<moe_a2a::EpEngine>(c, moe_a2a::token_type(st), std::move(heap), ep_offset, timeout_s);
           return moe_a2a::register_engine(std::move(engine), st);
         });
   m.def("dispatch_output_names", &moe_a2a::dispatch_output_names);

@@ -77,6 +77,12 @@ at::ScalarType engine_dtype(int64_t id) {
   return entry(id).dtype;
 }
 
+TokenType token_type(at::ScalarType t) {
+  if (t == at::kBFloat16) return TokenType::kBFloat16;
+  if (t == at::kHalf) return TokenType::kFloat16;
+  return TokenType::kFloat32;
+}
+
 std::string shape_str(at::IntArrayRef shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += cat(i ? ", " : "", shape[i]);

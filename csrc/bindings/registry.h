@@ -27,6 +27,10 @@ EpEngine& engine_by_id(int64_t id);
 EpConfig config_by_id(int64_t id);
 at::ScalarType engine_dtype(int64_t id);
 
+// The kernels' element type of a token dtype: bfloat16, float16, else float32 (callers check the
+// dtype first: token_dtype in module.cpp, the op's own check in experts_ops.cpp).
+TokenType token_type(at::ScalarType t);
+
 // "[8, 2048]"
 std::string shape_str(at::IntArrayRef shape);
 

@@ -22,9 +22,9 @@ import torch
 __all__ = ["ROWS_PER_EXPERT_LIMIT", "applies", "grouped_gemv", "rows_per_pass"]
 
 # applies() takes the small-rows kernel where the local experts get at most this many rows each
-# on average, when every rank feeds the AllToAll its max_num_tokens. On 2 x H200
-# (benchmarks/bench_experts.py, docs/results/2026-11-28-h100x2-session34/, call 1) it was 20-40%
-# faster than torch._grouped_mm up to 2 rows an expert, even at 4 and slower at 4 and more.
+# on average, when every rank feeds the AllToAll its max_num_tokens. On one H200
+# (benchmarks/bench_experts.py, docs/results/2026-11-28-h100x2-session34/, call 2) it took 18-43%
+# less time than torch._grouped_mm up to 2 rows an expert and was within 6% of it either way at 4.
 ROWS_PER_EXPERT_LIMIT = 3.0
 MAX_EXPERTS = 65535  # kGemvMaxExperts (csrc/experts/grouped_gemv.h): one call's most local experts
 _DTYPES = (torch.bfloat16, torch.float16, torch.float32)

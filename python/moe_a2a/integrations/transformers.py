@@ -40,8 +40,9 @@ from typing import Optional
 import torch
 import torch.distributed as dist
 
+from .. import grouped_gemv as gemv
 from .._collective import GroupRef, all_gather
-from ..layers import expert_row_mask
+from ..layers import _grouped_mm_expected, expert_row_mask
 
 SUPPORTED = (5, 17), (6, 0)  # [lowest, highest) transformers version this integration is tested with
 BACKEND = "moe_a2a"
@@ -254,9 +255,6 @@ def grouped_linear(
     (moe_a2a.grouped_gemv.applies); else torch._grouped_mm for bf16 on compute capability >= 9.0
     (rows of no expert undefined); otherwise one matmul per expert after one host sync (rows of
     no expert zero)."""
-    from .. import grouped_gemv as gemv
-    from ..layers import _grouped_mm_expected
-
     rows_per_expert = rank_pairs / weight.shape[0]
     if not transposed and gemv.applies(x, weight, rows_per_expert):
         return gemv.grouped_gemv(x, weight, offsets, counts, gemv.rows_per_pass(rows_per_expert))
