@@ -9,9 +9,10 @@ each with top-k distinct experts drawn uniformly from world x local experts; ran
 get their rows packed (expert_offsets, expert_num_tokens), in a buffer of dispatch's capacity
 (world x tokens x min(k, local experts) rows) whose other rows hold noise. Each case is the
 gate/up projection ([E, 2I, H]) then the down projection ([E, H, I]), both in nn.Linear's
-layout per expert (transformers' default), 8 routings cycled in one CUDA graph of 20 calls,
-replayed 30 times: the time per call, median (p10-p90). grouped_gemv's output is checked
-against torch._grouped_mm's on the experts' rows (largest difference over the largest value).
+layout per expert (transformers' default; with --layouts out, contiguous along out, as gpt-oss's
+and moe_a2a.layers' weights), 8 routings cycled in one CUDA graph of 20 calls, replayed 30 times:
+the time per call, median (p10-p90). grouped_gemv's output is checked against torch._grouped_mm's
+on the experts' rows (largest difference over the largest value).
 """
 
 import argparse
@@ -29,7 +30,7 @@ SHAPES = {
     "dsv3-w2": (2, 128, 8, 7168, 2048),  # DeepSeek-V3 at world 2
     "dsv3-w8": (8, 32, 8, 7168, 2048),  # DeepSeek-V3 at world 8 (rank 0's share)
 }
-PASSES = (1, 2, 4)
+PASSES = (0, 1, 2, 4)  # 0: the automatic mode, what the integrations use
 ROUTINGS = 8
 CALLS_PER_GRAPH = 20
 REPLAYS = 30
@@ -68,11 +69,19 @@ def time_calls(step):
     return replay_times_us(graph, CALLS_PER_GRAPH, REPLAYS, 2, torch.cuda.synchronize)
 
 
-def run_shape(name, tokens_list, device, gbps):
+def weights(local, out, in_, layout, device):
+    """[local, out, in_] bf16, contiguous along `layout` ("in": nn.Linear's per expert; "out": the
+    transpose of an [local, in_, out] tensor, gpt-oss's and moe_a2a.layers' layout)."""
+    shape = (local, out, in_) if layout == "in" else (local, in_, out)
+    w = torch.randn(*shape, device=device, dtype=torch.bfloat16) * in_**-0.5
+    return w if layout == "in" else w.transpose(1, 2)
+
+
+def run_shape(name, tokens_list, device, gbps, layout):
     world, local, k, hidden, ffn = SHAPES[name]
     gen = torch.Generator().manual_seed(0)
-    w_up = torch.randn(local, 2 * ffn, hidden, device=device, dtype=torch.bfloat16) * hidden**-0.5
-    w_down = torch.randn(local, hidden, ffn, device=device, dtype=torch.bfloat16) * ffn**-0.5
+    w_up = weights(local, 2 * ffn, hidden, layout, device)
+    w_down = weights(local, hidden, ffn, layout, device)
     expert_bytes = (w_up[0].numel() + w_down[0].numel()) * 2
     rows = []
     for tokens in tokens_list:
@@ -107,6 +116,7 @@ def run_shape(name, tokens_list, device, gbps):
                 worst = max(worst, float((got - ref).abs().max() / ref.abs().max().clamp(min=1e-30)))
         row = {
             "shape": name,
+            "w_layout": layout,
             "tokens": tokens,
             "capacity": capacity,
             "active_experts": active,
@@ -118,7 +128,7 @@ def run_shape(name, tokens_list, device, gbps):
             row[f"gemv{p}"] = summarize(time_calls(gemv(p)))
         rows.append(row)
         print(
-            f"{name} T={tokens}: grouped_mm {row['grouped_mm']['median']:.1f} us, "
+            f"{name} w along {layout} T={tokens}: grouped_mm {row['grouped_mm']['median']:.1f} us, "
             + ", ".join(f"gemv{p} {row[f'gemv{p}']['median']:.1f}" for p in PASSES)
             + f", floor {floor_us:.1f} (active {active:.1f}, diff {worst:.1e})",
             flush=True,
@@ -130,6 +140,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tokens", default="1,2,4,8,16,32,64", help="tokens a rank, comma-separated")
     p.add_argument("--shapes", default=",".join(SHAPES), help=f"of {', '.join(SHAPES)}")
+    p.add_argument(
+        "--layouts", default="in", help="weights contiguous along in (nn.Linear's), out (x @ w's), or in,out"
+    )
     p.add_argument("--json", help="write the rows here")
     args = p.parse_args()
     device = torch.device("cuda", 0)
@@ -138,15 +151,23 @@ def main():
     print(f"{torch.cuda.get_device_name(device)}: copy {gbps:.0f} GB/s (read + written)", flush=True)
     rows = []
     for name in args.shapes.split(","):
-        rows += run_shape(name, [int(t) for t in args.tokens.split(",")], device, gbps)
+        for layout in args.layouts.split(","):
+            rows += run_shape(name, [int(t) for t in args.tokens.split(",")], device, gbps, layout)
 
     def cell(s):
         return f"{s['median']:.1f} ({s['p10']:.1f}-{s['p90']:.1f})"
 
     print_table(
-        ["shape", "T/rank", "active", "floor us", "grouped_mm"] + [f"gemv p={p}" for p in PASSES] + ["diff"],
+        ["shape", "w along", "T/rank", "active", "floor us", "grouped_mm"] + [f"gemv p={p}" for p in PASSES] + ["diff"],
         [
-            [r["shape"], r["tokens"], f"{r['active_experts']:.1f}", f"{r['floor_us']:.1f}", cell(r["grouped_mm"])]
+            [
+                r["shape"],
+                r["w_layout"],
+                r["tokens"],
+                f"{r['active_experts']:.1f}",
+                f"{r['floor_us']:.1f}",
+                cell(r["grouped_mm"]),
+            ]
             + [cell(r[f"gemv{p}"]) for p in PASSES]
             + [f"{r['max_rel_diff']:.1e}"]
             for r in rows

@@ -1,6 +1,6 @@
 // The experts' small-rows linear layer as a torch op (csrc/experts/grouped_gemv.h):
-//   grouped_gemv(x [rows, in], w [E, out, in], offsets [E + 1] int32, counts [E] int32,
-//                rows_per_pass) -> y [rows, out]
+//   grouped_gemv(x [rows, in], w [E, out, in] contiguous along in or along out, offsets [E + 1]
+//                int32, counts [E] int32, rows_per_pass = 0 (automatic), 1, 2 or 4) -> y [rows, out]
 // y is a fresh tensor of torch's allocator on the current stream; the rows of no expert are
 // left as allocated (undefined), as torch._grouped_mm leaves them. No autograd: the Python
 // caller (moe_a2a.grouped_gemv) uses it where no gradient is asked for.
@@ -40,8 +40,8 @@ void check_gemv_args(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
   MOE_A2A_TORCH_CHECK(offsets.dim() == 1 && offsets.size(0) >= experts && offsets.scalar_type() == at::kInt,
                       "moe_a2a.grouped_gemv: offsets must be int32 with at least ", experts, " entries, got ",
                       c10::toString(offsets.scalar_type()), " ", shape_str(offsets.sizes()));
-  MOE_A2A_TORCH_CHECK(rows_per_pass == 1 || rows_per_pass == 2 || rows_per_pass == 4,
-                      "moe_a2a.grouped_gemv: rows_per_pass must be 1, 2 or 4, got ", rows_per_pass);
+  MOE_A2A_TORCH_CHECK(rows_per_pass == 0 || rows_per_pass == 1 || rows_per_pass == 2 || rows_per_pass == 4,
+                      "moe_a2a.grouped_gemv: rows_per_pass must be 0 (automatic), 1, 2 or 4, got ", rows_per_pass);
   for (const auto* t : {&x, &w, &offsets, &counts}) {
     MOE_A2A_TORCH_CHECK(t->is_cuda() && t->get_device() == x.get_device(),
                         "moe_a2a.grouped_gemv: x, w, offsets and counts must be on one GPU, got ", x.device().str(),
@@ -55,9 +55,13 @@ void check_gemv_args(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
                       c10::toString(x.scalar_type()));
   MOE_A2A_TORCH_CHECK(x.stride(1) == 1 && x.stride(0) % vec == 0 && aligned16(x),
                       "moe_a2a.grouped_gemv: x's rows must be contiguous and start on 16 bytes");
-  MOE_A2A_TORCH_CHECK(w.stride(2) == 1 && w.stride(1) % vec == 0 && w.stride(0) % vec == 0 && aligned16(w),
-                      "moe_a2a.grouped_gemv: w must be contiguous along in (nn.Linear's layout per expert, "
-                      "[experts, out, in]) and start on 16 bytes; got strides ",
+  // w contiguous along in (nn.Linear's layout per expert) or along out (w[e] = a [in, out] matrix's transpose)
+  const bool in_contiguous = w.stride(2) == 1 && w.stride(1) % vec == 0;
+  const bool out_contiguous = w.stride(1) == 1 && w.stride(2) % vec == 0 && w.size(1) % vec == 0;
+  MOE_A2A_TORCH_CHECK((in_contiguous || out_contiguous) && w.stride(0) % vec == 0 && aligned16(w),
+                      "moe_a2a.grouped_gemv: w [experts, out, in] must be contiguous along in (nn.Linear's layout "
+                      "per expert) or along out (the transpose of [experts, in, out]; then out a multiple of ",
+                      vec, ") and start on 16 bytes; got shape ", shape_str(w.sizes()), ", strides ",
                       shape_str(w.strides()));
 }
 
@@ -77,6 +81,7 @@ at::Tensor grouped_gemv(const at::Tensor& x, const at::Tensor& w, const at::Tens
   g.x_row_stride = x.stride(0);
   g.w_expert_stride = w.stride(0);
   g.w_out_stride = w.stride(1);
+  g.w_in_stride = w.stride(2);
   g.experts = static_cast<int32_t>(w.size(0));
   g.in = static_cast<int32_t>(x.size(1));
   g.out = static_cast<int32_t>(w.size(1));
@@ -93,7 +98,7 @@ at::Tensor grouped_gemv_meta(const at::Tensor& x, const at::Tensor& w, const at:
 }  // namespace moe_a2a
 
 TORCH_LIBRARY_FRAGMENT(moe_a2a, m) {
-  m.def("grouped_gemv(Tensor x, Tensor w, Tensor offsets, Tensor counts, int rows_per_pass) -> Tensor");
+  m.def("grouped_gemv(Tensor x, Tensor w, Tensor offsets, Tensor counts, int rows_per_pass=0) -> Tensor");
 }
 TORCH_LIBRARY_IMPL(moe_a2a, CUDA, m) { m.impl("grouped_gemv", &moe_a2a::grouped_gemv); }
 TORCH_LIBRARY_IMPL(moe_a2a, Meta, m) { m.impl("grouped_gemv", &moe_a2a::grouped_gemv_meta); }

@@ -2,7 +2,7 @@
 // rows, as decode steps feed them (a token or a few a rank, so one or two rows an expert). There
 // a grouped GEMM's tiles are mostly empty and its time is far above what reading the active
 // experts' weights once takes; this kernel streams each active expert's weights once a pass of
-// up to `rows_per_pass` rows and does the dot products on the vector units, in fp32.
+// of a few rows and does the dot products on the vector units, in fp32.
 // Raw pointers only (no torch): the op in csrc/bindings/experts_ops.cpp checks the tensors.
 #pragma once
 
@@ -20,7 +20,8 @@ namespace moe_a2a {
 // An expert whose rows fall outside [0, rows) is skipped: nothing is written outside y.
 struct GroupedGemv {
   const void* x;             // [rows, in], a row x_row_stride elements after the previous; in contiguous
-  const void* w;             // [experts, out, in]: nn.Linear's layout per expert, in contiguous
+  const void* w;             // [experts, out, in], contiguous along in (w_in_stride 1: nn.Linear's layout
+                             // per expert) or along out (w_out_stride 1: the layout of x @ w[e])
   void* y;                   // [rows, out], contiguous
   const int32_t* offsets;    // [experts + 1] (only the first `experts` are read)
   const int32_t* counts;     // [experts]
@@ -28,15 +29,18 @@ struct GroupedGemv {
   int64_t x_row_stride;      // elements
   int64_t w_expert_stride;   // elements
   int64_t w_out_stride;      // elements between two output columns of one expert
-  int32_t experts, in, out;  // in: a multiple of a 16-byte vector's elements
+  int64_t w_in_stride;       // elements between two input rows of one expert; one of the two is 1
+  int32_t experts, in, out;  // in (and, contiguous along out, out): a multiple of a 16-byte vector's elements
   TokenType type;            // of x, w and y alike
 };
 
 // The most experts one call takes: a block row of the grid each (65535 is CUDA's limit).
 inline constexpr int kGemvMaxExperts = 65535;
 
-// Enqueues the kernel on `stream`; `rows_per_pass` is 1, 2 or 4 (an expert with more rows takes
-// several passes, each reading its weights again, mostly from L2).
+// Enqueues the kernel on `stream`. rows_per_pass 0 is the automatic mode (grouped_gemv.cu: along
+// in, each pass in the narrowest of 4, 2, 1 rows that holds the expert's remaining rows; along
+// out, 4 a pass); 1, 2 or 4 fix the rows a pass. An expert with more rows than a pass takes
+// several, each reading its weights again, mostly from L2.
 void launch_grouped_gemv(const GroupedGemv& g, int rows_per_pass, hipStream_t stream);
 
 }  // namespace moe_a2a

@@ -87,6 +87,17 @@ def _swiglu_grouped_mm(x, expert_offsets, w_gate, w_up, w_down):
     return torch._grouped_mm(F.silu(gate) * up, w_down, offs=offs)
 
 
+def _swiglu_grouped_gemv(x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down, rows_per_expert):
+    # moe_a2a.grouped_gemv on the weights' transposes ([E, F, H] and [E, H, F] views, contiguous
+    # along their output): each active expert's weights read once. Rows of no expert: undefined.
+    from . import grouped_gemv as gemv
+
+    p = gemv.rows_per_pass(rows_per_expert)
+    gate = gemv.grouped_gemv(x, w_gate.transpose(1, 2), expert_offsets, expert_num_tokens, p)
+    up = gemv.grouped_gemv(x, w_up.transpose(1, 2), expert_offsets, expert_num_tokens, p)
+    return gemv.grouped_gemv(F.silu(gate) * up, w_down.transpose(1, 2), expert_offsets, expert_num_tokens, p)
+
+
 def _swiglu_loop(x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down):
     # One host sync for all offsets and counts, then plain matmuls on each expert's slice.
     # Only slices of valid rows enter a matmul, so garbage rows reach neither an output nor a
@@ -148,6 +159,7 @@ def expert_swiglu(
     layout: str,
     *,
     impl: str = "auto",
+    rows_per_expert: float = math.inf,
 ) -> torch.Tensor:
     """The local experts' SwiGLU MLPs on dispatch's output:
     y = (silu(x @ w_gate[e]) * (x @ w_up[e])) @ w_down[e] for the rows of each local expert e.
@@ -165,6 +177,10 @@ def expert_swiglu(
                 Rows of no expert: zeros with "loop"; undefined with "grouped_mm", and so is the
                 gradient it returns for those rows of expert_x (dispatch's backward reads only
                 rows of an expert, as combine reads only those of the output).
+                Where no gradient is asked for and the local experts get at most
+                moe_a2a.grouped_gemv.ROWS_PER_EXPERT_LIMIT rows each on average
+                (rows_per_expert: the AllToAll's max_num_tokens x top-k / local experts, a
+                decode step's), moe_a2a.grouped_gemv first (rows of no expert undefined).
       padded -> "bmm" (torch.where-masked batched matmuls; rows of no expert are zeros).
     The elementwise SiLU product (and, padded, the bmm) runs over every row of expert_x,
     used or not, so size the AllToAll's capacity to the expected load.
@@ -192,8 +208,13 @@ def expert_swiglu(
         raise ValueError("expert_swiglu: impl='bmm' needs the padded layout")
 
     if impl == "auto":
+        from . import grouped_gemv as gemv
+
         if layout == "padded":
             impl = "bmm"
+        elif all(gemv.applies(expert_x, w.transpose(1, 2), rows_per_expert) for w in (w_gate, w_up, w_down)):
+            return _swiglu_grouped_gemv(expert_x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down,
+                                        rows_per_expert)  # fmt: skip
         elif _grouped_mm_expected(expert_x):
             try:
                 return _swiglu_grouped_mm(expert_x, expert_offsets, w_gate, w_up, w_down)
@@ -487,7 +508,9 @@ class ExpertParallelMoE(nn.Module):
         topk_idx, topk_weights = route(x, self.router_weight, self.experts_per_token, self.normalize_topk)
         d = self.ep.dispatch(x, topk_idx, topk_weights)
         rows = d.expert_x if d.expert_x_scale is None else dequantize_fp8(d.expert_x, d.expert_x_scale, self.dtype)
-        y = expert_swiglu(rows, d.expert_offsets, d.expert_num_tokens, self.w_gate, self.w_up, self.w_down, self.layout)
+        rows_per_expert = self.max_num_tokens * self.experts_per_token / self.w_gate.shape[0]
+        y = expert_swiglu(rows, d.expert_offsets, d.expert_num_tokens, self.w_gate, self.w_up, self.w_down, self.layout,
+                          rows_per_expert=rows_per_expert)  # fmt: skip
         return self.ep.combine(y, d)
 
     # ---- lifetime ----

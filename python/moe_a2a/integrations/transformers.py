@@ -251,20 +251,20 @@ def grouped_linear(
     [E, in, out]. rank_pairs: the most (token, k) pairs a rank feeds the layer (the AllToAll's
     max_num_tokens x top-k); every rank's spread over world x E experts, so an expert gets
     rank_pairs / E rows on average. Where that is a few (a decode step) and no gradient is asked
-    for, weights of nn.Linear's layout go through moe_a2a's grouped_gemv
-    (moe_a2a.grouped_gemv.applies); else torch._grouped_mm for bf16 on compute capability >= 9.0
-    (rows of no expert undefined); otherwise one matmul per expert after one host sync (rows of
-    no expert zero)."""
+    for, moe_a2a's grouped_gemv (moe_a2a.grouped_gemv.applies); else torch._grouped_mm for bf16 on
+    compute capability >= 9.0 (rows of no expert undefined); otherwise one matmul per expert after
+    one host sync (rows of no expert zero)."""
     rows_per_expert = rank_pairs / weight.shape[0]
-    if not transposed and gemv.applies(x, weight, rows_per_expert):
-        return gemv.grouped_gemv(x, weight, offsets, counts, gemv.rows_per_pass(rows_per_expert))
+    out_in = weight.transpose(-1, -2) if transposed else weight  # [E, out, in]
+    if gemv.applies(x, out_in, rows_per_expert):
+        return gemv.grouped_gemv(x, out_in, offsets, counts, gemv.rows_per_pass(rows_per_expert))
     w = weight if transposed else weight.transpose(-1, -2)  # [E, in, out]
     if _grouped_mm_expected(x) and w.dtype == x.dtype:
         return torch._grouped_mm(x, w, offs=offsets[1:].to(torch.int32))
     if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
         raise RuntimeError(
             f"moe_a2a: the experts of an expert-parallel model inside a CUDA graph need moe_a2a's grouped_gemv "
-            f"(a few rows an expert, weights [E, out, in]) or torch._grouped_mm (bf16 weights and rows on compute "
+            f"(a few rows an expert) or torch._grouped_mm (bf16 weights and rows on compute "
             f"capability >= 9.0); these are {x.dtype} rows and {w.dtype} weights at {rows_per_expert:.3g} rows an "
             "expert on average, whose matmul per expert needs the counts on the host"
         )
@@ -385,10 +385,9 @@ def scored_input_blocks(model: torch.nn.Module) -> list:
 
 
 def _scored_input_experts(experts, x, offsets, counts, rank_pairs=math.inf) -> torch.Tensor:
-    """Llama4TextExperts on its rows: gate and up from one projection, SiLU-gated, down (its
-    weights are [E, in, out]: torch._grouped_mm's, whatever rank_pairs)."""
-    gate, up = grouped_linear(x, experts.gate_up_proj, offsets, counts, transposed=True).chunk(2, dim=-1)
-    return grouped_linear(up * experts.act_fn(gate), experts.down_proj, offsets, counts, transposed=True)
+    """Llama4TextExperts on its rows: gate and up from one projection, SiLU-gated, down."""
+    gate, up = grouped_linear(x, experts.gate_up_proj, offsets, counts, True, rank_pairs).chunk(2, dim=-1)
+    return grouped_linear(up * experts.act_fn(gate), experts.down_proj, offsets, counts, True, rank_pairs)
 
 
 def scored_input_forward(self, hidden_states: torch.Tensor):

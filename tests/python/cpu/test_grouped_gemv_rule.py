@@ -10,7 +10,7 @@ import torch
 from moe_a2a import grouped_gemv as gg
 
 
-@pytest.mark.parametrize("rows,want", [(0.01, 2), (1.0, 2), (1.5, 2), (1.6, 4), (3.0, 4)])
+@pytest.mark.parametrize("rows,want", [(0.0625, 1), (0.099, 1), (0.1, 0), (0.25, 0), (2.0, 0), (4.0, 0)])
 def test_rows_per_pass(rows, want):
     assert gg.rows_per_pass(rows) == want
 

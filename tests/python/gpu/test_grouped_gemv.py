@@ -3,7 +3,8 @@ each rank's own GPU (no collective):
 
     torchrun --nproc-per-node=<GPUs> -m pytest tests/python/gpu/test_grouped_gemv.py -q
 
-Every element type, every rows_per_pass (1, 2, 4), experts with no row, with more rows than a pass
+Both weight layouts (contiguous along in or along out), every element type, every
+rows_per_pass (0: automatic, 1, 2, 4), experts with no row, with more rows than a pass
 takes, with padding between them (expert_alignment), widths that are not a multiple of a
 block's columns or a wave's vectors, x with a row stride wider than its rows; offsets that
 point past x (skipped, never written outside y); a CUDA graph replayed on other counts; the
@@ -22,8 +23,10 @@ from moe_a2a import grouped_gemv as gg
 TOL = {torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 8e-3}
 
 
-def make_case(counts, in_, out, dtype, gap=0, x_pad=0, seed=0):
-    """x [rows, in_] (a view of rows in_ + x_pad wide), w [E, out, in_], offsets, counts."""
+def make_case(counts, in_, out, dtype, gap=0, x_pad=0, seed=0, w_layout="in"):
+    """x [rows, in_] (a view of rows in_ + x_pad wide), w [E, out, in_] contiguous along w_layout
+    ("in": nn.Linear's layout per expert; "out": the transpose of an [E, in_, out] tensor),
+    offsets, counts."""
     gen = torch.Generator().manual_seed(seed)
     counts_t = torch.tensor(counts, dtype=torch.int32)
     offsets = torch.zeros(len(counts) + 1, dtype=torch.int32)
@@ -31,6 +34,8 @@ def make_case(counts, in_, out, dtype, gap=0, x_pad=0, seed=0):
     rows = int(offsets[-1]) + 3  # rows past the last expert: of no expert
     x = torch.randn(rows, in_ + x_pad, generator=gen).to(dtype).cuda()[:, :in_]
     w = (torch.randn(len(counts), out, in_, generator=gen) * in_**-0.5).to(dtype).cuda()
+    if w_layout == "out":
+        w = w.transpose(1, 2).contiguous().transpose(1, 2)
     return x, w, offsets.cuda(), counts_t.cuda()
 
 
@@ -53,20 +58,23 @@ def check(y, expected, dtype):
         assert err <= TOL[dtype] * scale, f"row {row}: off by {err:.3g} (scale {scale:.3g})"
 
 
+@pytest.mark.parametrize("w_layout,out", [("in", 37), ("out", 40)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-@pytest.mark.parametrize("rows_per_pass", [1, 2, 4])
-def test_matches_the_reference(dtype, rows_per_pass):
-    counts = [0, 1, 2, 11, 0, 3, 8, 0]
-    x, w, offsets, counts_t = make_case(counts, in_=200, out=37, dtype=dtype, gap=0, x_pad=8)
+@pytest.mark.parametrize("rows_per_pass", [0, 1, 2, 4])
+def test_matches_the_reference(dtype, rows_per_pass, w_layout, out):
+    counts = [0, 1, 2, 11, 0, 3, 8, 0, 5, 6]  # every mix of the automatic mode's bodies
+    x, w, offsets, counts_t = make_case(counts, in_=200, out=out, dtype=dtype, x_pad=8, w_layout=w_layout)
     y = gg.grouped_gemv(x, w, offsets, counts_t, rows_per_pass)
-    assert y.shape == (x.shape[0], 37)
+    assert y.shape == (x.shape[0], out)
     check(y, reference(x, w, offsets, counts_t), dtype)
 
 
-@pytest.mark.parametrize("in_,out", [(2048, 2816), (1408, 2048), (8, 1), (7168 + 64, 300)])
-def test_model_widths_and_padding_between_experts(in_, out):
-    x, w, offsets, counts = make_case([2, 0, 1, 5], in_=in_, out=out, dtype=torch.bfloat16, gap=3, seed=1)
-    y = gg.grouped_gemv(x, w, offsets, counts, gg.rows_per_pass(2.0))
+@pytest.mark.parametrize("w_layout", ["in", "out"])
+@pytest.mark.parametrize("in_,out", [(2048, 2816), (1408, 2048), (8, 8), (7168 + 64, 296)])
+def test_model_widths_and_padding_between_experts(in_, out, w_layout):
+    x, w, offsets, counts = make_case([2, 0, 1, 5], in_=in_, out=out, dtype=torch.bfloat16, gap=3, seed=1,
+                                      w_layout=w_layout)  # fmt: skip
+    y = gg.grouped_gemv(x, w, offsets, counts)
     check(y, reference(x, w, offsets, counts), torch.bfloat16)
 
 
@@ -96,12 +104,38 @@ def test_graph_replays_other_counts():
         check(y, reference(x, w, offsets, counts), torch.bfloat16)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_the_moe_layers_experts_at_decode(dtype, monkeypatch):
+    """moe_a2a.layers.expert_swiglu with impl "auto" at a decode step's rows an expert and no
+    gradient asked for runs on grouped_gemv (its weights [E, H, F] / [E, F, H]: contiguous along
+    the output) and gives the per-expert loop's rows."""
+    from moe_a2a import layers
+
+    E, H, F = 8, 256, 96
+    x, _, offsets, counts = make_case([1, 0, 2, 1, 0, 0, 3, 1], in_=H, out=8, dtype=dtype, seed=3)
+    gen = torch.Generator().manual_seed(4)
+    w_gate, w_up = ((torch.randn(E, H, F, generator=gen) * H**-0.5).to(dtype).cuda() for _ in range(2))
+    w_down = (torch.randn(E, F, H, generator=gen) * F**-0.5).to(dtype).cuda()
+    calls = []
+    kernel = gg.grouped_gemv
+    monkeypatch.setattr(gg, "grouped_gemv", lambda *a: calls.append(a[1].shape) or kernel(*a))
+    with torch.no_grad():
+        got = layers.expert_swiglu(x, offsets, counts, w_gate, w_up, w_down, "packed", rows_per_expert=1.0)
+        want = layers.expert_swiglu(x, offsets, counts, w_gate, w_up, w_down, "packed", impl="loop")
+    assert calls == [(E, F, H), (E, F, H), (E, H, F)]  # gate, up, down, each as [E, out, in]
+    n = int(offsets[-1])
+    scale = float(want[:n].abs().max())
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    assert float((got[:n].float() - want[:n].float()).abs().max()) <= tol * scale
+
+
 def test_applies_where_the_integrations_use_it(monkeypatch):
     x = torch.randn(16, 64, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(32, 96, 64, device="cuda", dtype=torch.bfloat16)
     assert gg.applies(x, w, 0.5) and gg.applies(x, w, gg.ROWS_PER_EXPERT_LIMIT)
     assert not gg.applies(x, w, gg.ROWS_PER_EXPERT_LIMIT + 0.5)
-    assert not gg.applies(x, w.transpose(1, 2).contiguous().transpose(1, 2), 0.5)  # in not contiguous
+    assert gg.applies(x, w.transpose(1, 2).contiguous().transpose(1, 2), 0.5)  # contiguous along out
+    assert not gg.applies(x, torch.randn(32, 96, 128, device="cuda", dtype=torch.bfloat16)[:, :, ::2], 0.5)  # neither
     assert not gg.applies(x.cpu(), w.cpu(), 0.5)
     assert not gg.applies(x.double(), w.double(), 0.5)
     wg = w.clone().requires_grad_()
@@ -118,7 +152,11 @@ def test_applies_where_the_integrations_use_it(monkeypatch):
         (lambda x, w, o, c: (x.to(torch.int8), w, o, c), "x must be bfloat16, float16 or float32"),
         (lambda x, w, o, c: (x, w.float(), o, c), "w is Float"),
         (lambda x, w, o, c: (x, w[:, :, :8], o, c), "w must be [experts, out, in]"),
-        (lambda x, w, o, c: (x, w.transpose(1, 2).contiguous().transpose(1, 2), o, c), "contiguous along in"),
+        (
+            lambda x, w, o, c: (x, torch.randn(3, 16, 128, device="cuda", dtype=w.dtype)[:, :, ::2], o, c),
+            "contiguous along in",
+        ),
+        (lambda x, w, o, c: (x, w[:, :12].transpose(1, 2).contiguous().transpose(1, 2), o, c), "out a multiple of 8"),
         (lambda x, w, o, c: (x, w, o.long(), c), "offsets must be int32"),
         (lambda x, w, o, c: (x, w, o, c[:2]), "counts must be int32 [3]"),
         (lambda x, w, o, c: (x[:, :12], w[:, :, :12], o, c), "must be a multiple of 8"),
@@ -132,5 +170,5 @@ def test_bad_arguments_name_what_is_wrong(change, message):
     args = change(*make_case([1, 2, 1], in_=64, out=16, dtype=torch.bfloat16))
     with pytest.raises(RuntimeError, match=message.replace("[", r"\[").replace("]", r"\]")):
         torch.ops.moe_a2a.grouped_gemv(*args, 2)
-    with pytest.raises(RuntimeError, match="rows_per_pass must be 1, 2 or 4"):
+    with pytest.raises(RuntimeError, match=r"rows_per_pass must be 0 \(automatic\), 1, 2 or 4"):
         torch.ops.moe_a2a.grouped_gemv(*make_case([1], in_=64, out=16, dtype=torch.bfloat16), 3)
