@@ -17,7 +17,7 @@ allocation each step, so it is refused. An expert-parallel model's steps run in 
 tokens_per_forward() block of the largest batch of any rank (agreed at the first call, a host
 collective): the AllToAll they use and the experts' work on its rows scale with the decode
 batch, not with the max_num_tokens that prefill needs. Its experts must run without the counts
-on the host: moe_a2a's grouped_gemv (a few rows an expert, weights in nn.Linear's layout, any of
+on the host: moe_a2a's grouped_gemv (a few rows an expert, weights of either layout, any of
 bf16 / fp16 / fp32; moe_a2a.grouped_gemv) or torch._grouped_mm (bf16 on compute capability >= 9.0),
 not the per-expert fallback.
 
