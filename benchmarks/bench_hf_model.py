@@ -9,11 +9,15 @@
     (c) one_gpu    one GPU (rank 0) with all experts runs all world x B sequences (transformers'
                    grouped_mm experts); the other ranks wait
 
-    torchrun --nproc-per-node=<N> benchmarks/bench_hf_model.py [--batches 1,8,64] [--out DIR]
+    torchrun --nproc-per-node=<N> benchmarks/bench_hf_model.py [--batches 1,8,64,1:8] [--out DIR]
     MOE_A2A_TEST_ONE_GPU=1 torchrun --nproc-per-node=2 benchmarks/bench_hf_model.py --smoke   # one GPU
 
 For each B (sequences per rank; total world x B) and system, after a prefill whose last-token
-logits are compared with (c)'s:
+logits are compared with (c)'s. B may differ between ranks, as a serving engine's ranks' batches
+do: "1:8" gives rank r the (r mod 2)-th count, here 1, 8, 1, 8, ...; (b) and (c) then run all
+the ranks' sequences (the total), and (a) each rank its own. A rank with none is not offered: it
+would have to join each forward's exchange with an empty batch, which moe_tf.generate does and
+this benchmark's forwards do not.
     prefill   one forward over the prompts (--prompt-len tokens each, KV cache filled, logits of
               the last position only, as generate() does): device time and tokens/s of the
               whole batch (world x B x prompt-len tokens / time)
@@ -133,6 +137,36 @@ MODE_DEFAULTS = {
 
 
 # ----------------------------------------------------------------------------- pure helpers
+def rank_counts(batch, world):
+    """Each rank's sequences at one size of --batches: B (an int) on every rank, or "B0:B1:..."
+    (a str), rank r holding the (r mod n)-th count."""
+    if isinstance(batch, int):
+        return [batch] * world
+    counts = [int(c) for c in batch.split(":")]
+    return [counts[r % len(counts)] for r in range(world)]
+
+
+def batch_key(batch):
+    """The tables' order of the sizes: by the largest count a rank holds, then the label."""
+    return (max(int(c) for c in str(batch).split(":")), str(batch))
+
+
+def parse_batches(p, text):
+    """--batches: B (every rank) or B0:B1:... (per rank, cycled), each count >= 1, or p.error."""
+    out = []
+    for item in (t.strip() for t in text.split(",") if t.strip()):
+        try:
+            counts = [int(c) for c in item.split(":")]
+        except ValueError:
+            counts = []
+        if not counts or min(counts) < 1:
+            p.error(f"--batches: {item!r}: sequences per rank, B or B0:B1:... with every count >= 1")
+        out.append(counts[0] if len(counts) == 1 else item)
+    if not out:
+        p.error("--batches: at least one size")
+    return out
+
+
 def parse_model(text, base):
     """'key=value,...' overrides of a model table -> a new table (ints). Raises ValueError
     naming an unknown key or a bad value."""
@@ -211,7 +245,7 @@ def speedups(rows):
     ratio (> 1 = moe_a2a faster), on the device times (medians)."""
     by = {(r["system"], r["batch_per_rank"]): r for r in rows if r.get("status") == "ok"}
     out = []
-    for b in sorted({r["batch_per_rank"] for r in rows}):
+    for b in sorted({r["batch_per_rank"] for r in rows}, key=batch_key):
         a = by.get(("moe_a2a", b))
         if a is None:
             continue
@@ -257,7 +291,7 @@ def _spread(r, key):
 
 def table_rows(rows):
     out = []
-    for r in sorted(rows, key=lambda r: (r["batch_per_rank"], SYSTEMS.index(r["system"]))):
+    for r in sorted(rows, key=lambda r: (batch_key(r["batch_per_rank"]), SYSTEMS.index(r["system"]))):
         head = [r["batch_per_rank"], LABELS[r["system"]]]
         tail = [r.get("check", "-"), fmt(r.get("peak_gib"), 1)]
         if r.get("status") != "ok":
@@ -304,7 +338,11 @@ def speedup_rows(sp):
 
 def parse_args(argv=None):
     p = scaffold.parser(__doc__)
-    p.add_argument("--batches", default="1,8,64", help="sequences per rank, comma list (default 1,8,64)")
+    p.add_argument(
+        "--batches",
+        default="1,8,64",
+        help="sequences per rank, comma list (default 1,8,64); B0:B1:... gives rank r the (r mod n)-th count",
+    )
     p.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma list from {list(SYSTEMS)} (default all)")
     p.add_argument("--smoke", action="store_true", help="tiny model, few iterations: does the script run end to end")
     p.add_argument(
@@ -338,16 +376,17 @@ def parse_args(argv=None):
     for k, v in MODE_DEFAULTS[args.smoke].items():
         if getattr(args, k) is None:
             setattr(args, k, v)
-    args.batch_list = scaffold.ints(p, "--batches", args.batches)
+    args.batch_list = parse_batches(p, args.batches)
     try:
         args.model_table = parse_model(args.model, SMOKE_MODEL if args.smoke else MODEL)
     except ValueError as e:
         p.error(str(e))
     args.system_list = scaffold.names(p, "--systems", args.systems, SYSTEMS)
     scaffold.at_least(p, args, prompt_len=1, prefill_iters=1, decode_steps=1, wall_iters=1, warmup=0)
-    if max(args.batch_list) * args.prompt_len > MAX_TOKENS_PER_RANK:
+    args.most_per_rank = max(batch_key(b)[0] for b in args.batch_list)  # sequences, of any rank at any size
+    if args.most_per_rank * args.prompt_len > MAX_TOKENS_PER_RANK:
         p.error(
-            f"a prefill of {max(args.batch_list)} x {args.prompt_len} tokens per rank is more than the "
+            f"a prefill of {args.most_per_rank} x {args.prompt_len} tokens per rank is more than the "
             f"{MAX_TOKENS_PER_RANK} moe_a2a takes per forward: lower --prompt-len or the batches"
         )
     args.dtype_t = DTYPES[args.dtype]
@@ -376,7 +415,7 @@ def build_moe_a2a(ctx, config, args):
     import moe_a2a.integrations.transformers as moe_tf
 
     model = build_full(ctx, config, args)
-    moe_tf.expert_parallel(model, ctx.group, max_num_tokens=max(args.batch_list) * args.prompt_len)
+    moe_tf.expert_parallel(model, ctx.group, max_num_tokens=args.most_per_rank * args.prompt_len)
     return model, lambda: moe_tf.close(model)
 
 
@@ -428,23 +467,28 @@ def time_wall(ctx, fn, iters, warmup, prepare=None):
 
 
 class Inputs:
-    """Every rank's prompts and decode tokens, the same on every rank (CPU generator): rank r
-    owns sequences r*B .. r*B+B-1 of the world x B at batch B."""
+    """Every rank's prompts and decode tokens, the same on every rank (CPU generator): the whole
+    batch is rank 0's sequences, then rank 1's, ... (rank_counts of each); rank r's are the first
+    of its own draw, so a rank's sequences at B are the first B of its sequences at any larger B."""
 
     def __init__(self, ctx, args, vocab):
         g = torch.Generator().manual_seed(args.seed + 1)
-        bmax, steps = max(args.batch_list), 2 * args.warmup + args.decode_steps + args.wall_iters
+        bmax, steps = args.most_per_rank, 2 * args.warmup + args.decode_steps + args.wall_iters
         self.world, self.rank = ctx.world, ctx.rank
         self.prompts = torch.randint(vocab, (ctx.world, bmax, args.prompt_len), generator=g).to(ctx.device)
         self.steps = torch.randint(vocab, (steps, ctx.world, bmax, 1), generator=g).to(ctx.device)
 
+    def _select(self, per_rank, batch, own):  # per_rank: [world, bmax, ...]
+        counts = rank_counts(batch, self.world)
+        if own:
+            return per_rank[self.rank, : counts[self.rank]]
+        return torch.cat([per_rank[r, : counts[r]] for r in range(self.world)])
+
     def prompts_for(self, batch, own):
-        p = self.prompts[:, :batch]
-        return p[self.rank] if own else p.reshape(self.world * batch, -1)
+        return self._select(self.prompts, batch, own)
 
     def step_for(self, i, batch, own):
-        s = self.steps[i, :, :batch]
-        return s[self.rank] if own else s.reshape(self.world * batch, 1)
+        return self._select(self.steps[i], batch, own)
 
 
 def check_logits(ctx, system, logits, reference, batch, tol):
@@ -453,7 +497,7 @@ def check_logits(ctx, system, logits, reference, batch, tol):
     relative L2 error over ranks."""
     if system == "one_gpu":
         if ctx.rank != 0:
-            logits = torch.empty(ctx.world * batch, reference["vocab"], device=ctx.device)
+            logits = torch.empty(sum(rank_counts(batch, ctx.world)), reference["vocab"], device=ctx.device)
         dist.broadcast(logits, src=0, group=ctx.group)
         reference[batch] = logits
         return "reference"
@@ -461,7 +505,9 @@ def check_logits(ctx, system, logits, reference, batch, tol):
     if want is None:
         return "-"
     if system == "moe_a2a":
-        want = want[ctx.rank * batch : (ctx.rank + 1) * batch]
+        counts = rank_counts(batch, ctx.world)
+        first = sum(counts[: ctx.rank])
+        want = want[first : first + counts[ctx.rank]]
     err = ((logits - want).norm() / want.norm().clamp_min(1e-30)).item()
     err = common.max_over_ranks(ctx, [err])[0]
     return f"{'pass' if err < tol else 'FAIL'} ({err:.1e})"
@@ -472,10 +518,13 @@ def measure(ctx, args, system, model, batch, inputs, reference, flusher):
     own = system == "moe_a2a"  # (a) runs this rank's sequences; (b) and (c) all of them
     active = model is not None  # (c): rank 0 only
     prompts = inputs.prompts_for(batch, own)
+    counts = rank_counts(batch, ctx.world)
+    most = max(counts)  # sequences of the rank that holds the most
 
     def tokens_per_forward(n):
-        """(a) runs each forward in a tokens_per_forward() block of its tokens (every rank feeds
-        the same count here): its AllToAll is sized for them, not for the largest prefill."""
+        """(a) runs each forward in a tokens_per_forward() block of the most tokens any rank
+        feeds it (n: the same on every rank, as the block asks): its AllToAll is sized for them,
+        not for the largest prefill."""
         if system == "moe_a2a" and args.token_blocks:
             import moe_a2a.integrations.transformers as moe_tf
 
@@ -485,17 +534,17 @@ def measure(ctx, args, system, model, batch, inputs, reference, flusher):
     def prefill(_):
         if not active:
             return None
-        with tokens_per_forward(prompts.numel()):
+        with tokens_per_forward(most * args.prompt_len):
             return model(input_ids=prompts, use_cache=True, logits_to_keep=1)
 
     row = {
         "system": system,
         "label": LABELS[system],
         "batch_per_rank": batch,
-        "seqs_total": ctx.world * batch,
+        "seqs_total": sum(counts),
         "seqs_per_model": prompts.shape[0],
         "prompt_len": args.prompt_len,
-        "prefill_tokens_total": ctx.world * batch * args.prompt_len,
+        "prefill_tokens_total": sum(counts) * args.prompt_len,
     }
     out = prefill(0)
     logits = out.logits[:, -1].float().contiguous() if active else None
@@ -510,13 +559,13 @@ def measure(ctx, args, system, model, batch, inputs, reference, flusher):
     # decode: each series consumes its own run of tokens, the cache growing by one per step
     count = iter(range(2 * args.warmup + args.decode_steps + args.wall_iters))
     next_tokens = lambda *_: inputs.step_for(next(count), batch, own)  # noqa: E731
-    with tokens_per_forward(prompts.numel()):
+    with tokens_per_forward(most * args.prompt_len):
         cache = static_cache_after_prefill(model, prompts, 2 * args.warmup + args.decode_steps + args.wall_iters)
 
     def decode(tokens):
         if not active:
             return None
-        with tokens_per_forward(tokens.shape[0]):
+        with tokens_per_forward(most):
             return model(input_ids=tokens, past_key_values=cache, use_cache=True, logits_to_keep=1)
 
     us = common.time_device(ctx, decode, args.decode_steps, args.warmup, prepare=next_tokens, flusher=flusher)
@@ -526,7 +575,7 @@ def measure(ctx, args, system, model, batch, inputs, reference, flusher):
     row["decode_seq_s"] = per_second(row["seqs_total"], row["decode_us_median"])
     del cache
     if args.graph:
-        with tokens_per_forward(prompts.numel()):
+        with tokens_per_forward(most * args.prompt_len):
             cache = static_cache_after_prefill(model, prompts, graph_positions(args))
         tokens = lambda i: inputs.step_for(i % inputs.steps.shape[0], batch, own)  # noqa: E731
         row.update(measure_graph_decode(ctx, args, model if active else None, cache, tokens, flusher))

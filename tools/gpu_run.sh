@@ -21,7 +21,7 @@
 # to bf16 in the same run (issue 13's targets). Not part of `all`.
 # `hf` runs benchmarks/bench_hf_model.py: a DeepSeek-V3-shaped transformers model served by moe_a2a
 # DP+EP, by transformers' own expert parallelism and by one GPU (prefill tokens/s, decode step time).
-# `hf_smoke` runs it with --smoke (tiny model, few iterations: does it run end to end); on a one-GPU
+# `hf_smoke` runs it with --smoke (tiny model, few iterations: does it run end to end, unequal batches too); on a one-GPU
 # node with 2 ranks time-sliced on the GPU, where `hf` is skipped. Neither is part of `all`.
 # `sanitize` runs tools/sanitize.sh (the kernels under compute-sanitizer memcheck, racecheck, synccheck
 # and initcheck, 2 ranks; SANITIZE_TOOLS=memcheck,... for fewer). `soak` runs tools/soak.py (10^5 mixed
@@ -149,7 +149,8 @@ if asked hf; then
   grep -A 30 "^B/rank" "$OUT/bench_hf_model.log" | tee -a "$OUT/summary.txt"
 fi
 if asked hf_smoke; then  # NPROC: 2 ranks on the one GPU of a one-GPU node (MOE_A2A_TEST_ONE_GPU=1 above)
-  step bench_hf_model_smoke 300 torchrun --nproc-per-node="$NPROC" benchmarks/bench_hf_model.py --smoke --out "$OUT"
+  step bench_hf_model_smoke 300 torchrun --nproc-per-node="$NPROC" benchmarks/bench_hf_model.py --smoke \
+    --batches 1,8,64,1:8 --out "$OUT"  # 1:8: the ranks' batches unequal
   grep -A 30 "^B/rank" "$OUT/bench_hf_model_smoke.log" | tee -a "$OUT/summary.txt"
 fi
 if asked sanitize; then
