@@ -146,9 +146,14 @@ def rank_counts(batch, world):
     return [counts[r % len(counts)] for r in range(world)]
 
 
+def most_sequences(batch):
+    """The most sequences any rank holds at one size of --batches."""
+    return max(int(c) for c in str(batch).split(":"))
+
+
 def batch_key(batch):
-    """The tables' order of the sizes: by the largest count a rank holds, then the label."""
-    return (max(int(c) for c in str(batch).split(":")), str(batch))
+    """The tables' order of the sizes: by the most sequences a rank holds, then the label."""
+    return (most_sequences(batch), str(batch))
 
 
 def parse_batches(p, text):
@@ -383,7 +388,7 @@ def parse_args(argv=None):
         p.error(str(e))
     args.system_list = scaffold.names(p, "--systems", args.systems, SYSTEMS)
     scaffold.at_least(p, args, prompt_len=1, prefill_iters=1, decode_steps=1, wall_iters=1, warmup=0)
-    args.most_per_rank = max(batch_key(b)[0] for b in args.batch_list)  # sequences, of any rank at any size
+    args.most_per_rank = max(most_sequences(b) for b in args.batch_list)  # of any rank at any size
     if args.most_per_rank * args.prompt_len > MAX_TOKENS_PER_RANK:
         p.error(
             f"a prefill of {args.most_per_rank} x {args.prompt_len} tokens per rank is more than the "

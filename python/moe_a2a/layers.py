@@ -31,6 +31,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import grouped_gemv as gemv
 from ._collective import GroupRef
 from .dense_moe import check_expert_weights, route
 from .reference import dequantize_fp8
@@ -90,8 +91,6 @@ def _swiglu_grouped_mm(x, expert_offsets, w_gate, w_up, w_down):
 def _swiglu_grouped_gemv(x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down, rows_per_expert):
     # moe_a2a.grouped_gemv on the weights' transposes ([E, F, H] and [E, H, F] views, contiguous
     # along their output): each active expert's weights read once. Rows of no expert: undefined.
-    from . import grouped_gemv as gemv
-
     p = gemv.rows_per_pass(rows_per_expert)
     gate = gemv.grouped_gemv(x, w_gate.transpose(1, 2), expert_offsets, expert_num_tokens, p)
     up = gemv.grouped_gemv(x, w_up.transpose(1, 2), expert_offsets, expert_num_tokens, p)
@@ -208,8 +207,6 @@ def expert_swiglu(
         raise ValueError("expert_swiglu: impl='bmm' needs the padded layout")
 
     if impl == "auto":
-        from . import grouped_gemv as gemv
-
         if layout == "padded":
             impl = "bmm"
         elif all(gemv.applies(expert_x, w.transpose(1, 2), rows_per_expert) for w in (w_gate, w_up, w_down)):
