@@ -1,9 +1,11 @@
 // The experts' small-rows linear layer as a torch op (csrc/experts/grouped_gemv.h):
 //   grouped_gemv(x [rows, in], w [E, out, in] contiguous along in or along out, offsets [E + 1]
-//                int32, counts [E] int32, rows_per_pass = 0 (automatic), 1, 2 or 4) -> y [rows, out]
-// y is a fresh tensor of torch's allocator on the current stream; the rows of no expert are
-// left as allocated (undefined), as torch._grouped_mm leaves them. No autograd: the Python
-// caller (moe_a2a.grouped_gemv) uses it where no gradient is asked for.
+//                int32, counts [E] int32, rows_per_pass = 0 (automatic), 1, 2 or 4,
+//                swiglu = false) -> y [rows, out], or with swiglu [rows, out / 2]
+// swiglu: w's columns are gate then up (w contiguous along in, out even) and y their SwiGLU
+// (csrc/experts/grouped_gemv.h). y is a fresh tensor of torch's allocator on the current stream;
+// the rows of no expert are left as allocated (undefined), as torch._grouped_mm leaves them. No
+// autograd: the Python caller (moe_a2a.grouped_gemv) uses it where no gradient is asked for.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -23,7 +25,7 @@ void check_gemv_dtype(const at::Tensor& x) {
 bool aligned16(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
 
 void check_gemv_args(const at::Tensor& x, const at::Tensor& w, const at::Tensor& offsets, const at::Tensor& counts,
-                     int64_t rows_per_pass) {
+                     int64_t rows_per_pass, bool swiglu) {
   check_gemv_dtype(x);  // first: the other checks compare against it
   MOE_A2A_TORCH_CHECK(x.dim() == 2, "moe_a2a.grouped_gemv: x must be [rows, in], got ", shape_str(x.sizes()));
   MOE_A2A_TORCH_CHECK(w.dim() == 3, "moe_a2a.grouped_gemv: w must be [experts, out, in], got ", shape_str(w.sizes()));
@@ -63,13 +65,19 @@ void check_gemv_args(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
                       "per expert) or along out (the transpose of [experts, in, out]; then out a multiple of ",
                       vec, ") and start on 16 bytes; got shape ", shape_str(w.sizes()), ", strides ",
                       shape_str(w.strides()));
+  MOE_A2A_TORCH_CHECK(!swiglu || (in_contiguous && w.size(1) % 2 == 0),
+                      "moe_a2a.grouped_gemv: swiglu takes w [experts, 2 x intermediate, in] contiguous along in (gate "
+                      "columns, then up), got shape ",
+                      shape_str(w.sizes()), ", strides ", shape_str(w.strides()));
 }
 
+int64_t y_columns(const at::Tensor& w, bool swiglu) { return swiglu ? w.size(1) / 2 : w.size(1); }
+
 at::Tensor grouped_gemv(const at::Tensor& x, const at::Tensor& w, const at::Tensor& offsets, const at::Tensor& counts,
-                        int64_t rows_per_pass) {
-  check_gemv_args(x, w, offsets, counts, rows_per_pass);
+                        int64_t rows_per_pass, bool swiglu) {
+  check_gemv_args(x, w, offsets, counts, rows_per_pass, swiglu);
   const c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor y = at::empty({x.size(0), w.size(1)}, x.options());
+  at::Tensor y = at::empty({x.size(0), y_columns(w, swiglu)}, x.options());
   if (x.size(0) == 0 || w.size(0) == 0 || w.size(1) == 0) return y;
   GroupedGemv g{};
   g.x = x.data_ptr();
@@ -86,19 +94,23 @@ at::Tensor grouped_gemv(const at::Tensor& x, const at::Tensor& w, const at::Tens
   g.in = static_cast<int32_t>(x.size(1));
   g.out = static_cast<int32_t>(w.size(1));
   g.type = token_type(x.scalar_type());
+  g.swiglu = swiglu;
   launch_grouped_gemv(g, static_cast<int>(rows_per_pass), at::cuda::getCurrentCUDAStream(x.get_device()).stream());
   return y;
 }
 
-at::Tensor grouped_gemv_meta(const at::Tensor& x, const at::Tensor& w, const at::Tensor&, const at::Tensor&, int64_t) {
-  return at::empty({x.size(0), w.size(1)}, x.options());
+at::Tensor grouped_gemv_meta(const at::Tensor& x, const at::Tensor& w, const at::Tensor&, const at::Tensor&, int64_t,
+                             bool swiglu) {
+  return at::empty({x.size(0), y_columns(w, swiglu)}, x.options());
 }
 
 }  // namespace
 }  // namespace moe_a2a
 
 TORCH_LIBRARY_FRAGMENT(moe_a2a, m) {
-  m.def("grouped_gemv(Tensor x, Tensor w, Tensor offsets, Tensor counts, int rows_per_pass=0) -> Tensor");
+  m.def(
+      "grouped_gemv(Tensor x, Tensor w, Tensor offsets, Tensor counts, int rows_per_pass=0, bool swiglu=False) -> "
+      "Tensor");
 }
 TORCH_LIBRARY_IMPL(moe_a2a, CUDA, m) { m.impl("grouped_gemv", &moe_a2a::grouped_gemv); }
 TORCH_LIBRARY_IMPL(moe_a2a, Meta, m) { m.impl("grouped_gemv", &moe_a2a::grouped_gemv_meta); }

@@ -20,6 +20,11 @@
 // the slowest at every size measured, so there is none. A grid of only as many blocks as are
 // resident, each listing the experts with rows, was slower at 2 rows a pass (46.4 -> 48.3 us at
 // one token a rank of bench_hf_model's model, 151 -> 169 at 8; session 34) and not kept.
+//
+// With the SwiGLU (GroupedGemv::swiglu) a wave's 4 columns are 2 gate columns and their 2 up
+// columns: the same loads and sums, and lane 0 stores silu(gate) * up for the 2, so that the up
+// projection of transformers' experts is one kernel, not three (the projection, the activation on
+// a strided half, the product: 2 launches and about 7 us a layer at one token a rank on H200).
 #include "experts/grouped_gemv.h"
 
 #include "ep/ep_device.cuh"
@@ -41,9 +46,30 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void store_element(void* y, int64_t i, float v) {
   }
 }
 
+// v rounded to the element type, as a value stored in y and read back would be.
+template <TokenType kType>
+MOE_A2A_DEVICE MOE_A2A_INLINE float rounded(float v) {
+  if constexpr (kType == TokenType::kFloat32) {
+    return v;
+  } else {
+    return to_float<kType>(from_float<kType>(v));
+  }
+}
+
+// The SwiGLU of one gate and one up sum, rounded as the unfused chain rounds: the projection's
+// output (gate, up) in the element type, silu(gate) in it (torch's x / (1 + exp(-x)) in fp32), then
+// their product. So the fused op gives the bits of act_fn(gate) * up over grouped_gemv's output.
+template <TokenType kType>
+MOE_A2A_DEVICE MOE_A2A_INLINE float swiglu(float gate, float up) {
+  const float g = rounded<kType>(gate);
+  return rounded<kType>(g / (1.0f + expf(-g))) * rounded<kType>(up);
+}
+
 // One pass over the weights for rows first .. first + rows_here - 1 (rows_here <= kRows): a row
-// past rows_here repeats the last valid one and its sums are neither reduced nor stored.
-template <TokenType kType, int kRows>
+// past rows_here repeats the last valid one and its sums are neither reduced nor stored. col0: the
+// wave's first column of y. kSwiglu: the wave's columns are gate columns col0, col0 + 1 and their
+// up columns (grouped_gemv_kernel), and it stores the two SwiGLU values.
+template <TokenType kType, int kRows, bool kSwiglu>
 MOE_A2A_DEVICE MOE_A2A_INLINE void gemv_pass(const GroupedGemv& g, const Vec16* const (&w_col)[kColsPerWave], int col0,
                                              int64_t first, int rows_here) {
   constexpr int kElems = kVecElems<kType>;
@@ -80,49 +106,64 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void gemv_pass(const GroupedGemv& g, const Vec16* 
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     if (r >= rows_here) break;  // the same for the whole wave
+    if constexpr (kSwiglu) {
+      const int y_cols = g.out / 2;
 #pragma unroll
-    for (int c = 0; c < kColsPerWave; ++c) {
-      const float sum = wave_sum(acc[c][r]);
-      if (lane == 0 && col0 + c < g.out) store_element<kType>(g.y, (first + r) * g.out + col0 + c, sum);
+      for (int c = 0; c < kColsPerWave / 2; ++c) {
+        const float gate = wave_sum(acc[c][r]), up = wave_sum(acc[c + kColsPerWave / 2][r]);
+        if (lane == 0 && col0 + c < y_cols)
+          store_element<kType>(g.y, (first + r) * y_cols + col0 + c, swiglu<kType>(gate, up));
+      }
+    } else {
+#pragma unroll
+      for (int c = 0; c < kColsPerWave; ++c) {
+        const float sum = wave_sum(acc[c][r]);
+        if (lane == 0 && col0 + c < g.out) store_element<kType>(g.y, (first + r) * g.out + col0 + c, sum);
+      }
     }
   }
 }
 
 // kRows 1, 2 or 4: every pass takes up to kRows rows. kRows 0 (automatic): each pass takes the
 // expert's remaining rows in the narrowest body that holds them (3 or more: 4; 2; 1).
-template <TokenType kType, int kRows>
+// kSwiglu (GroupedGemv::swiglu): a wave owns kColsPerWave / 2 columns of y and reads their gate and
+// up columns of w, the same kColsPerWave weight columns a pass as without it.
+template <TokenType kType, int kRows, bool kSwiglu>
 __global__ void __launch_bounds__(kGemvThreads) grouped_gemv_kernel(GroupedGemv g) {
   constexpr int kBytes = kType == TokenType::kFloat32 ? 4 : 2;
+  constexpr int kYColsPerWave = kSwiglu ? kColsPerWave / 2 : kColsPerWave;
   const int e = blockIdx.y;
   const int count = g.counts[e];
   const int64_t first = g.offsets[e];
   if (count <= 0 || first < 0 || first + count > g.rows) return;
-  const int col0 = blockIdx.x * kColsPerBlock + wave_id() * kColsPerWave;
-  if (col0 >= g.out) return;  // no block barrier below: a wave may leave alone
+  const int y_cols = kSwiglu ? g.out / 2 : g.out;
+  const int col0 = (blockIdx.x * kGemvWaves + wave_id()) * kYColsPerWave;  // of y
+  if (col0 >= y_cols) return;  // no block barrier below: a wave may leave alone
 
-  // A column past `out` reads the last column again; its sums are dropped.
+  // A column past y's reads the last one again; its sums are dropped.
   const Vec16* w_col[kColsPerWave];
   const char* w_expert = static_cast<const char*>(g.w) + e * g.w_expert_stride * kBytes;
 #pragma unroll
   for (int c = 0; c < kColsPerWave; ++c) {
-    const int col = col0 + c < g.out ? col0 + c : g.out - 1;
+    const int y_col = col0 + c % kYColsPerWave < y_cols ? col0 + c % kYColsPerWave : y_cols - 1;
+    const int col = kSwiglu && c >= kYColsPerWave ? y_cols + y_col : y_col;  // up: the second half
     w_col[c] = reinterpret_cast<const Vec16*>(w_expert + col * g.w_out_stride * kBytes);
   }
   if constexpr (kRows > 0) {
     for (int r0 = 0; r0 < count; r0 += kRows) {
-      gemv_pass<kType, kRows>(g, w_col, col0, first + r0, count - r0 < kRows ? count - r0 : kRows);
+      gemv_pass<kType, kRows, kSwiglu>(g, w_col, col0, first + r0, count - r0 < kRows ? count - r0 : kRows);
     }
   } else {
     for (int r0 = 0; r0 < count;) {
       const int left = count - r0;
       if (left >= 3) {
-        gemv_pass<kType, 4>(g, w_col, col0, first + r0, left < 4 ? left : 4);
+        gemv_pass<kType, 4, kSwiglu>(g, w_col, col0, first + r0, left < 4 ? left : 4);
         r0 += 4;
       } else if (left == 2) {
-        gemv_pass<kType, 2>(g, w_col, col0, first + r0, 2);
+        gemv_pass<kType, 2, kSwiglu>(g, w_col, col0, first + r0, 2);
         r0 += 2;
       } else {
-        gemv_pass<kType, 1>(g, w_col, col0, first + r0, 1);
+        gemv_pass<kType, 1, kSwiglu>(g, w_col, col0, first + r0, 1);
         r0 += 1;
       }
     }
@@ -215,9 +256,10 @@ __global__ void __launch_bounds__(kGemvThreads) grouped_gemv_out_contiguous_kern
 template <TokenType kType, int kRows>
 void launch_instance(const GroupedGemv& g, hipStream_t stream) {
   const dim3 block(kGemvThreads);
-  if (g.w_in_stride == 1) {
+  if (g.w_in_stride == 1) {  // a block reads kColsPerBlock columns of w, with or without the SwiGLU
     const dim3 grid((g.out + kColsPerBlock - 1) / kColsPerBlock, g.experts);
-    return launch_kernel(grouped_gemv_kernel<kType, kRows>, grid, block, stream, false, g);
+    if (g.swiglu) return launch_kernel(grouped_gemv_kernel<kType, kRows, true>, grid, block, stream, false, g);
+    return launch_kernel(grouped_gemv_kernel<kType, kRows, false>, grid, block, stream, false, g);
   }
   constexpr int kSlabCols = kLanesPerVector * kVecElems<kType>;
   const dim3 grid((g.out + kSlabCols - 1) / kSlabCols, g.experts);
@@ -246,6 +288,8 @@ void launch_grouped_gemv(const GroupedGemv& g, int rows_per_pass, hipStream_t st
   MOE_A2A_CHECK(g.experts > 0 && g.out > 0 && g.in > 0, "grouped_gemv: empty shape");
   MOE_A2A_CHECK(g.experts <= kGemvMaxExperts, "grouped_gemv: at most ", kGemvMaxExperts, " experts, got ", g.experts);
   MOE_A2A_CHECK(g.w_in_stride == 1 || g.w_out_stride == 1, "grouped_gemv: w must be contiguous along in or out");
+  MOE_A2A_CHECK(!g.swiglu || (g.w_in_stride == 1 && g.out % 2 == 0),
+                "grouped_gemv: swiglu needs w contiguous along in and an even out, got out ", g.out);
   if (g.type == TokenType::kBFloat16) return launch_typed<TokenType::kBFloat16>(g, rows_per_pass, stream);
   if (g.type == TokenType::kFloat16) return launch_typed<TokenType::kFloat16>(g, rows_per_pass, stream);
   return launch_typed<TokenType::kFloat32>(g, rows_per_pass, stream);

@@ -18,6 +18,11 @@ namespace moe_a2a {
 //   y[r, c] = sum over i of x[r, i] * w[e, c, i]
 // accumulated in fp32 and rounded once to the element type. Rows of no expert are not written.
 // An expert whose rows fall outside [0, rows) is skipped: nothing is written outside y.
+// With swiglu, w's out columns are gate then up (out / 2 each, transformers' concatenated gate_up)
+// and y [rows, out / 2] is their SwiGLU, rounded as the unfused chain rounds it:
+//   y[r, c] = round(silu(round(gate))) * round(up),  gate = sum(c), up = sum(out / 2 + c)
+// (w contiguous along in only.) The experts' up projection then needs no second kernel for its
+// activation, nor a round trip of its [rows, out] through memory.
 struct GroupedGemv {
   const void* x;             // [rows, in], a row x_row_stride elements after the previous; in contiguous
   const void* w;             // [experts, out, in], contiguous along in (w_in_stride 1: nn.Linear's layout
@@ -32,6 +37,7 @@ struct GroupedGemv {
   int64_t w_in_stride;       // elements between two input rows of one expert; one of the two is 1
   int32_t experts, in, out;  // in (and, contiguous along out, out): a multiple of a 16-byte vector's elements
   TokenType type;            // of x, w and y alike
+  bool swiglu;               // y = SwiGLU(gate, up) [rows, out / 2] (above)
 };
 
 // The most experts one call takes: a block row of the grid each (65535 is CUDA's limit).

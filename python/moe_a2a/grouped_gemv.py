@@ -10,9 +10,11 @@ computes the dot products in fp32 (csrc/experts/grouped_gemv.cu).
 
 y[r] = x[r] @ w[e].T for every row r of expert e (rows offsets[e] .. offsets[e] + counts[e] - 1,
 dispatch's packed layout); rows of no expert are undefined, as torch._grouped_mm leaves them.
-y is a fresh tensor. No autograd: `applies()` says where the transformers integration uses it
-(no gradient asked for, few rows an expert, a layout it reads), and MOE_A2A_GROUPED_GEMV=0 turns
-that off (a diagnostic switch: one build timed both ways).
+With swiglu=True, w's columns are gate then up (transformers' concatenated gate_up_proj) and y
+is [rows, out / 2] = silu(gate) * up, rounded as that chain over the unfused output rounds it,
+in one kernel. y is a fresh tensor. No autograd: `applies()` says where the transformers
+integration uses it (no gradient asked for, few rows an expert, a layout it reads), and
+MOE_A2A_GROUPED_GEMV=0 turns that off (a diagnostic switch: one build timed both ways).
 """
 
 import os
@@ -43,12 +45,13 @@ def rows_per_pass(rows_per_expert: float) -> int:
     return 1 if rows_per_expert < ONE_ROW_BELOW else 0
 
 
-def applies(x: torch.Tensor, w: torch.Tensor, rows_per_expert: float) -> bool:
+def applies(x: torch.Tensor, w: torch.Tensor, rows_per_expert: float, swiglu: bool = False) -> bool:
     """Whether grouped_gemv serves x [rows, in] @ w [E, out, in]^T where the experts get
     `rows_per_expert` rows each on average: a GPU, one of its dtypes, w contiguous along `in`
     (nn.Linear's layout per expert) or along `out` (the transpose of [E, in, out]) and 16-byte
     aligned, at most MAX_EXPERTS experts and ROWS_PER_EXPERT_LIMIT rows an expert, no
-    gradient asked for, and MOE_A2A_GROUPED_GEMV not 0."""
+    gradient asked for, and MOE_A2A_GROUPED_GEMV not 0. swiglu=True: with the SwiGLU fused,
+    which takes w contiguous along `in` and an even `out`."""
     if os.environ.get("MOE_A2A_GROUPED_GEMV", "1") == "0" or rows_per_expert > ROWS_PER_EXPERT_LIMIT:
         return False
     if x.device.type != "cuda" or x.dim() != 2 or w.dim() != 3 or x.dtype not in _DTYPES or w.dtype != x.dtype:
@@ -61,20 +64,30 @@ def applies(x: torch.Tensor, w: torch.Tensor, rows_per_expert: float) -> bool:
     in_contiguous = w.stride(2) == 1 and w.stride(1) % vec == 0
     out_contiguous = w.stride(1) == 1 and w.stride(2) % vec == 0 and w.shape[1] % vec == 0
     aligned = w.stride(0) % vec == 0 and w.data_ptr() % 16 == 0 and w.shape[2] % vec == 0
+    if swiglu:
+        return in_contiguous and aligned and w.shape[1] % 2 == 0
     return (in_contiguous or out_contiguous) and aligned
 
 
 def grouped_gemv(
-    x: torch.Tensor, w: torch.Tensor, offsets: torch.Tensor, counts: torch.Tensor, rows_per_pass: int = 0
+    x: torch.Tensor,
+    w: torch.Tensor,
+    offsets: torch.Tensor,
+    counts: torch.Tensor,
+    rows_per_pass: int = 0,
+    swiglu: bool = False,
 ) -> torch.Tensor:
     """y [rows, out] = each expert's rows of x [rows, in] times its w [E, out, in] transposed.
     offsets [E + 1] and counts [E] as dispatch gives them (int32, on x's GPU; other integer
     dtypes are converted). rows_per_pass: 0 (automatic, the fastest measured: along in, each pass
     takes an expert's remaining rows in the narrowest of 4, 2 or 1; along out, 4 a pass), or 1, 2
-    or 4 rows a pass for every expert (tests and bench_experts.py)."""
+    or 4 rows a pass for every expert (tests and bench_experts.py). swiglu=True (w contiguous
+    along in, out even): y [rows, out / 2] = silu(gate) * up of the gate columns [0, out / 2) and
+    the up columns [out / 2, out), each rounded to x's dtype as act_fn(gate) * up over the
+    unfused y would be."""
     from ._ext import ext
 
     ext()  # registers torch.ops.moe_a2a
     if x.stride(-1) != 1 or x.data_ptr() % 16 or x.stride(0) % (16 // x.element_size()):
         x = x.contiguous()
-    return torch.ops.moe_a2a.grouped_gemv(x, w, offsets.to(torch.int32), counts.to(torch.int32), rows_per_pass)
+    return torch.ops.moe_a2a.grouped_gemv(x, w, offsets.to(torch.int32), counts.to(torch.int32), rows_per_pass, swiglu)

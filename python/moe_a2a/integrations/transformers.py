@@ -64,6 +64,7 @@ def _check_version() -> None:
 
 _check_version()
 
+from transformers.integrations import moe as _tf_moe  # noqa: E402
 from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS  # noqa: E402
 
 # --------------------------------------------------------------------------- sharding arithmetic
@@ -332,6 +333,37 @@ def _exchange(experts, hidden_states, top_k_index, top_k_weights, local_experts)
     return ep.combine(y.to(hidden_states.dtype).reshape(d.expert_x.shape), d)
 
 
+def _default_swiglu(experts) -> bool:
+    """Whether the experts module gates as transformers' default does with SiLU: act_fn(gate) * up
+    over the halves of its concatenated gate_up projection (its class keeps the decorator's
+    _default_apply_gate; act_fn is torch's SiLU or transformers' SiLUActivation, both F.silu).
+    grouped_gemv(swiglu=True) computes exactly that chain."""
+    default_gate = getattr(_tf_moe, "_default_apply_gate", None)
+    return (
+        default_gate is not None
+        and getattr(type(experts), "_apply_gate", None) is default_gate
+        and type(experts.act_fn).__name__ in ("SiLU", "SiLUActivation")
+        and getattr(experts, "is_concatenated", True)
+    )
+
+
+def _up_and_gate(self, x, offsets, counts, rank_pairs, valid) -> torch.Tensor:
+    """The experts' up projection and its activation: [rows, intermediate]. One grouped_gemv with
+    the SwiGLU fused where it applies (a decode step; the default gate with SiLU, no bias),
+    else the projection, its bias (on the rows `valid` marks) and self._apply_gate or act_fn."""
+    up_w = self.gate_up_proj if self.has_gate else self.up_proj
+    out_in = up_w.transpose(-1, -2) if self.is_transposed else up_w  # [E, out, in]
+    rows_per_expert = rank_pairs / up_w.shape[0]
+    fused = self.has_gate and not self.has_bias and _default_swiglu(self)
+    if fused and gemv.applies(x, out_in, rows_per_expert, swiglu=True):
+        return gemv.grouped_gemv(x, out_in, offsets, counts, gemv.rows_per_pass(rows_per_expert), swiglu=True)
+    h = grouped_linear(x, up_w, offsets, counts, self.is_transposed, rank_pairs)
+    if self.has_bias:
+        up_bias = self.gate_up_proj_bias if self.has_gate else self.up_proj_bias
+        h = torch.where(valid, h + _row_bias(up_bias, offsets, x.shape[0]), 0.0)
+    return self._apply_gate(h) if self.has_gate else self.act_fn(h)
+
+
 def _interface_experts(self, x, offsets, counts, rank_pairs=math.inf) -> torch.Tensor:
     """An experts module of the experts interface on its rows: the model's own projections,
     activation, gate, biases and post-expert norm, grouped by expert.
@@ -342,12 +374,7 @@ def _interface_experts(self, x, offsets, counts, rank_pairs=math.inf) -> torch.T
     has either, those rows are set to zero, which also gives them a zero gradient."""
     post_norm = getattr(self, "has_post_expert_norm", False)  # transformers >= 5.24
     valid = expert_row_mask(offsets, counts, x.shape[0])[:, None] if self.has_bias or post_norm else None
-    up_w = self.gate_up_proj if self.has_gate else self.up_proj
-    h = grouped_linear(x, up_w, offsets, counts, self.is_transposed, rank_pairs)
-    if self.has_bias:
-        up_bias = self.gate_up_proj_bias if self.has_gate else self.up_proj_bias
-        h = torch.where(valid, h + _row_bias(up_bias, offsets, x.shape[0]), 0.0)
-    h = self._apply_gate(h) if self.has_gate else self.act_fn(h)
+    h = _up_and_gate(self, x, offsets, counts, rank_pairs, valid)
     y = grouped_linear(h, self.down_proj, offsets, counts, self.is_transposed, rank_pairs)
     if self.has_bias:
         y = torch.where(valid, y + _row_bias(self.down_proj_bias, offsets, x.shape[0]), 0.0)

@@ -369,17 +369,30 @@ def test_an_expert_parallel_models_steps_use_an_all_to_all_of_the_decode_batch(o
     assert made == [64, 4]  # the batch, 3, rounded up to a power of two
 
 
+@pytest.mark.parametrize("name", ["deepseek_v3", "qwen3_moe", "mixtral", "gpt_oss"])
+def test_the_swiglu_is_fused_only_where_the_model_gates_by_default_with_silu(name):
+    """grouped_gemv's fused SwiGLU stands for transformers' default gate (act_fn(gate) * up over
+    the concatenated halves) with SiLU only: gpt-oss gates its own way (clamped, interleaved)."""
+    experts = [m for _, m in moe_tf.moe_experts(build(name))]
+    assert experts and all(moe_tf._default_swiglu(m) == (name != "gpt_oss") for m in experts)
+    plain = experts[0]
+    plain.act_fn = torch.nn.GELU()  # another activation: not fused
+    assert not moe_tf._default_swiglu(plain)
+
+
 @pytest.mark.parametrize("max_num_tokens", [2, 64])
 def test_the_experts_are_asked_with_the_exchanges_rows_an_expert(max_num_tokens, one_rank_group, monkeypatch):
     """Each of a MoE layer's two projections asks applies() with max_num_tokens x top-k / local
     experts, the rows an expert gets on average where every rank feeds the exchange its most:
-    under the limit for a decode step's exchange (2 tokens), above it for a prefill's (64)."""
+    under the limit for a decode step's exchange (2 tokens), above it for a prefill's (64). The up
+    projection (Qwen3-MoE's default SiLU gate) asks first with the SwiGLU fused, then, refused,
+    without it."""
     reference = build("qwen3_moe")  # top-k and experts below
     model = moe_tf.expert_parallel(reference)
     asked = []
 
-    def applies(x, w, rows_per_expert):
-        asked.append(rows_per_expert)
+    def applies(x, w, rows_per_expert, swiglu=False):
+        asked.append((rows_per_expert, swiglu))
         return False  # the CPU path then
 
     monkeypatch.setattr(moe_gemv, "applies", applies)
@@ -391,5 +404,5 @@ def test_the_experts_are_asked_with_the_exchanges_rows_an_expert(max_num_tokens,
     k, experts = reference.config.num_experts_per_tok, reference.config.num_experts
     want = max_num_tokens * k / experts
     layers = len(moe_tf.moe_experts(model))
-    assert layers > 0 and asked == [want] * (2 * layers)
+    assert layers > 0 and asked == [(want, True), (want, False), (want, False)] * layers
     assert (want <= moe_gemv.ROWS_PER_EXPERT_LIMIT) == (max_num_tokens == 2)

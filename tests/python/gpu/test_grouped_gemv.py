@@ -8,7 +8,8 @@ rows_per_pass (0: automatic, 1, 2, 4), experts with no row, with more rows than 
 takes, with padding between them (expert_alignment), widths that are not a multiple of a
 block's columns or a wave's vectors, x with a row stride wider than its rows; offsets that
 point past x (skipped, never written outside y); a CUDA graph replayed on other counts; the
-integrations' choice (`applies`); and bad arguments (a clear error naming them).
+fused SwiGLU (swiglu=True) against the unfused chain; the integrations' choice (`applies`); and
+bad arguments (a clear error naming them).
 
 Tolerance: the kernel sums in fp32 and rounds once; the reference sums in fp64. fp32 output:
 1e-5 of the largest reference value; fp16 and bf16: half an ulp of the output type
@@ -102,6 +103,39 @@ def test_graph_replays_other_counts():
         graph.replay()
         torch.cuda.synchronize()
         check(y, reference(x, w, offsets, counts), torch.bfloat16)
+
+
+SWIGLU_ULP = {torch.float32: 2.0**-22, torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("rows_per_pass", [0, 1, 2, 4])
+@pytest.mark.parametrize("intermediate", [37, 1408])
+def test_swiglu_is_the_unfused_chain(dtype, rows_per_pass, intermediate):
+    """swiglu=True gives act_fn(gate) * up over the unfused output's halves, as transformers'
+    default gate computes it, to an ulp of the output type (the kernel rounds the projection, the
+    SiLU and the product as that chain does; only expf's last bit may differ); the rows of an
+    expert only, of every mix of the automatic mode's bodies."""
+    counts = [0, 1, 2, 11, 0, 3, 8, 0, 5, 6]
+    x, w, offsets, counts_t = make_case(counts, in_=256, out=2 * intermediate, dtype=dtype, x_pad=8, gap=1)
+    got = gg.grouped_gemv(x, w, offsets, counts_t, rows_per_pass, swiglu=True)
+    assert got.shape == (x.shape[0], intermediate) and got.dtype == dtype
+    gate, up = gg.grouped_gemv(x, w, offsets, counts_t, rows_per_pass).chunk(2, dim=-1)
+    want = torch.nn.functional.silu(gate) * up
+    for e, n in enumerate(counts):
+        rows = slice(int(offsets[e]), int(offsets[e]) + n)
+        torch.testing.assert_close(got[rows], want[rows], rtol=SWIGLU_ULP[dtype], atol=1e-6)
+
+
+def test_swiglu_takes_gate_then_up_along_in_only():
+    x, w, offsets, counts = make_case([1, 2, 1], in_=64, out=16, dtype=torch.bfloat16)
+    assert gg.applies(x, w, 1.0, swiglu=True)
+    along_out = w.transpose(1, 2).contiguous().transpose(1, 2)
+    assert gg.applies(x, along_out, 1.0) and not gg.applies(x, along_out, 1.0, swiglu=True)
+    assert not gg.applies(x, w[:, :15], 1.0, swiglu=True)  # an odd out: no halves
+    for bad in (along_out, w[:, :15]):
+        with pytest.raises(RuntimeError, match="swiglu takes w"):
+            gg.grouped_gemv(x, bad, offsets, counts, swiglu=True)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prepared for the next session (not run): nvidia-h100-x2 (or -h200-x2), about 520 s with the start. The tree of
+# Call 1 of session 36 (prepared in session 35 as its next-driver-suite-hf.sh; ran on nvidia-h200-x2), about 520 s
+# with the start. The tree of
 # main after session 35 (237a9f7 or later): the whole GPU suite on two GPUs (session 35 ran only the tests of what it
 # changed, on one GPU), then bench_hf_model.py (all three systems; issue 37's table, on H100 if the call gets one),
 # then bench_hf_model.py with unequal batches per rank (--batches 1:8,8:64,1:64, new in session 35, never run).

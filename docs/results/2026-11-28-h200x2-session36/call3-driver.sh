@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Call 3 of session 36: nvidia-h200-x2. .exp/new and .exp/newh (hooks) = the working tree with grouped_gemv's fused
+# SwiGLU (transformers' default SiLU gate in the experts' up projection, one kernel instead of three); .exp/rel =
+# 7eaa8b7 (what calls 1 and 2 ran). The whole GPU suite on the new tree, then bench_hf_model.py new, 7eaa8b7, new
+# (all three systems each run; issue 37's table). carry [".exp/new", ".exp/newh", ".exp/rel"].
+source tools/device_call.sh
+BUILD_TIMEOUT=240 bash tools/build_trees.sh $L .exp/new .exp/newh:hooks .exp/rel >> $OUT/driver.log
+log "built rc=$?"
+bounded 230 bash -c "cd .exp/newh && bash tools/gpu_run.sh $L/suite tests > $L/suite.log 2>&1"
+log "suite rc=$? $(grep -E '^-- gpu_tests' $L/suite/summary.txt)"
+grep -A12 "^-- gpu_tests" $L/suite/summary.txt | grep -E "FAILED|ERROR|TIMEOUT" | head -20 >> $OUT/driver.log
+BENCH_TREE=.exp/new bench hf-new 100 benchmarks/bench_hf_model.py
+BENCH_TREE=.exp/rel bench hf-base 100 benchmarks/bench_hf_model.py
+BENCH_TREE=.exp/new bench hf-new2 100 benchmarks/bench_hf_model.py
+for r in hf-new hf-base hf-new2; do
+  echo "== $r"; grep -B1 -A4 "^B/rank  prefill vs" $L/$r.log; grep -A11 "^B/rank  *system" $L/$r.log | head -12
+done > $OUT/hf-summary.txt
+cd $OUT && tar cJf all.tar.xz logs hf-new hf-base hf-new2 2> /dev/null; rm -rf logs hf-new hf-base hf-new2
+log done
