@@ -13,6 +13,12 @@ layout per expert (transformers' default; with --layouts out, contiguous along o
 and moe_a2a.layers' weights), 8 routings cycled in one CUDA graph of 20 calls, replayed 30 times:
 the time per call, median (p10-p90). grouped_gemv's output is checked against torch._grouped_mm's
 on the experts' rows (largest difference over the largest value).
+
+The "layer" columns time what the transformers integration runs for experts with the default SiLU
+gate, the activation included, on grouped_gemv's automatic mode: "act apart" the up projection,
+silu(gate) * up over its halves, then the down projection (3 kernels after the first); "fused" the
+up projection with the SwiGLU fused (swiglu=True), then the down projection. Weights along in only
+(the fused kernel's layout); "-" along out. The fused output is checked against the chain.
 """
 
 import argparse
@@ -105,6 +111,18 @@ def run_shape(name, tokens_list, device, gbps, layout):
 
             return step
 
+        def layer(fused):
+            def step(i):
+                counts, offsets = routes[i][0], routes[i][1]
+                if fused:
+                    h = grouped_gemv(xs[i], w_up, offsets, counts, swiglu=True)
+                else:
+                    gate, up = grouped_gemv(xs[i], w_up, offsets, counts).chunk(2, dim=-1)
+                    h = torch.nn.functional.silu(gate) * up
+                grouped_gemv(h, w_down, offsets, counts)
+
+            return step
+
         # correctness on every routing: the experts' rows against grouped_mm's
         worst = 0.0
         for i in range(ROUTINGS):
@@ -114,6 +132,11 @@ def run_shape(name, tokens_list, device, gbps, layout):
             for p in PASSES:
                 got = grouped_gemv(xs[i], w_up, offsets, counts, p)[:n].float()
                 worst = max(worst, float((got - ref).abs().max() / ref.abs().max().clamp(min=1e-30)))
+            if layout == "in":
+                gate, up = grouped_gemv(xs[i], w_up, offsets, counts).chunk(2, dim=-1)
+                want = (torch.nn.functional.silu(gate) * up)[:n].float()
+                got = grouped_gemv(xs[i], w_up, offsets, counts, swiglu=True)[:n].float()
+                worst = max(worst, float((got - want).abs().max() / want.abs().max().clamp(min=1e-30)))
         row = {
             "shape": name,
             "w_layout": layout,
@@ -126,10 +149,19 @@ def run_shape(name, tokens_list, device, gbps, layout):
         row["grouped_mm"] = summarize(time_calls(grouped_mm))
         for p in PASSES:
             row[f"gemv{p}"] = summarize(time_calls(gemv(p)))
+        if layout == "in":
+            row["layer_act_apart"] = summarize(time_calls(layer(False)))
+            row["layer_fused"] = summarize(time_calls(layer(True)))
         rows.append(row)
+        layers = (
+            f", layer act apart {row['layer_act_apart']['median']:.1f}, fused {row['layer_fused']['median']:.1f}"
+            if layout == "in"
+            else ""
+        )
         print(
             f"{name} w along {layout} T={tokens}: grouped_mm {row['grouped_mm']['median']:.1f} us, "
             + ", ".join(f"gemv{p} {row[f'gemv{p}']['median']:.1f}" for p in PASSES)
+            + layers
             + f", floor {floor_us:.1f} (active {active:.1f}, diff {worst:.1e})",
             flush=True,
         )
@@ -155,10 +187,12 @@ def main():
             rows += run_shape(name, [int(t) for t in args.tokens.split(",")], device, gbps, layout)
 
     def cell(s):
-        return f"{s['median']:.1f} ({s['p10']:.1f}-{s['p90']:.1f})"
+        return f"{s['median']:.1f} ({s['p10']:.1f}-{s['p90']:.1f})" if s is not None else "-"
 
     print_table(
-        ["shape", "w along", "T/rank", "active", "floor us", "grouped_mm"] + [f"gemv p={p}" for p in PASSES] + ["diff"],
+        ["shape", "w along", "T/rank", "active", "floor us", "grouped_mm"]
+        + [f"gemv p={p}" for p in PASSES]
+        + ["layer act apart", "layer fused", "diff"],
         [
             [
                 r["shape"],
@@ -169,6 +203,7 @@ def main():
                 cell(r["grouped_mm"]),
             ]
             + [cell(r[f"gemv{p}"]) for p in PASSES]
+            + [cell(r.get("layer_act_apart")), cell(r.get("layer_fused"))]
             + [f"{r['max_rel_diff']:.1e}"]
             for r in rows
         ],
