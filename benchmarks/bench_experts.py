@@ -15,10 +15,11 @@ the time per call, median (p10-p90). grouped_gemv's output is checked against to
 on the experts' rows (largest difference over the largest value).
 
 The "layer" columns time what the transformers integration runs for experts with the default SiLU
-gate, the activation included, on grouped_gemv's automatic mode: "act apart" the up projection,
-silu(gate) * up over its halves, then the down projection (3 kernels after the first); "fused" the
-up projection with the SwiGLU fused (swiglu=True), then the down projection. Weights along in only
-(the fused kernel's layout); "-" along out. The fused output is checked against the chain.
+gate, the activation included, at the rows a pass the integration picks (rows_per_pass of tokens x
+top-k / local experts, its rows an expert): "act apart" the up projection, silu(gate) * up over its
+halves and the down projection (4 kernels); "fused" the up projection with the SwiGLU fused
+(swiglu=True) and the down projection (2 kernels). Weights along in only (the fused kernel's
+layout); "-" along out. The fused output is checked against the chain.
 """
 
 import argparse
@@ -27,7 +28,7 @@ import common  # noqa: F401  (first: pins NVLink multicast off before torch load
 import torch
 from common import capture_steps, metadata, print_table, summarize, write_json
 
-from moe_a2a.grouped_gemv import grouped_gemv
+from moe_a2a.grouped_gemv import grouped_gemv, rows_per_pass
 from moe_a2a.microbench import replay_times_us
 
 # name: (world, local experts, top-k, hidden, expert FFN)
@@ -111,15 +112,17 @@ def run_shape(name, tokens_list, device, gbps, layout):
 
             return step
 
+        integration_pass = rows_per_pass(tokens * k / local)  # as grouped_linear picks it
+
         def layer(fused):
             def step(i):
-                counts, offsets = routes[i][0], routes[i][1]
+                counts, offsets, p = routes[i][0], routes[i][1], integration_pass
                 if fused:
-                    h = grouped_gemv(xs[i], w_up, offsets, counts, swiglu=True)
+                    h = grouped_gemv(xs[i], w_up, offsets, counts, p, swiglu=True)
                 else:
-                    gate, up = grouped_gemv(xs[i], w_up, offsets, counts).chunk(2, dim=-1)
+                    gate, up = grouped_gemv(xs[i], w_up, offsets, counts, p).chunk(2, dim=-1)
                     h = torch.nn.functional.silu(gate) * up
-                grouped_gemv(h, w_down, offsets, counts)
+                grouped_gemv(h, w_down, offsets, counts, p)
 
             return step
 
