@@ -94,6 +94,8 @@ def test_no_output_aliases_an_input_or_another_output(engine):
     rows = d.expert_x.reshape(-1, H)
     weights = torch.empty(d.expert_num_tokens.shape[0], 16, H, dtype=torch.bfloat16, device="meta")
     op("grouped_gemv", rows, weights, d.expert_offsets, d.expert_num_tokens, 2)
+    fused = op("grouped_gemv", rows, weights, d.expert_offsets, d.expert_num_tokens, 0, True)  # the SwiGLU fused
+    assert fused.shape == (rows.shape[0], weights.shape[1] // 2)
 
     schemas = {s.name.split("::")[1] for s in torch._C._jit_get_all_schemas() if s.name.startswith("moe_a2a::")}
     assert set(op.names) == schemas, f"ops not checked: {schemas - set(op.names)}"
