@@ -255,10 +255,9 @@ def grouped_linear(
     for, moe_a2a's grouped_gemv (moe_a2a.grouped_gemv.applies); else torch._grouped_mm for bf16 on
     compute capability >= 9.0 (rows of no expert undefined); otherwise one matmul per expert after
     one host sync (rows of no expert zero)."""
-    rows_per_expert = rank_pairs / weight.shape[0]
-    out_in = weight.transpose(-1, -2) if transposed else weight  # [E, out, in]
-    if gemv.applies(x, out_in, rows_per_expert):
-        return gemv.grouped_gemv(x, out_in, offsets, counts, gemv.rows_per_pass(rows_per_expert))
+    y = _small_rows(x, weight, offsets, counts, transposed, rank_pairs)
+    if y is not None:
+        return y
     w = weight if transposed else weight.transpose(-1, -2)  # [E, in, out]
     if _grouped_mm_expected(x) and w.dtype == x.dtype:
         return torch._grouped_mm(x, w, offs=offsets[1:].to(torch.int32))
@@ -266,8 +265,8 @@ def grouped_linear(
         raise RuntimeError(
             f"moe_a2a: the experts of an expert-parallel model inside a CUDA graph need moe_a2a's grouped_gemv "
             f"(a few rows an expert) or torch._grouped_mm (bf16 weights and rows on compute "
-            f"capability >= 9.0); these are {x.dtype} rows and {w.dtype} weights at {rows_per_expert:.3g} rows an "
-            "expert on average, whose matmul per expert needs the counts on the host"
+            f"capability >= 9.0); these are {x.dtype} rows and {w.dtype} weights at {rank_pairs / w.shape[0]:.3g} "
+            "rows an expert on average, whose matmul per expert needs the counts on the host"
         )
     E = w.shape[0]
     meta = torch.cat([offsets[:E].long(), counts.long()]).tolist()
@@ -283,6 +282,16 @@ def grouped_linear(
         rows.append(torch.arange(0, device=x.device))
     out = x.new_zeros(x.shape[0], w.shape[-1])
     return out.index_copy(0, torch.cat(rows), torch.cat(ys))  # differentiable in every slice
+
+
+def _small_rows(x, weight, offsets, counts, transposed, rank_pairs, swiglu=False) -> Optional[torch.Tensor]:
+    """grouped_gemv's product (with the SwiGLU fused, swiglu=True) where grouped_gemv.applies at
+    rank_pairs / E rows an expert (grouped_linear), else None."""
+    rows_per_expert = rank_pairs / weight.shape[0]
+    out_in = weight.transpose(-1, -2) if transposed else weight  # [E, out, in]
+    if not gemv.applies(x, out_in, rows_per_expert, swiglu=swiglu):
+        return None
+    return gemv.grouped_gemv(x, out_in, offsets, counts, gemv.rows_per_pass(rows_per_expert), swiglu=swiglu)
 
 
 def _row_bias(bias: torch.Tensor, offsets: torch.Tensor, rows: int) -> torch.Tensor:
@@ -352,11 +361,10 @@ def _up_and_gate(self, x, offsets, counts, rank_pairs, valid) -> torch.Tensor:
     the SwiGLU fused where it applies (a decode step; the default gate with SiLU, no bias),
     else the projection, its bias (on the rows `valid` marks) and self._apply_gate or act_fn."""
     up_w = self.gate_up_proj if self.has_gate else self.up_proj
-    out_in = up_w.transpose(-1, -2) if self.is_transposed else up_w  # [E, out, in]
-    rows_per_expert = rank_pairs / up_w.shape[0]
-    fused = self.has_gate and not self.has_bias and _default_swiglu(self)
-    if fused and gemv.applies(x, out_in, rows_per_expert, swiglu=True):
-        return gemv.grouped_gemv(x, out_in, offsets, counts, gemv.rows_per_pass(rows_per_expert), swiglu=True)
+    if self.has_gate and not self.has_bias and _default_swiglu(self):
+        h = _small_rows(x, up_w, offsets, counts, self.is_transposed, rank_pairs, swiglu=True)
+        if h is not None:
+            return h
     h = grouped_linear(x, up_w, offsets, counts, self.is_transposed, rank_pairs)
     if self.has_bias:
         up_bias = self.gate_up_proj_bias if self.has_gate else self.up_proj_bias
