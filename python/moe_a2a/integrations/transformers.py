@@ -15,9 +15,11 @@ this rank's contiguous block of experts of every experts module (global expert e
 e // (E / world), as in AllToAll), frees the others, and sets the backend. The forward is
 dispatch (the router's global ids and weights) -> the local experts' grouped GEMMs with the
 model's own activation, gate and bias -> combine. Routers, shared experts and everything else
-stay replicated and untouched. Llama 4's MoE block, whose experts are off that interface, gets
-a forward of its own on moe_a2a (scored_input_forward); a family that is neither is refused at
-expert_parallel() with its name and the reason (REFUSED_FAMILIES).
+stay replicated and compute what they did; in a captured decode step a DeepSeek-style block's
+shared expert runs on a second stream beside the exchange (shared_overlap). Llama 4's MoE
+block, whose experts are off that interface, gets a forward of its own on moe_a2a
+(scored_input_forward); a family that is neither is refused at expert_parallel() with its name
+and the reason (REFUSED_FAMILIES).
 
 MoE calls are collective: every rank must run the same number of forward passes. generate()
 steps until all of a rank's sequences are done, which differs between ranks; generate() below
@@ -43,6 +45,7 @@ import torch.distributed as dist
 from .. import grouped_gemv as gemv
 from .._collective import GroupRef, all_gather
 from ..layers import _grouped_mm_expected, expert_row_mask
+from .shared_overlap import overlap_shared_expert_, shared_expert_of
 
 SUPPORTED = (5, 17), (6, 0)  # [lowest, highest) transformers version this integration is tested with
 BACKEND = "moe_a2a"
@@ -436,7 +439,8 @@ def scored_input_forward(self, hidden_states: torch.Tensor):
     scaled = (x[:, None, :] * scores[..., None]).reshape(tokens * k, x.shape[-1])  # row t * k + j
     ones = torch.ones(tokens * k, 1, device=x.device)
     routed = _exchange(self.experts, scaled, top_ids.reshape(tokens * k, 1), ones, _scored_input_experts)
-    out = self.shared_expert(x)
+    # on the block's input itself, as [tokens, H]: the result the overlap launched early (shared_overlap)
+    out = self.shared_expert(hidden_states).reshape(x.shape)
     out.add_(routed.reshape(tokens, k, -1).sum(dim=1))
     return out, logits
 
@@ -493,6 +497,7 @@ def expert_parallel(
     layout: str = "packed",
     timeout_s: float = 10.0,
     num_sms: Optional[int] = None,
+    overlap_shared_experts: bool = True,
 ):
     """Collective over `group` (default: the world): makes `model` data-parallel + expert-
     parallel, in place, and returns it. Every rank must pass the same model (same config and
@@ -506,8 +511,11 @@ def expert_parallel(
 
     Llama 4's MoE blocks (off the experts interface) change class, this instance only: each
     becomes a subclass of its class whose forward is scored_input_forward, and its experts keep
-    their local slice. A model with neither kind of MoE layer raises ValueError naming its family
-    and the reason (refusal, REFUSED_FAMILIES)."""
+    their local slice. With overlap_shared_experts, a block that adds a shared expert of its input
+    to its experts' output (DeepSeek-V3's kind) runs it on a second stream beside the router and
+    the exchange in a CUDA graph capture without autograd (shared_overlap: the shared expert's
+    class changes, this instance only, and the block gets hooks). A model with neither kind of MoE
+    layer raises ValueError naming its family and the reason (refusal, REFUSED_FAMILIES)."""
     if not dist.is_available() or not dist.is_initialized():
         raise RuntimeError(
             "moe_a2a: expert_parallel needs torch.distributed initialised (torchrun + init_process_group)"
@@ -537,6 +545,11 @@ def expert_parallel(
         m._moe_a2a_shared = shared
     for _, block in scored_input_blocks(model):
         _serve_scored_input_block(block)
+    if overlap_shared_experts:
+        served = {id(m) for _, m in modules}
+        for _, block in model.named_modules():
+            if id(getattr(block, "experts", None)) in served and shared_expert_of(block) is not None:
+                overlap_shared_expert_(block)
     _models[model] = shared
     interface = [m for _, m, on_interface in _moe_layers(model) if on_interface]
     if interface and hasattr(model, "set_experts_implementation"):

@@ -13,6 +13,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 import moe_a2a.integrations.transformers as moe_tf  # noqa: E402
+from moe_a2a.integrations.shared_overlap import overlap_states  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from tiny_moe_models import COMMON, NAMES, build  # noqa: E402
@@ -46,6 +47,11 @@ def test_expert_parallel_model_matches_the_full_model(name, dtype, rank, world):
         with torch.no_grad():
             want = reference(ids).logits.float()
             got = model(ids).logits.float()
+        # an eager forward launches no shared expert early, and tells which blocks a capture may
+        # (those that add the shared expert of their input to the experts' output)
+        states = [(s.taken, s.confirmed, s.enabled) for s in overlap_states(model)]
+        confirmed = name in ("deepseek_v3", "llama4_text")
+        assert states == [(0, confirmed, confirmed)] * (len(kept) if confirmed else len(states)), states
         if dtype == torch.float32:
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
         else:  # bf16: the eager experts round each expert's output and sum in bf16, combine in fp32
@@ -187,6 +193,9 @@ def test_decode_graph_gives_the_full_models_logits(rank, world, dtype, gemv, tol
             err = ((got - want[:, i]).norm() / want[:, i].norm()).item()
             assert err < tol, f"rank {rank} step {i} ({'replayed' if step.captured else 'eager'}): error {err:.3g}"
         assert step.captured and step.eager_steps == 2
+        # the shared expert on its side stream in the capture (once: a replay runs no Python), a
+        # branch of the graph
+        assert [state.taken for state in overlap_states(model)] == [1] * len(moe_tf.moe_experts(model))
         sizes = sorted(ep.max_num_tokens for ep in moe_tf._models[model].all_to_all.values())
         assert sizes == [2, 64], sizes  # the decode steps' (the largest batch, 2) and the prefill's
         step(fed[:, :1])  # the cache's last position
