@@ -619,15 +619,18 @@ def measure_graph_decode(ctx, args, model, cache, tokens, flusher):
     becomes decode_graph_status on every rank, agreed before anything is timed, so no rank
     waits for another in the timing's alignment."""
     from moe_a2a.integrations.decode_graph import DecodeGraph
+    from moe_a2a.integrations.shared_overlap import overlap_states
 
     count = iter(range(graph_positions(args)))
     next_tokens = lambda *_: tokens(next(count))  # noqa: E731
-    step, error = None, None
+    step, error, beside = None, None, 0
     if model is not None:
         try:
             step = DecodeGraph(model, cache)
+            taken = [state.taken for state in overlap_states(model)]
             while not step.captured:  # its eager steps, then the step that captures
                 step(next_tokens())
+            beside = sum(now > before for now, before in zip([s.taken for s in overlap_states(model)], taken))
         except Exception as e:  # reported in the row; the run goes on
             error = f"error: {type(e).__name__}: {e}"
             print(f"rank {ctx.rank}: graph decode: {error}", file=sys.stderr, flush=True)
@@ -640,7 +643,7 @@ def measure_graph_decode(ctx, args, model, cache, tokens, flusher):
     us = common.time_device(ctx, decode, args.decode_steps, args.warmup, prepare=next_tokens, flusher=flusher)
     wall = time_wall(ctx, decode, args.wall_iters, args.warmup, prepare=next_tokens)
     row = dict(stat_fields("decode_graph_us", us), **stat_fields("decode_graph_wall_us", wall))
-    return dict(row, decode_graph_status="ok")
+    return dict(row, decode_graph_status="ok", decode_graph_shared_beside=beside)
 
 
 def run_system(ctx, args, system, config, inputs, reference, flusher):
@@ -688,6 +691,8 @@ NOTES = [
     "wall = host clock from an idle GPU to the end of the call, launch overhead included; prefill and "
     "decode eager, graph = the decode step replayed from a CUDA graph (DecodeGraph); decode on a StaticCache",
     "prefill tok/s and decode seq/s count the whole batch of world x B sequences, for every system",
+    "decode_graph_shared_beside (JSON, CSV): the MoE layers whose shared expert the captured step runs on a second "
+    "stream beside the exchange (moe_a2a.integrations.shared_overlap; (a) only)",
 ]
 
 

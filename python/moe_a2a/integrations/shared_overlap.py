@@ -90,7 +90,7 @@ class Overlap:
         self.enabled = True  # no forward has shown the block calling it another way
         self.confirmed = False  # a forward has shown the block calling it on its input
         self.pending = None  # (the block's input, its version, the early output or None for a probe)
-        self.taken = 0  # early outputs the block used (the tests' and benchmarks' evidence)
+        self.taken = 0  # early outputs the block used (the tests' evidence; bench_hf_model reports it)
 
     def launch(self, shared: torch.nn.Module, x) -> None:
         self._drop()  # a forward that raised left it (one that returned was settled)
