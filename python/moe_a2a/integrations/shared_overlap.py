@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import torch
 
+from ._forward_class import give_forward_
+
 SHARED_EXPERT_NAMES = ("shared_experts", "shared_expert")  # a MoE block's attribute, by family
 
 
@@ -166,14 +168,9 @@ def overlap_shared_expert_(block: torch.nn.Module) -> Overlap:
         raise ValueError(f"moe_a2a: {type(block).__name__} has no shared expert ({' or '.join(SHARED_EXPERT_NAMES)})")
     if getattr(shared, "_moe_a2a_overlap", None) is not None:
         return shared._moe_a2a_overlap
-    cls = type(shared)
-    overlapped = _overlapped_classes.get(cls)
-    if overlapped is None:
-        overlapped = type(f"Overlapped{cls.__name__}", (cls,), {"forward": _overlapped_forward})
-        _overlapped_classes[cls] = overlapped
-    state = Overlap(cls.forward)
+    state = Overlap(type(shared).forward)
     shared._moe_a2a_overlap = state
-    shared.__class__ = overlapped
+    give_forward_(shared, "Overlapped", _overlapped_forward, _overlapped_classes)
     block.register_forward_pre_hook(_launch_hook, with_kwargs=True)
     block.register_forward_hook(_settle_hook)
     return state

@@ -45,6 +45,7 @@ import torch.distributed as dist
 from .. import grouped_gemv as gemv
 from .._collective import GroupRef, all_gather
 from ..layers import _grouped_mm_expected, expert_row_mask
+from ._forward_class import give_forward_
 from .shared_overlap import overlap_shared_expert_, shared_expert_of
 
 SUPPORTED = (5, 17), (6, 0)  # [lowest, highest) transformers version this integration is tested with
@@ -449,12 +450,7 @@ _served_classes = {}  # the model's block class -> its subclass with scored_inpu
 
 
 def _serve_scored_input_block(block: torch.nn.Module) -> None:
-    cls = type(block)
-    served = _served_classes.get(cls)
-    if served is None:
-        served = type(f"ExpertParallel{cls.__name__}", (cls,), {"forward": scored_input_forward})
-        _served_classes[cls] = served
-    block.__class__ = served
+    give_forward_(block, "ExpertParallel", scored_input_forward, _served_classes)
 
 
 def _moe_layers(model: torch.nn.Module) -> list:
@@ -547,7 +543,7 @@ def expert_parallel(
         _serve_scored_input_block(block)
     if overlap_shared_experts:
         served = {id(m) for _, m in modules}
-        for _, block in model.named_modules():
+        for block in model.modules():
             if id(getattr(block, "experts", None)) in served and shared_expert_of(block) is not None:
                 overlap_shared_expert_(block)
     _models[model] = shared
