@@ -19,7 +19,13 @@
 // of bench_hf_model's model (call 3). A pass of 8 rows held 195 registers, one block an SM, and was
 // the slowest at every size measured, so there is none. A grid of only as many blocks as are
 // resident, each listing the experts with rows, was slower at 2 rows a pass (46.4 -> 48.3 us at
-// one token a rank of bench_hf_model's model, 151 -> 169 at 8; session 34) and not kept.
+// one token a rank of bench_hf_model's model, 151 -> 169 at 8; session 34) and not kept. Nor were
+// blocks of 4 or 2 waves (session 38, call 3, one H200, the up projection with its SwiGLU and the
+// down projection of bench_hf_model's model): 43.7 / 44.9 us against 44.5 at one token a rank, but
+// 146 against 137 at 8 and 219 against 196 at 16 (DeepSeek-V3 at world 8, 16 tokens: 989 against
+// 906); our guess, not measured, is that each block loads x's rows for fewer waves. Nor 6 blocks of
+// 4 waves an SM (__launch_bounds__ to 80 registers, a few spilled): 45.1 at one token, slower at
+// every size.
 //
 // With the SwiGLU (GroupedGemv::swiglu) a wave's 4 columns are 2 gate columns and their 2 up
 // columns: the same loads and sums, and lane 0 stores silu(gate) * up for the 2, so that the up
