@@ -543,9 +543,9 @@ class AllToAll:
             self._engine, int(profile_capacity), self.heap.alloc_bytes(C.profiler_mailbox_bytes(), 256)
         )
         # Imported here, not at the top: `python -m moe_a2a.trace` must find it unimported.
-        from . import trace
+        from .trace.build import _register
 
-        trace._register(self)
+        _register(self)
 
     @property
     def _engine(self) -> int:

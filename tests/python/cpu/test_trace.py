@@ -396,3 +396,48 @@ def test_late_blocks_over_every_run(capsys, tmp_path):
     assert trace.main(["late", str(path), "--kernel", "combine", "--threshold", "1"]) == 0
     out = capsys.readouterr().out
     assert "ends 1.0 us or more" in out and "late in 4 of 4 runs" in out and "late in 2 of 4 runs" in out
+
+
+def test_save_gathers_builds_and_writes_on_rank_0(monkeypatch, tmp_path):
+    """save(): every rank's dump gathered over the AllToAll's group, one trace built and written by
+    rank 0 (None elsewhere); without an argument, the last AllToAll registered with profile=True.
+    The group and the extension are stand-ins here (the GPU suite's test_profiler.py runs both)."""
+    import moe_a2a._collective as collective
+    import moe_a2a._ext as ext_module
+    from moe_a2a.trace import build as trace_build
+
+    dumps = make_dumps(world=2)
+    gathered = []
+
+    class StandInAllToAll:
+        rank, group, device = 0, "the group", "cpu"
+
+        def profile_collect(self):
+            return dumps[self.rank]
+
+    class EventNames:
+        def profiler_event_names(self):
+            return NAMES
+
+        def profiler_event_arg_names(self):
+            return ARGS
+
+    def all_gather(mine, group, device):
+        gathered.append((mine, group, device))
+        return dumps
+
+    monkeypatch.setattr(collective, "all_gather", all_gather)
+    monkeypatch.setattr(ext_module, "ext", EventNames)
+    monkeypatch.setattr(trace_build, "_active", None)
+    with pytest.raises(RuntimeError, match="no AllToAll"):
+        trace.save(tmp_path / "none.json")
+    ep = StandInAllToAll()
+    trace_build._register(ep)
+    written = trace.save(tmp_path / "t.json")
+    assert gathered == [(dumps[0], "the group", "cpu")]
+    assert written == trace.build_trace(dumps, NAMES, ARGS)
+    assert trace.load(tmp_path / "t.json") == json.loads(json.dumps(written))
+    assert trace.check(written) == []
+    ep.rank = 1
+    assert trace.save(tmp_path / "other.json", ep) is None
+    assert not (tmp_path / "other.json").exists()

@@ -1,248 +1,8 @@
-"""In-kernel profiler traces: export to Chrome JSON (opens in ui.perfetto.dev), check,
-summarise, plot.
+"""Text views of a trace: check, summary, timeline, chain, blocks, late, lineup."""
 
-    ep = moe_a2a.AllToAll(..., profile=True)      # needs a build with MOE_A2A_PROFILE=1
-    ... ep.dispatch / ep.combine ...
-    moe_a2a.trace.save("trace.json")             # collective; rank 0 writes the file
-
-    python -m moe_a2a.trace summary trace.json [--png timeline.png]     (trace.json.gz too)
-    python -m moe_a2a.trace timeline trace.json [--block B] [--waves]
-    python -m moe_a2a.trace chain trace.json
-    python -m moe_a2a.trace blocks trace.json [--kernel K] [--run N] [--every S]
-    python -m moe_a2a.trace lineup trace.json [--kernel K] [--run N]
-    python -m moe_a2a.trace late trace.json [--kernel K] [--threshold US] [--top N]
-    python -m moe_a2a.trace check trace.json
-
-Layout: pid = rank + 1 ("rank N"); one track per wave of a block, tid = block * waves + wave + 1
-("block B wave W"); complete events ("ph": "X") in microseconds from the earliest event, on
-rank 0's clock. Each rank's clock is mapped onto rank 0's through the ping-pong samples taken
-before and after the run (offset from the fastest round trip, drift linear in between); the
-error bound (half that round trip) is written into the trace.
-
-Everything except save() is pure Python (json; matplotlib for --png): event names travel in
-the trace, so these tools never need the compiled extension.
-"""
-
-import argparse
-import gzip
-import json
 import statistics
-import sys
-import weakref
 
-# The kernels in pipeline order (a forward round, then the backward of combine's);
-# tests/python/cpu/test_trace.py checks this against
-# include/moe_a2a/profiler_events.h, the table the names come from.
-KERNELS = ("dispatch", "combine", "combine_backward")
-TRACE_VERSION = 1
-
-_active = None  # the last AllToAll created with profile=True (weak)
-
-
-def _register(ep) -> None:
-    global _active
-    _active = weakref.ref(ep)
-
-
-def kernel_of(name: str) -> str:
-    """'dispatch.wait_rows' -> 'dispatch'; a kernel's own span is named after it."""
-    return name.split(".", 1)[0]
-
-
-# ------------------------------------------------------------------------- clock alignment
-def ticks_to_ns(ticks: int, rate_hz: int) -> int:
-    return ticks * 1_000_000_000 // rate_hz  # Python ints: exact even for 64-bit tick counts
-
-
-def fit_clock(samples, rate0: int, rate_peer: int):
-    """The ping-pong sample with the shortest round trip, as {peer_ns, offset_ns, error_ns,
-    rtt_ns}: offset = peer clock - rank-0 clock (ns), error <= half the round trip."""
-    best = None
-    for t0, tp, t1 in samples:
-        a, b, p = ticks_to_ns(t0, rate0), ticks_to_ns(t1, rate0), ticks_to_ns(tp, rate_peer)
-        if t0 == 0 or b < a:
-            continue  # unfilled or impossible sample
-        if best is None or b - a < best["rtt_ns"]:
-            best = {"peer_ns": p, "offset_ns": p - (a + (b - a) // 2), "rtt_ns": b - a, "error_ns": (b - a) / 2}
-    if best is not None:
-        best["samples"] = len(samples)
-    return best
-
-
-class ClockMap:
-    """Maps a rank's local ns to rank 0's ns: the offset measured before and after the run,
-    interpolated linearly (constant drift) in between and extrapolated outside."""
-
-    def __init__(self, before=None, after=None):
-        fits = [f for f in (before, after) if f is not None]
-        self.before, self.after = before, after
-        self.offset0 = fits[0]["offset_ns"] if fits else 0
-        self.at0 = fits[0]["peer_ns"] if fits else 0
-        self.slope = 0.0
-        if len(fits) == 2 and fits[1]["peer_ns"] != fits[0]["peer_ns"]:
-            self.slope = (fits[1]["offset_ns"] - fits[0]["offset_ns"]) / (fits[1]["peer_ns"] - fits[0]["peer_ns"])
-        # Between two bounded estimates a linear interpolation is bounded by the worse one.
-        self.error_ns = max((f["error_ns"] for f in fits), default=0.0)
-
-    def __call__(self, ns: int) -> int:
-        return ns - self.offset0 - round(self.slope * (ns - self.at0))
-
-    def describe(self, rate_hz: int):
-        return {
-            "offset_before_ns": self.before and self.before["offset_ns"],
-            "error_before_ns": self.before and self.before["error_ns"],
-            "offset_after_ns": self.after and self.after["offset_ns"],
-            "error_after_ns": self.after and self.after["error_ns"],
-            "drift_ppm": self.slope * 1e6,
-            "error_ns": self.error_ns,
-            "clock_rate_hz": rate_hz,
-        }
-
-
-# ------------------------------------------------------------------------- building a trace
-def build_trace(dumps, event_names, arg_names):
-    """One Chrome-JSON trace (a dict) from every rank's profile dump (AllToAll.profile_collect())."""
-    dumps = sorted(dumps, key=lambda d: d["rank"])
-    root = dumps[0]
-    rates = {d["rank"]: d["clock_rate_hz"] for d in dumps}
-    maps = {0: ClockMap()}
-    for d in dumps[1:]:
-        p = d["rank"]
-
-        def fit(key):
-            rows = root.get(key) or []
-            return fit_clock(rows[p], rates[0], rates[p]) if p < len(rows) and rows[p] else None
-
-        maps[p] = ClockMap(fit("clock_before"), fit("clock_after"))
-
-    rows = []  # (pid, tid, start_ns, end_ns, name, arg, block, wave)
-    for d in dumps:
-        r, rate, waves, cmap = d["rank"], d["clock_rate_hz"], d["waves_per_block"], maps[d["rank"]]
-        for block, wave, ev, arg, start, end in d["events"]:
-            s, e = cmap(ticks_to_ns(start, rate)), cmap(ticks_to_ns(end, rate))
-            rows.append((r + 1, block * waves + wave + 1, s, max(s, e), ev, arg, block, wave))
-    origin = min((row[2] for row in rows), default=0)
-    rows.sort(key=lambda x: (x[0], x[1], x[2], -(x[3] - x[2])))  # parents before children
-
-    events = []
-    for d in dumps:
-        pid = d["rank"] + 1
-        err_us = maps[d["rank"]].error_ns / 1e3
-        events += [
-            {"name": "process_name", "ph": "M", "pid": pid, "args": {"name": f"rank {d['rank']}"}},
-            {"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": pid}},
-            {
-                "name": "process_labels",
-                "ph": "M",
-                "pid": pid,
-                "args": {"labels": f"clock error <= {err_us:.2f} us, dropped {d['dropped']}"},
-            },
-        ]
-    tracks = {(x[0], x[1]): (x[6], x[7]) for x in rows}
-    for (pid, tid), (block, wave) in sorted(tracks.items()):
-        events += [
-            {"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": f"block {block} wave {wave}"}},
-            {"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}},
-        ]
-    for pid, tid, s, e, ev, arg, block, wave in rows:
-        name = event_names[ev] if 0 <= ev < len(event_names) else f"event_{ev}"
-        args = {"block": block, "wave": wave}
-        if 0 <= ev < len(arg_names) and arg_names[ev]:
-            args[arg_names[ev]] = arg
-        events.append(
-            {
-                "name": name,
-                "cat": kernel_of(name),
-                "ph": "X",
-                "pid": pid,
-                "tid": tid,
-                "ts": round((s - origin) / 1e3, 3),
-                "dur": round((e - s) / 1e3, 3),
-                "args": args,
-            }
-        )
-
-    clock = {str(d["rank"]): maps[d["rank"]].describe(d["clock_rate_hz"]) for d in dumps}
-    records = {str(d["rank"]): {k: d[k] for k in ("attempted", "dropped", "invalid", "capacity")} for d in dumps}
-    err_us = max(m.error_ns for m in maps.values()) / 1e3
-    dropped = sum(d["dropped"] for d in dumps)
-    return {
-        "traceEvents": events,
-        "displayTimeUnit": "ns",
-        "otherData": {
-            "producer": "moe_a2a in-kernel profiler",
-            "clock_alignment_error_us": f"{err_us:.3f}",
-            "dropped_records": str(dropped),
-        },
-        "moe_a2a": {
-            "version": TRACE_VERSION,
-            "world": len(dumps),
-            "event_names": list(event_names),
-            "arg_names": list(arg_names),
-            "kernels": list(KERNELS),
-            "waves_per_block": root["waves_per_block"],
-            "origin_ns": origin,
-            "clock_alignment_error_us": err_us,
-            "clock": clock,
-            "records": records,
-            "dropped_records": dropped,
-        },
-    }
-
-
-def save(path, ep=None):
-    """Collective over ep's group: collects every rank's records and writes one trace on
-    rank 0. Returns the trace dict on rank 0, None elsewhere. Recording goes on afterwards,
-    into emptied buffers."""
-    if ep is None:
-        ep = _active() if _active is not None else None
-    if ep is None:
-        raise RuntimeError("moe_a2a.trace.save: no AllToAll was created with profile=True")
-    from ._collective import all_gather
-    from ._ext import ext
-
-    dumps = all_gather(ep.profile_collect(), ep.group, ep.device)
-    if ep.rank != 0:
-        return None
-    trace = build_trace(dumps, ext().profiler_event_names(), ext().profiler_event_arg_names())
-    with open(path, "w") as f:
-        json.dump(trace, f, separators=(",", ":"))
-    info = trace["moe_a2a"]
-    if info["dropped_records"]:
-        print(
-            f"moe_a2a.trace: {info['dropped_records']} records did not fit the per-track buffers and were "
-            "dropped; raise AllToAll(profile_capacity=...)",
-            file=sys.stderr,
-        )
-    return trace
-
-
-def load(path):
-    """A trace file, plain or gzip-compressed (traces kept under docs/results/ are .json.gz)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if data[:2] == b"\x1f\x8b":  # the gzip magic number
-        data = gzip.decompress(data)
-    return json.loads(data)
-
-
-# ------------------------------------------------------------------------- reading a trace
-def complete_events(trace):
-    return [e for e in trace["traceEvents"] if e.get("ph") == "X"]
-
-
-def _ns(e):
-    s = round(e["ts"] * 1e3)
-    return s, s + round(e["dur"] * 1e3)
-
-
-def rank_names(trace):
-    """{pid: 'rank N'} from the metadata events."""
-    return {
-        e["pid"]: e["args"]["name"]
-        for e in trace["traceEvents"]
-        if e.get("ph") == "M" and e.get("name") == "process_name"
-    }
+from .events import KERNELS, complete_events, kernel_of, rank_names, span_ns
 
 
 def check(trace):
@@ -268,13 +28,13 @@ def check(trace):
     for e in xs:
         tracks.setdefault((e["pid"], e["tid"]), []).append(e)
     for (pid, tid), evs in sorted(tracks.items()):
-        evs.sort(key=lambda e: (_ns(e)[0], -_ns(e)[1]))
+        evs.sort(key=lambda e: (span_ns(e)[0], -span_ns(e)[1]))
         stack = []
         for e in evs:
-            s, t = _ns(e)
-            while stack and _ns(stack[-1])[1] <= s:
+            s, t = span_ns(e)
+            while stack and span_ns(stack[-1])[1] <= s:
                 stack.pop()
-            if stack and t > _ns(stack[-1])[1]:
+            if stack and t > span_ns(stack[-1])[1]:
                 problems.append(
                     f"pid {pid} tid {tid}: {e['name']} at {e['ts']} us overlaps "
                     f"{stack[-1]['name']} at {stack[-1]['ts']} us without nesting"
@@ -312,7 +72,7 @@ def summary(trace, top=5) -> str:
     per_block = {}
     for e in xs:
         block = (e["tid"] - 1) // waves
-        s, t = _ns(e)
+        s, t = span_ns(e)
         key = (e["pid"], e["name"], block)
         if "." in e["name"]:
             per_block[key] = per_block.get(key, 0) + (t - s)
@@ -339,7 +99,7 @@ def summary(trace, top=5) -> str:
     waits = {}  # (pid, block, kernel) -> (dur_ns, peer)
     for e in xs:
         if "." in e["name"] and e["name"].split(".", 1)[1].startswith("wait"):  # the block's longest wait
-            s, t = _ns(e)
+            s, t = span_ns(e)
             key = (e["pid"], (e["tid"] - 1) // waves, kernel_of(e["name"]))
             if t - s >= waits.get(key, (-1, None))[0]:
                 waits[key] = (t - s, e["args"].get("peer"))
@@ -379,9 +139,9 @@ def timeline(trace, block=0, by_wave=False) -> str:
     order = {k: i for i, k in enumerate(KERNELS)}
     for pid, name in sorted(rank_names(trace).items()):
         mine = [e for e in xs if e["pid"] == pid]
-        runs = sorted((_ns(e) + (e["name"],) for e in mine if "." not in e["name"] and (e["tid"] - 1) % waves == 0))
+        runs = sorted((span_ns(e) + (e["name"],) for e in mine if "." not in e["name"] and (e["tid"] - 1) % waves == 0))
         stages = sorted(
-            (_ns(e) + (e["name"], (e["tid"] - 1) % waves) for e in mine if "." in e["name"]), key=lambda x: x[:3]
+            (span_ns(e) + (e["name"], (e["tid"] - 1) % waves) for e in mine if "." in e["name"]), key=lambda x: x[:3]
         )
         spans = {}  # kernel -> run durations; (kernel, stage) -> [(start, end)] per run
         per_wave = {}  # (kernel, wave, stage) -> [(start, end)] per run
@@ -450,7 +210,7 @@ def _kernel_spans_by_block(events, waves):
     per_block = {}
     for e in events:
         if "." not in e["name"] and (e["tid"] - 1) % waves == 0:
-            per_block.setdefault((e["name"], (e["tid"] - 1) // waves), []).append(_ns(e))
+            per_block.setdefault((e["name"], (e["tid"] - 1) // waves), []).append(span_ns(e))
     for spans in per_block.values():
         spans.sort()
     return per_block
@@ -461,7 +221,7 @@ def _run_of(e, per_block, waves):
     kernel's own span, or a stage outside every span of its block."""
     if "." not in e["name"]:
         return None
-    s, _ = _ns(e)
+    s, _ = span_ns(e)
     spans = per_block.get((kernel_of(e["name"]), (e["tid"] - 1) // waves), [])
     return next((j for j, (a, b) in enumerate(spans) if a <= s <= b), None)
 
@@ -489,7 +249,7 @@ def chain(trace) -> str:
             i = _run_of(e, per_block, waves)
             if i is None:
                 continue
-            s, t = _ns(e)
+            s, t = span_ns(e)
             key = (kernel_of(e["name"]), i, _chain_stage(e, rank))
             lo, hi = stages.get(key, (s, t))
             stages[key] = (min(lo, s), max(hi, t))
@@ -523,7 +283,7 @@ def _block_stages(mine, spans, waves, kernel, run, rank):
     for e in mine:
         if kernel_of(e["name"]) != kernel or _run_of(e, spans, waves) != run:
             continue
-        s, t = _ns(e)
+        s, t = span_ns(e)
         cell = cells.setdefault((e["tid"] - 1) // waves, {}).setdefault(_chain_stage(e, rank), [s, t, 0])
         cell[0], cell[1], cell[2] = min(cell[0], s), max(cell[1], t), cell[2] + 1
     return cells
@@ -667,108 +427,3 @@ def lineup(trace, kernel, run=None) -> str:
                     f"{(statistics.median(ends) - t0) / 1e3:7.2f} {(ends[-1] - t0) / 1e3:7.2f}  ({len(ends)} blocks)"
                 )
     return "\n".join(out)
-
-
-def plot_png(trace, path) -> None:
-    """A timeline per rank (y: track, x: time), for readers without Perfetto."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    xs = complete_events(trace)
-    pids = sorted(rank_names(trace)) or sorted({e["pid"] for e in xs})
-    names = sorted({e["name"] for e in xs}, key=lambda n: ("." in n, n))
-    colors = {n: plt.cm.tab20(i % 20) for i, n in enumerate(names)}
-    fig, axes = plt.subplots(len(pids), 1, figsize=(16, 3 + 3 * len(pids)), sharex=True, squeeze=False)
-    for ax, pid in zip(axes[:, 0], pids):
-        for n in names:
-            bars = {}
-            for e in xs:
-                if e["pid"] == pid and e["name"] == n:
-                    bars.setdefault(e["tid"], []).append((e["ts"], max(e["dur"], 1e-3)))
-            kernel = "." not in n
-            for tid, b in bars.items():
-                ax.broken_barh(
-                    b,
-                    (tid - 0.5, 1.0 if kernel else 0.7),
-                    facecolors=colors[n],
-                    alpha=0.35 if kernel else 0.9,
-                    linewidth=0,
-                )
-        ax.set_ylabel(f"rank {pid - 1}\ntrack (block x waves + wave)")
-        ax.invert_yaxis()
-    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[n], alpha=0.35 if "." not in n else 0.9) for n in names]
-    fig.legend(handles, names, loc="upper center", ncol=4, fontsize=8)
-    axes[-1, 0].set_xlabel("time (us, rank 0's clock)")
-    err = trace.get("moe_a2a", {}).get("clock_alignment_error_us")
-    if err is not None:
-        axes[0, 0].set_title(f"clock alignment error <= {err:.2f} us", fontsize=9, loc="right")
-    fig.tight_layout(rect=(0, 0, 1, 0.9))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m moe_a2a.trace", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("summary", help="time per stage per rank, slowest blocks, waits by peer")
-    s.add_argument("trace")
-    s.add_argument("--png", help="also draw a timeline per rank into this PNG")
-    s.add_argument("--top", type=int, default=5)
-    c = sub.add_parser("check", help="validate a trace (nesting, spans, every kernel on every rank)")
-    c.add_argument("trace")
-    t = sub.add_parser("timeline", help="one block's stages, us from its kernel start, median over runs")
-    t.add_argument("trace")
-    t.add_argument("--block", type=int, default=0, help="block index (default 0: the one with work at any batch)")
-    t.add_argument("--waves", action="store_true", help="also each wave's stages (median over runs)")
-    ch = sub.add_parser("chain", help="each stage over all blocks of its kernel, and the gaps between kernels")
-    ch.add_argument("trace")
-    b = sub.add_parser("blocks", help="every block's stages in one run of a kernel, per rank")
-    b.add_argument("trace")
-    b.add_argument("--kernel", default=KERNELS[0], choices=KERNELS, help=f"default {KERNELS[0]}")
-    b.add_argument("--run", type=int, default=0, help="which run of the kernel in the trace (default 0)")
-    b.add_argument("--every", type=int, default=1, help="one block in this many (default every block)")
-    la = sub.add_parser("late", help="blocks whose stage ends behind the others', in most runs, per rank")
-    la.add_argument("trace")
-    la.add_argument("--kernel", default=KERNELS[0], choices=KERNELS, help=f"default {KERNELS[0]}")
-    la.add_argument("--threshold", type=float, default=0.5, help="us behind the stage's median end (default 0.5)")
-    la.add_argument("--top", type=int, default=10, help="at most this many (stage, block) a rank (default 10)")
-    lu = sub.add_parser("lineup", help="each run of a kernel with the ranks on one clock, per stage")
-    lu.add_argument("trace")
-    lu.add_argument("--kernel", default=KERNELS[0], choices=KERNELS, help=f"default {KERNELS[0]}")
-    lu.add_argument("--run", type=int, default=None, help="only this run (default every one)")
-    args = p.parse_args(argv)
-    trace = load(args.trace)
-    if args.cmd == "late":
-        print(late(trace, args.kernel, args.threshold, args.top))
-        return 0
-    if args.cmd == "lineup":
-        print(lineup(trace, args.kernel, args.run))
-        return 0
-    if args.cmd == "blocks":
-        print(blocks(trace, args.kernel, args.run, max(1, args.every)))
-        return 0
-    if args.cmd == "chain":
-        print(chain(trace))
-        return 0
-    if args.cmd == "timeline":
-        print(timeline(trace, args.block, by_wave=args.waves))
-        return 0
-    if args.cmd == "check":
-        problems = check(trace)
-        for line in problems[:50]:
-            print(line)
-        print(f"{len(problems)} problem(s)" if problems else "trace OK")
-        return 1 if problems else 0
-    print(summary(trace, args.top))
-    if args.png:
-        plot_png(trace, args.png)
-        print(f"wrote {args.png}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
