@@ -542,7 +542,7 @@ class AllToAll:
         C.engine_enable_profiler(
             self._engine, int(profile_capacity), self.heap.alloc_bytes(C.profiler_mailbox_bytes(), 256)
         )
-        # Imported here, not at the top: `python -m moe_a2a.trace` must find it unimported.
+        # Imported here, not at the top: only an AllToAll that profiles needs the trace package.
         from .trace.build import _register
 
         _register(self)
