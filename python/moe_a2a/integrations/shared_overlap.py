@@ -110,12 +110,10 @@ class Overlap:
         """The early output if the call is the shared expert on the block's unchanged input (the
         side stream joined first), else None: the caller computes it (and where the call was not
         that, the overlap is off)."""
-        pending, self.pending = self.pending, None
-        if pending is None:
+        pending = self.pending
+        if not self._drop():
             return None
         x, version, out = pending
-        if out is not None:
-            streams.join(x.device)
         if len(args) == 1 and not kwargs and args[0] is x and x._version == version:
             self.confirmed = True
             self.taken += out is not None
