@@ -6,8 +6,9 @@
 # the sends to blocks [0, S) alone, every wave of theirs sending their groups one after the other, and lets the
 # other blocks answer a share of this rank's own rows each from the start, with no send beside them; then every
 # block answers its peers' groups as now. Plain instance only (engines below 1056 tokens at 132 SMs), where some
-# group holds 2 rows or more. S from CombineBackwardArgs::senders (the tree's default) or MOE_A2A_BWD_SENDERS.
-# Its small instance is 95.9 KB (main 88.2; budget 100; fp16's and fp32's are over theirs): size comes after speed.
+# group holds 2 rows or more (launch_combine_backward decides, and sizes each answering block's share there).
+# S from CombineBackwardArgs::senders (the tree's default) or MOE_A2A_BWD_SENDERS.
+# Its small instance is 95.1 KB (main 88.2; budget 100; fp16's and fp32's are over theirs): size comes after speed.
 # Setup (here): for t in main s22 s33 s66 s33h: mkdir -p .exp/$t and `git archive HEAD | tar -x -C .exp/$t
 # --exclude=docs`; for t in s22 s33 s66 s33h: (cd .exp/$t && patch -p1 <
 # ../../docs/results/2026-11-28-h200x2-session41/next-split-senders.patch) and set the default:
