@@ -22,11 +22,17 @@ them; "a/b[/c...]": rank r sends entry r % n, 0 allowed), device time in us of
     hbm-y      no all-to-all: the rows this rank's experts got, read from one buffer and written
                scaled to another (torch.mul): the bytes of y and of its gradient that the backward
                of combine moves through this GPU's memory whatever the link does, its local floor
-Each is timed with CUDA events on every rank, then the max over ranks per iteration; the table
-gives the median and p10-p90 over iterations, with fresh tokens from a pool and L2 flushed before
-every iteration (benchmarks/common.py). TFLOP/s counts the experts' GEMMs of the average rank
-(T x K rows, T the mean count over ranks and pool entries: every rank receives that many rows on
-average) against the max-over-ranks time.
+    graph-fwd    dispatch + combine (the expert output = expert_x), no autograd, in CUDA-graph steady
+                 state: --graph-iters calls over the pool's entries captured in one graph, per call
+    graph-train  the same rounds with autograd and their two backward rounds (x's and the router
+                 weights' gradients): a training step's four rounds as an engine that graphs its
+                 layers (or the whole step) replays them; graph-train - graph-fwd is the backward pair
+Each is timed with CUDA events on every rank, then the max over ranks per iteration (per replay
+for the graph phases); the table gives the median and p10-p90 over iterations, with fresh tokens
+from a pool and L2 flushed before every iteration (benchmarks/common.py; a graph replay runs its
+calls back to back with no flush between them, as bench_graph.py's do). TFLOP/s counts the
+experts' GEMMs of the average rank (T x K rows, T the mean count over ranks and pool entries: every
+rank receives that many rows on average) against the max-over-ranks time.
 
 A second table puts each backward round next to the forward round it mirrors, gives the all-to-all's
 share of fwd+bwd, the backward of combine over hbm-y (its local floor) and hbm-y over dispatch (the
@@ -71,15 +77,20 @@ PHASES = (
     "combine-bwd",
     "combine-bwd-y",
     "hbm-y",
-    "dispatch-bwd-train",  # last: an error in a phase marks the later ones of its T failed (bench_tokens)
+    "dispatch-bwd-train",  # late: an error in a phase marks the later ones of its T failed (bench_tokens)
+    "graph-fwd",
+    "graph-train",
 )
 # Phases that build an autograd graph (the rest run under no_grad).
-GRAD_PHASES = ("fwd+bwd", "dispatch-bwd", "dispatch-bwd-train", "combine-bwd", "combine-bwd-y")
+GRAD_PHASES = ("fwd+bwd", "dispatch-bwd", "dispatch-bwd-train", "combine-bwd", "combine-bwd-y", "graph-train")
+# Phases timed as CUDA-graph steady state (common.time_graph); the others eagerly (common.time_device).
+GRAPH_PHASES = ("graph-fwd", "graph-train")
 # Phases --trace records: one all-to-all round each (forward, experts and fwd+bwd are more).
 TRACED_PHASES = ("dispatch", "combine", "dispatch-bwd", "dispatch-bwd-train", "combine-bwd", "combine-bwd-y")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 DEFAULT_SHAPE = "256,8,7168,2048"  # DeepSeek-V3: n_routed_experts, top-k, hidden_size, moe_intermediate_size
 MIN_ITERS = 10
+MIN_GRAPH_INPUTS = 8  # common.time_graph's least number of different inputs
 
 
 def parse_args(argv=None):
@@ -107,7 +118,15 @@ def parse_args(argv=None):
     scaffold.add_capacity(p, "the layer")
     scaffold.add_iters(p, 50)
     scaffold.add_warmup(p, 5)
-    p.add_argument("--pool", type=int, default=4, help="distinct token batches cycled through (default 4)")
+    p.add_argument(
+        "--pool",
+        type=int,
+        default=8,
+        help="distinct token batches cycled through (default 8; the graph phases need 8 or more)",
+    )
+    p.add_argument(
+        "--graph-iters", type=int, default=10, help="calls captured in one CUDA graph by the graph phases (default 10)"
+    )
     scaffold.add_seed(p)
     common.add_device_timing_args(p, 1000.0, "default 1000; fwd+bwd launches more than that covers at small T")
     scaffold.add_switch(
@@ -141,7 +160,10 @@ def parse_args(argv=None):
     scaffold.check_capacity(p, args, max(args.token_list), "--tokens")
     if args.trace and not any(ph in TRACED_PHASES for ph in args.phase_list):
         p.error(f"--trace: --phases names none of {list(TRACED_PHASES)}")
-    scaffold.at_least(p, args, iters=MIN_ITERS, pool=1, warmup=0, recv_budget_mib=1)
+    scaffold.at_least(p, args, iters=MIN_ITERS, pool=1, warmup=0, recv_budget_mib=1, graph_iters=1)
+    graphed = [ph for ph in args.phase_list if ph in GRAPH_PHASES]
+    if graphed and args.pool < MIN_GRAPH_INPUTS:
+        p.error(f"--phases {','.join(graphed)}: needs --pool >= {MIN_GRAPH_INPUTS} (got {args.pool})")
     args.dtype_t = DTYPES[args.dtype]
     return args
 
@@ -253,6 +275,9 @@ MIRROR_HEADERS = [
     "KB each way",
     "(d + c) / floor",
     "(c-bwd + d-bwd) / floor",
+    "graph: d + c / floor",
+    "graph: bwd pair / floor",
+    "graph: bwd pair / d + c",
 ]
 MIRROR_LEGEND = (
     "each backward round over its forward mirror (medians), the all-to-all's share of a training step, the\n"
@@ -262,7 +287,9 @@ MIRROR_LEGEND = (
     "this run (a bare exchange of one dispatch + combine, one kernel per phase, graph steady state; KB each way\n"
     "per phase from the layer's routes). The backward pair moves about the bytes of one d + c (combine-bwd\n"
     "sends the output gradients like a dispatch, plus K floats per token back; dispatch-bwd is a combine),\n"
-    "so the floor of a d + c is its floor too. The pairs are eager device time: launches are included."
+    "so the floor of a d + c is its floor too. The pairs are eager device time: launches are included.\n"
+    "graph: the same pairs in CUDA-graph steady state, as the floor is timed: graph-fwd (d + c), and the\n"
+    "backward pair as graph-train's median less graph-fwd's."
 )
 
 
@@ -277,8 +304,8 @@ def pair_over_floor(median, pair, floor_us):
 def mirror_rows(rows):
     """Per token count: each backward round's median over its forward mirror's, the four
     all-to-all rounds' share of a training step (their medians summed over fwd+bwd's), the floor
-    (us, KB each way per phase) and each pair of PAIRS over it; "-" where a phase did not run or
-    the floor was not measured."""
+    (us, KB each way per phase), each pair of PAIRS over it, and the graph phases' pairs over it
+    and over each other; "-" where a phase did not run or the floor was not measured."""
     out = []
     for T in dict.fromkeys(case_of(r) for r in rows):
         of_T = [r for r in rows if case_of(r) == T]
@@ -292,13 +319,20 @@ def mirror_rows(rows):
         nbytes = next((r["floor_exchange_bytes"] for r in of_T if "floor_exchange_bytes" in r), None)
         kb = nbytes / 1e3 if nbytes is not None else None
         pairs = [pair_over_floor(median, p, floor_us) for p in PAIRS]
+        fwd, train = median.get("graph-fwd"), median.get("graph-train")
+        bwd = train - fwd if fwd is not None and train is not None else None
+        graphed = [
+            fwd / floor_us if fwd is not None and floor_us else None,
+            bwd / floor_us if bwd is not None and floor_us else None,
+            bwd / fwd if bwd is not None and fwd else None,
+        ]
         out.append(
             [T]
             + [fmt(x, 2) for x in ratios]
             + [fmt(share)]
             + [fmt(x, 2) for x in local]
             + [fmt(floor_us), fmt(kb)]
-            + [fmt(x, 2) for x in pairs]
+            + [fmt(x, 2) for x in pairs + graphed]
         )
     return out
 
@@ -445,6 +479,18 @@ def bench_tokens(ctx, args, T, counts, flusher):
             y = d.expert_x.detach().requires_grad_(True)
             return ep.combine(y, d), y, w
 
+        if "graph-train" in args.phase_list:  # leaves of their own: the graph's gradients are not pool's
+            graph_x = [x.detach().requires_grad_(True) for x in pool]
+            graph_w = [w.detach().requires_grad_(True) for _, w in routes]
+
+        def graph_step(i, train):  # one call of a graph phase on pool entry i: d + c, and with train their backward
+            idx, w = routes[i]
+            x, w = (graph_x[i], graph_w[i]) if train else (pool[i], w)
+            d = ep.dispatch(x, idx, w)
+            out = ep.combine(d.expert_x, d)
+            if train:
+                torch.autograd.grad(out, (x, w), grad_out(out))
+
         if "hbm-y" in args.phase_list:  # hbm-y's two buffers, as large as the most rows of a pool entry
             y_rows = torch.empty(max(rows_here), args.hidden, dtype=args.dtype_t, device=ctx.device)
             grad_rows = torch.empty_like(y_rows)
@@ -479,20 +525,25 @@ def bench_tokens(ctx, args, T, counts, flusher):
                 prepare=lambda i: combine_graph(i, router_grad=False),
             ),
             "hbm-y": dict(fn=lambda r: torch.mul(r[0], 0.5, out=r[1]), prepare=hbm_y_rows),
+            "graph-fwd": dict(step=lambda i: graph_step(i, train=False)),
+            "graph-train": dict(step=lambda i: graph_step(i, train=True)),
         }
         for phase in args.phase_list:
             spec = timed[phase]
             grad = torch.enable_grad() if phase in GRAD_PHASES else torch.no_grad()
             with grad:
-                us = common.time_device(
-                    ctx,
-                    spec["fn"],
-                    args.iters,
-                    args.warmup,
-                    prepare=spec["prepare"],
-                    flusher=flusher,
-                    after=spec.get("after"),
-                )
+                if phase in GRAPH_PHASES:
+                    us = common.time_graph(ctx, spec["step"], len(pool), args.graph_iters, args.iters)
+                else:
+                    us = common.time_device(
+                        ctx,
+                        spec["fn"],
+                        args.iters,
+                        args.warmup,
+                        prepare=spec["prepare"],
+                        flusher=flusher,
+                        after=spec.get("after"),
+                    )
             ep.synchronize()  # device-side errors (capacity overflow, ...) surface here
             rows.append(phase_row(base, phase, us, flops.get(phase)))
         if args.trace:
@@ -564,7 +615,7 @@ def main(argv=None):
 
         if not ext().profiler_compiled_in():
             raise SystemExit("--trace needs the in-kernel profiler: rebuild with MOE_A2A_PROFILE=1")
-    ctx = common.init_distributed()
+    ctx = common.init_benchmark()  # MOE_A2A_TEST_ONE_GPU=1: every rank on GPU 0, a smoke run
     if args.experts % ctx.world:
         raise SystemExit(f"--shape: {args.experts} experts cannot be split over {ctx.world} ranks")
     flusher = common.L2Flusher(ctx.device, args.flush_mib * common.MiB, args.preroll_us)

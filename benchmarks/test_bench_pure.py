@@ -573,6 +573,9 @@ def test_moe_layer_bench_cli_and_sizing():
     )
     assert a.phase_list == ["dispatch", "fwd+bwd"] and a.dtype_t == torch.float32 and not a.check
     assert bm.parse_args([]).floor and not bm.parse_args(["--no-floor"]).floor
+    # the graph phases: --graph-iters calls a graph, over a pool of 8 or more; the eager phases, any pool
+    assert set(bm.GRAPH_PHASES) <= set(bm.PHASES) and (a.pool, a.graph_iters) == (8, 10)
+    assert bm.parse_args(["--pool", "4", "--phases", "dispatch,combine-bwd"]).pool == 4
     # --trace: a file per (T, counts, phase), the counts' "/" kept out of the name
     assert bm.parse_args([]).trace is None and bm.parse_args(["--trace", "/tmp/t"]).trace == "/tmp/t"
     assert bm.trace_path("/tmp/t", 128, "0/128", "combine-bwd") == "/tmp/t-T128-0_128-combine-bwd.json"
@@ -600,6 +603,9 @@ def test_moe_layer_bench_cli_and_sizing():
         ["--iters", "3"],
         ["--trace", "/tmp/t", "--phases", "forward,experts"],  # no all-to-all round to trace
         ["--capacity", "1024"],  # below --tokens 2048
+        ["--pool", "4"],  # the graph phases (in the default --phases) need 8 inputs
+        ["--pool", "7", "--phases", "dispatch,graph-train"],
+        ["--graph-iters", "0"],
     ):
         with pytest.raises(SystemExit):
             bm.parse_args(bad)
@@ -638,8 +644,8 @@ def test_moe_layer_bench_report():
     medians["combine-bwd-y"] = 60.0  # not part of the share of a training step
     full = [bm.phase_row(dict(base, tokens=512), p, [us] * 3) for p, us in medians.items()]
     mirrors = bm.mirror_rows(rows + full)
-    assert mirrors[0] == [128] + ["-"] * 10  # no backward round ran at 128, no floor
-    assert mirrors[1] == [512, "2.20", "1.10", "1.20", "20.0%", "-", "-", "-", "-", "-", "-"]  # hbm-y did not run
+    assert mirrors[0] == [128] + ["-"] * 13  # no backward round ran at 128, no floor
+    assert mirrors[1] == [512, "2.20", "1.10", "1.20", "20.0%"] + ["-"] * 9  # hbm-y and the graph phases did not run
     # the backward of combine over its local floor (hbm-y), and that floor over the dispatch
     with_hbm = full + [bm.phase_row(dict(base, tokens=512), "hbm-y", [55.0] * 3)]
     assert bm.mirror_rows(with_hbm)[0][5:7] == ["2.00", "1.10"]
@@ -650,13 +656,20 @@ def test_moe_layer_bench_report():
     assert bm.pair_over_floor(medians, ("dispatch", "combine"), None) is None  # no floor
     floor = {"floor_exchange_us": 30.0, "floor_exchange_blocks": 32, "floor_exchange_bytes": 1_835_008}
     measured = [dict(r, **floor) for r in full]
-    want = [512, "2.20", "1.10", "1.20", "20.0%", "-", "-", "30.0", "1835.0", "3.00", "5.13"]
+    want = [512, "2.20", "1.10", "1.20", "20.0%", "-", "-", "30.0", "1835.0", "3.00", "5.13", "-", "-", "-"]
     assert bm.mirror_rows(measured) == [want]
+    # the graph phases: graph-fwd over the floor, graph-train less graph-fwd (the backward pair) over both
+    graphed = measured + [
+        dict(bm.phase_row(dict(base, tokens=512), p, [us] * 3), **floor)
+        for p, us in (("graph-fwd", 60.0), ("graph-train", 135.0))
+    ]
+    assert bm.mirror_rows(graphed)[0][-3:] == ["2.00", "2.50", "1.25"]
+    assert bm.mirror_rows([r for r in graphed if r["phase"] != "graph-fwd"])[0][-3:] == ["-", "-", "-"]
     # --phases subset: a pair with a phase that did not run shows "-"; a failed floor keeps the bytes
     some = [r for r in measured if r["phase"] in ("dispatch", "combine", "combine-bwd")]
-    assert bm.mirror_rows(some)[0][-2:] == ["3.00", "-"]
+    assert bm.mirror_rows(some)[0][-5:-3] == ["3.00", "-"]
     failed = [dict(r, floor_exchange_bytes=4000, floor_exchange_status="RuntimeError: heap") for r in full]
-    assert bm.mirror_rows(failed)[0][7:] == ["-", "4.0", "-", "-"]
+    assert bm.mirror_rows(failed)[0][7:] == ["-", "4.0", "-", "-", "-", "-", "-"]
     assert bm.floor_notes(failed + measured) == ["T=512: floor not measured: RuntimeError: heap"]
     # a counts spec other than "max" names its case: its own table rows, its own mirror row
     drawn = [dict(r, counts="drawn") for r in measured]

@@ -341,3 +341,55 @@ def test_two_rounds_in_flight_backward(world, rank):
             torch.testing.assert_close(out.detach().cpu().double(), want_out, **TOL[torch.float32])
             torch.testing.assert_close(x.grad.cpu().double(), want_gx, **TOL[torch.float32])
             assert_dot_products_close(w.grad.cpu().double(), want_gw, gw_magnitude)
+
+
+@pytest.mark.parametrize("layout", ["padded", "packed"])
+def test_training_step_replays_in_a_cuda_graph(layout, world, rank):
+    """A training step captured whole in one CUDA graph (forward, loss, backward: how torch's
+    whole-network capture and training engines that graph their layers run it), then replayed on
+    new tokens, routes, router weights and output gradients copied into its static inputs: every
+    replay's output and gradients match the closed form, and an eager step after the replays
+    still does (the rounds' epochs live on the GPU, so replays and eager rounds mix)."""
+    E, K, H, T = 8 * world, 4, 512, 24
+    dtype = torch.float32
+    first = ref.generate_all_inputs(world, E, K, H, T, dtype, seed=94, num_tokens=T)
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype, layout=layout) as ep:
+        sx = first[rank].x.cuda().requires_grad_()
+        sw = first[rank].topk_weights.cuda().requires_grad_()
+        sidx, sg = first[rank].topk_idx.cuda(), torch.zeros(T, H, device="cuda")
+
+        def step():
+            out, _ = one_round(ep, sx, sidx, sw, rank)
+            (out * sg).sum().backward()
+            return out.detach()
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):  # warm-up outside capture (autograd's streams and accumulators)
+                step()
+                sx.grad = sw.grad = None
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = step()
+        static_gx, static_gw = sx.grad, sw.grad  # written by every replay, not accumulated
+        for seed in (95, 96, 97):
+            inputs = ref.generate_all_inputs(world, E, K, H, T, dtype, seed=seed, num_tokens=T)
+            g = torch.randn(T, H, generator=torch.Generator().manual_seed(seed + 7 * rank))
+            with torch.no_grad():
+                sx.copy_(inputs[rank].x), sidx.copy_(inputs[rank].topk_idx), sw.copy_(inputs[rank].topk_weights)
+                sg.copy_(g)
+            graph.replay()
+            ep.synchronize()
+            want_out, want_gx, want_gw, gw_magnitude = closed_form(inputs[rank], g, E // world, dtype)
+            torch.testing.assert_close(static_out.cpu().double(), want_out, **TOL[dtype], msg=f"seed {seed}: out")
+            torch.testing.assert_close(static_gx.cpu().double(), want_gx, **TOL[dtype], msg=f"seed {seed}: grad x")
+            assert_dot_products_close(static_gw.cpu().double(), want_gw, gw_magnitude)
+        sx.grad = sw.grad = None
+        eager_out = step()
+        ep.synchronize()
+        want_out, want_gx, want_gw, gw_magnitude = closed_form(inputs[rank], g, E // world, dtype)
+        torch.testing.assert_close(eager_out.cpu().double(), want_out, **TOL[dtype])
+        torch.testing.assert_close(sx.grad.cpu().double(), want_gx, **TOL[dtype])
+        assert_dot_products_close(sw.grad.cpu().double(), want_gw, gw_magnitude)
