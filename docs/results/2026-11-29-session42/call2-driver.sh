@@ -25,10 +25,15 @@ AB_BENCH=layer AB_ROUNDS=2 AB_LAYER_ARGS="--tokens 128,256,384,512 --phases disp
   ab every 200 .exp/main .exp/s22 .exp/s33 .exp/s66
 AB_BENCH=layer AB_ROUNDS=2 AB_LAYER_ARGS="--tokens 256,512 --counts drawn;0/256;256/64 --phases combine-bwd" \
   ab unequal 80 .exp/main .exp/s33
-left=$((420 - (SECONDS - T0)))
+# bench_moe_layer's CUDA-graph phases (this checkout's script, main's package): a training step's four rounds in graph
+# steady state, with the floor, every rank at one count.
+BENCH_TREE=.exp/main bench layer-graph 150 benchmarks/bench_moe_layer.py --tokens 128,512,2048 \
+  --phases dispatch,combine,dispatch-bwd,combine-bwd,graph-fwd,graph-train --iters 30 --no-check
+tail -30 $L/layer-graph.log > $OUT/layer-graph-tail.txt
+left=$((500 - (SECONDS - T0)))
 MOE_A2A_BWD_SENDERS=1 GPU_TESTS="tests/python/gpu/test_autograd.py tests/python/gpu/test_all_to_all.py" \
   bounded $left bash -c "cd .exp/s33h && bash tools/gpu_run.sh $L/split-tests tests > $L/split-tests.log 2>&1"
 log "split tests rc=$?"
 cp $L/split-tests/summary.txt $OUT/split-tests-summary.txt 2> /dev/null
-cd $OUT && tar cJf all.tar.xz logs every unequal 2> /dev/null; rm -rf logs every unequal
+cd $OUT && tar cJf all.tar.xz logs every unequal layer-graph 2> /dev/null; rm -rf logs every unequal layer-graph
 log done
