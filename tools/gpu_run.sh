@@ -7,9 +7,9 @@
 # `tests` also writes the fault-injection table (tests/python/gpu/test_faults.py) to OUT/faults.txt and summary.txt,
 # and the names of the tests that failed or hung (conftest's watchdog) to summary.txt; GPU_TEST_RUNS=N runs the suite N
 # times in a row.
-# On a one-GPU node the tests (and `soak`) run ONE_GPU_RANKS ranks on the GPU (default 2; 4 or 8 check the
-# protocol at a larger world, time-sliced: the whole suite takes several times as long, so GPU_TESTS, the test
-# paths, default tests/python/gpu, lets it run a few files per call).
+# On a one-GPU node the tests (and `soak`) run ONE_GPU_RANKS ranks on the GPU (default 2; 3 to 8 check the
+# protocol at a larger world, 3, 5, 6 and 7 at one that is not a power of two; time-sliced: the whole suite takes
+# several times as long, so GPU_TESTS, the test paths, default tests/python/gpu, lets it run a few files per call).
 # `graph` runs benchmarks/bench_graph.py: dispatch + combine as CUDA-graph steady state and
 # eager, challenge shapes and the DeepSeek-V3 shape at 1..4096 tokens. After `graph`, `fp8` or `layer`,
 # benchmarks/perf_report.py writes OUT/perf_report.md: every speed target next to its measured value.

@@ -1,6 +1,8 @@
 """Tiny transformers MoE models with random weights (no download), shared by the CPU and GPU
 tests of moe_a2a.integrations.transformers."""
 
+import math
+
 import torch
 from transformers import (
     AutoModel,
@@ -98,6 +100,23 @@ def tiny_configs():
             attention_chunk_size=64,
         ),
     }
+
+
+# A family's config field for its number of routed experts: the first of these its config has.
+EXPERTS_FIELDS = ("n_routed_experts", "num_local_experts", "num_experts")
+
+
+def experts_for_world(name, world):
+    """Config overrides with which `name`'s tiny model splits its routed experts over `world` ranks:
+    none where they split already (world 2, 4 and 8: the model as it is), else its experts rounded
+    up to a multiple of the world and of DeepSeek-V3's expert groups (n_group), which split them too."""
+    config = tiny_configs()[name]
+    field = next(f for f in EXPERTS_FIELDS if hasattr(config, f))
+    experts = getattr(config, field)
+    if experts % world == 0:
+        return {}
+    step = math.lcm(world, getattr(config, "n_group", None) or 1)
+    return {field: -(-experts // step) * step}
 
 
 def build(name, seed=0, **overrides):

@@ -19,7 +19,17 @@ from moe_a2a import grouped_gemv as moe_gemv  # noqa: E402
 from moe_a2a.local_exchange import LocalExchange  # noqa: E402  (AllToAll at world 1, in plain torch)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from tiny_moe_models import COMMON, EXTRA_INPUTS, NAMES, SHRINK, SHRUNK_NAMES, build, meta_model, shrunk_model  # noqa: E402
+from tiny_moe_models import (  # noqa: E402
+    COMMON,
+    EXTRA_INPUTS,
+    NAMES,
+    SHRINK,
+    SHRUNK_NAMES,
+    build,
+    experts_for_world,
+    meta_model,
+    shrunk_model,
+)
 
 
 @pytest.fixture
@@ -62,6 +72,23 @@ def test_local_expert_range_rejects_uneven_splits():
         moe_tf.local_expert_range(12, 8, 0)
     with pytest.raises(ValueError, match="outside a world"):
         moe_tf.local_expert_range(16, 2, 2)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_tiny_models_split_their_experts_at_any_world(name):
+    """The GPU tests' tiny models at worlds 2..8 (experts_for_world): as they are where their experts
+    split, else with experts that split, so a world of 3, 5, 6 or 7 runs every test of them."""
+
+    def experts(**overrides):
+        return [m.down_proj.shape[0] for _, m in moe_tf.moe_experts(build(name, **overrides))]
+
+    own = experts()
+    for world in range(2, 9):
+        overrides = experts_for_world(name, world)
+        if world in (2, 4, 8):
+            assert overrides == {}, (world, overrides)
+        got = experts(**overrides) if overrides else own
+        assert got and all(e % world == 0 for e in got), (world, overrides, got)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -41,6 +41,13 @@ def fits(num_experts, world):
     return num_experts % world == 0 and num_experts >= world
 
 
+def experts_for(num_experts, world):
+    """num_experts rounded up to a multiple of the world: the same experts at world 2, 4 and 8, and a
+    few more at a world of 3, 5, 6 or 7, where the test then runs instead of being refused. For tests
+    whose experts are not a fixed shape's (the challenge's shapes are skipped where they do not fit)."""
+    return -(-num_experts // world) * world
+
+
 def to_device(inputs):
     return [ref.Routing(*(t.cuda() for t in r)) for r in inputs]
 
@@ -163,7 +170,7 @@ def edge_inputs(case, world, E, K, H, T, dtype):
     "case", ["rank0_no_tokens", "all_ranks_no_tokens", "max_tokens", "int64_ids", "one_expert", "one_rank"]
 )
 def test_edge_cases(case, layout, world, rank):
-    E, K, H, T = 64, 6, 2880, 32
+    E, K, H, T = experts_for(64, world), 6, 2880, 32
     with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16, layout=layout) as ep:
         run_round(ep, edge_inputs(case, world, E, K, H, T, torch.bfloat16), rank, world, E)
 
@@ -186,7 +193,7 @@ def test_float32_tokens(layout, world, rank):
 
 
 def test_topk_one(world, rank):
-    E, K, H, T = 16, 1, 1024, 64
+    E, K, H, T = experts_for(16, world), 1, 1024, 64
     with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.float16) as ep:
         run_round(ep, ref.generate_all_inputs(world, E, K, H, T, torch.float16, seed=7), rank, world, E)
 
@@ -194,7 +201,7 @@ def test_topk_one(world, rank):
 def test_thousand_consecutive_rounds(world, rank):
     """Fresh data every call on one AllToAll: a stale flag from call i-1 would show up as a
     wrong answer (or a count from the previous call) in call i."""
-    E, K, H, T = 32, 4, 256, 16
+    E, K, H, T = experts_for(32, world), 4, 256, 16
     with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16) as ep:
         for i in range(1000):
             inputs = ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=1000 + i)
@@ -217,7 +224,7 @@ def test_outputs_are_the_callers_and_do_not_overlap(ops, fp8, world, rank):
     allocation of its own (a storage of its own: torch.compile's rule for a custom op's outputs),
     none overlapping another, each contiguous and 256-byte aligned; and an output kept alone stays
     valid and unchanged while the rest is freed and later rounds run."""
-    E, K, H, T = 32, 4, 256, 16
+    E, K, H, T = experts_for(32, world), 4, 256, 16
     dtype = torch.bfloat16
     kw = {"dispatch_dtype": torch.float8_e4m3fn} if fp8 else {}
     with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype, layout="packed", **kw) as ep:
@@ -253,7 +260,7 @@ def test_outputs_are_the_callers_and_do_not_overlap(ops, fp8, world, rank):
 
 
 def test_cuda_graph_replay_matches_eager(world, rank):
-    E, K, H, T = 64, 6, 2048, 32
+    E, K, H, T = experts_for(64, world), 6, 2048, 32
     dtype = torch.bfloat16
     with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype) as ep:
         first = to_device(ref.generate_all_inputs(world, E, K, H, T, dtype, seed=11, num_tokens=T))
@@ -294,7 +301,7 @@ def custom_op_aliasing_raises():
 def test_no_op_output_aliases_an_input_or_another_output(layout, world, rank):
     """torch.compile's check, on every op's real outputs: every op of the library, the backward
     rounds in autograd's order (tests/python/cpu/test_op_outputs.py checks the Meta kernels)."""
-    E, K, H, T = 32, 4, 256, 16
+    E, K, H, T = experts_for(32, world), 4, 256, 16
     dtype = torch.bfloat16
     with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype, layout=layout) as ep:
         engine, state = ep._engine, ep._state
@@ -332,7 +339,7 @@ def test_no_op_output_aliases_an_input_or_another_output(layout, world, rank):
 
 @pytest.mark.parametrize("ops", ["fused", "split"])
 def test_torch_compile_matches_eager(ops, world, rank):
-    E, K, H, T = 64, 6, 2048, 32
+    E, K, H, T = experts_for(64, world), 6, 2048, 32
     dtype = torch.bfloat16
     with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype) as ep:
         engine, state = ep._engine, ep._state
@@ -723,7 +730,7 @@ def bad_variants(x, idx, w, T_max):
 
 
 def test_bad_inputs_raise_and_leave_ep_usable(world, rank):
-    E, K, H, T = 64, 6, 2048, 8
+    E, K, H, T = experts_for(64, world), 6, 2048, 8
     with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16) as ep:
         inputs = ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=31, num_tokens=T)
         x, idx, w = to_device(inputs)[rank]
@@ -782,11 +789,12 @@ def test_invalid_config_raises(world):
 
 
 @pytest.mark.parametrize("T", [16, 2], ids=["signalled", "flagged"])
-@pytest.mark.parametrize("bad_id", [-2, 64, 2**31 - 1, 2**40], ids=["neg", "E", "int32max", "int64big"])
+@pytest.mark.parametrize("bad_id", [-2, "E", 2**31 - 1, 2**40], ids=["neg", "E", "int32max", "int64big"])
 def test_bad_expert_id_is_caught_on_device(bad_id, T, world, rank):
     """Also at a few tokens, where combine's partial sums are flagged words and the error reaches the
-    token ranks with the start signals instead of partial signals."""
-    E, K, H = 64, 6, 2048
+    token ranks with the start signals instead of partial signals. "E": the first id past the experts."""
+    E, K, H = experts_for(64, world), 6, 2048
+    bad_id = E if bad_id == "E" else bad_id
     canary = moe_a2a.SymmetricHeap(dist.group.WORLD, 1 << 20)
     guard = canary.alloc((1 << 18,), torch.int32)
     guard.fill_(0x5A5A5A5A)
@@ -836,7 +844,7 @@ def test_capacity_overflow_raises_everywhere(layout, world, rank):
 def test_missing_peer_times_out(world, rank):
     """Rank 0 dispatches, nobody else does: rank 0 must give up after its timeout and name a
     rank it waited for; the others were never blocked."""
-    E, K, H, T = 64, 6, 2048, 8
+    E, K, H, T = experts_for(64, world), 6, 2048, 8
     ep = moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16, timeout_s=1.0)
     try:
         if rank == 0:

@@ -6,7 +6,7 @@ an fp8 dispatch; what is refused and how."""
 import pytest
 import torch
 import torch.distributed as dist
-from test_all_to_all import per_expert
+from test_all_to_all import experts_for, fits, per_expert
 
 import moe_a2a
 from moe_a2a import reference as ref
@@ -15,10 +15,6 @@ FORMATS = [torch.float8_e4m3fn, torch.float8_e4m3fnuz]
 FORMAT_IDS = ["e4m3fn", "e4m3fnuz"]
 # The challenge's benchmark shapes, at few tokens (the bytes are checked one row at a time).
 SHAPES = [(8, 2, 6144, 16), (64, 6, 2048, 32), (128, 4, 2880, 24), (256, 8, 7168, 8)]
-
-
-def fits(num_experts, world):
-    return num_experts % world == 0 and num_experts >= world
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -76,7 +72,7 @@ def test_fp8_rows_equal_the_reference(shape, fp8_dtype, layout, world, rank):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
 def test_fp8_from_other_token_types_and_pow2_scales(dtype, world, rank):
-    E, K, H, T = 16, 4, 2880, 32  # a short last block: 2880 = 22 x 128 + 64
+    E, K, H, T = experts_for(16, world), 4, 2880, 32  # a short last block: 2880 = 22 x 128 + 64
     for pow2 in (False, True):
         with moe_a2a.AllToAll(
             dist.group.WORLD, E, K, H, T, dtype, dispatch_dtype=torch.float8_e4m3fn, fp8_pow2_scales=pow2
@@ -111,7 +107,7 @@ def special_inputs(world, E, K, H, T, seed):
 
 @pytest.mark.parametrize("fp8_dtype", FORMATS, ids=FORMAT_IDS)
 def test_fp8_special_values_stay_in_their_block(fp8_dtype, world, rank):
-    E, K, H, T = 8, 2, 512, 8
+    E, K, H, T = experts_for(8, world), 2, 512, 8
     with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16, dispatch_dtype=fp8_dtype) as ep:
         inputs = special_inputs(world, E, K, H, T, seed=9)
         d = ep.dispatch(*(t.cuda() for t in inputs[rank]))
@@ -162,7 +158,7 @@ def test_fp8_rows_at_a_large_batch(dtype, fp8_dtype, pow2, send_sms, alignment, 
     rank; and combine of identity experts on the dequantized rows (the route of own rows too).
     At 2304 tokens, on up to 144 SMs, both ranks double their groups (EpConfig::num_groups: one
     group a block would hold more than DOUBLE_GROUPS_TOKENS)."""
-    E, K, H = 16, 4, 2880
+    E, K, H = experts_for(16, world), 4, 2880
     with moe_a2a.AllToAll(
         dist.group.WORLD,
         E,
@@ -202,7 +198,7 @@ def test_fp8_bad_expert_id_at_a_large_batch(world, rank):
     to do so sends the counts (reserve_pairs in csrc/ep/dispatch_send.cuh): a bad id on rank 0 is
     raised there and as a peer's error everywhere else, nothing is written outside the buffers, and
     the next round, whose totals must start from 0 again, delivers the reference's rows."""
-    E, K, H, T = 16, 4, 2048, 1024
+    E, K, H, T = experts_for(16, world), 4, 2048, 1024
     canary = moe_a2a.SymmetricHeap(dist.group.WORLD, 1 << 20)
     guard = canary.alloc((1 << 18,), torch.int32)
     guard.fill_(0x5A5A5A5A)
@@ -236,7 +232,7 @@ def test_fp8_bad_expert_id_at_a_large_batch(world, rank):
 def test_fp8_given_by_the_caller(layout, world, rank):
     """x already fp8 with its scales: sent as given (here the reference's, so the rows must equal
     what dispatch's own quantization delivers), also through the split calls."""
-    E, K, H, T = 32, 4, 2048, 16
+    E, K, H, T = experts_for(32, world), 4, 2048, 16
     with moe_a2a.AllToAll(
         dist.group.WORLD, E, K, H, T, torch.bfloat16, layout=layout, dispatch_dtype=torch.float8_e4m3fnuz
     ) as ep:
@@ -258,7 +254,7 @@ def test_fp8_given_by_the_caller(layout, world, rank):
 def test_fp8_masked_slots_aligned_and_combined(layout, world, rank):
     """Unused slots, alignment padding (zero rows and zero scales) and a combine of experts that
     compute on the dequantized rows, against the reference on the dequantized tokens."""
-    E, K, H, T = 16, 4, 1024, 32
+    E, K, H, T = experts_for(16, world), 4, 1024, 32
     alignment = 8 if layout == "packed" else 1
     fp8 = torch.float8_e4m3fn
     with moe_a2a.AllToAll(
@@ -293,7 +289,7 @@ def test_fp8_masked_slots_aligned_and_combined(layout, world, rank):
 
 
 def test_fp8_refusals(world, rank):
-    E, K, H, T = 8, 2, 1024, 8
+    E, K, H, T = experts_for(8, world), 2, 1024, 8
     with pytest.raises(ValueError, match="multiple of 16"):
         moe_a2a.AllToAll(dist.group.WORLD, E, K, 1032, T, torch.bfloat16, dispatch_dtype=torch.float8_e4m3fn)
     with pytest.raises(TypeError, match="dispatch_dtype"):

@@ -16,11 +16,13 @@ import moe_a2a.integrations.transformers as moe_tf  # noqa: E402
 from moe_a2a.integrations.shared_overlap import overlap_states  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from tiny_moe_models import COMMON, NAMES, build  # noqa: E402
+from tiny_moe_models import COMMON, NAMES, build, experts_for_world  # noqa: E402
 
 
 def models(name, dtype, **overrides):
-    """(the full model with transformers' eager experts, an expert-parallel copy), on this GPU."""
+    """(the full model with transformers' eager experts, an expert-parallel copy), on this GPU; at a
+    world its experts do not split over (3, 5, 6, 7), with a few experts more (experts_for_world)."""
+    overrides = {**experts_for_world(name, torch.distributed.get_world_size()), **overrides}
     reference = build(name, **overrides).to(device="cuda", dtype=dtype)  # same seed: the same weights on every rank
     reference.set_experts_implementation("eager")
     return reference, moe_tf.expert_parallel(copy.deepcopy(reference), max_num_tokens=64)
