@@ -749,7 +749,7 @@ def test_bad_inputs_raise_and_leave_ep_usable(world, rank):
 
 def test_config_mismatch_raises_on_every_rank(world, rank):
     with pytest.raises(RuntimeError, match="disagree"):
-        moe_a2a.AllToAll(dist.group.WORLD, 64, 6, 2048 + 8 * rank, 8, torch.bfloat16)
+        moe_a2a.AllToAll(dist.group.WORLD, experts_for(64, world), 6, 2048 + 8 * rank, 8, torch.bfloat16)
 
 
 @pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64], ids=["int32", "int64"])
