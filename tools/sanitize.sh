@@ -2,6 +2,8 @@
 # The GPU kernels under compute-sanitizer (issue 14, item 5), every rank of a world-2 torchrun job
 # wrapped in a sanitizer of its own, once per tool; fails on any report.
 #   tools/sanitize.sh OUT [TOOL[,TOOL...]]    TOOL: memcheck racecheck synccheck initcheck (default: all four)
+# SANITIZE_RANKS=N runs a world of N instead (on one GPU, time-sliced like the tests: 3 checks a world that is
+# not a power of two).
 # What runs: tools/soak.py --profile sanitize (tests/python/gpu/soak_schedule.py): on five tiny
 # AllToAlls (padded and packed, bf16 / fp16 / fp32, fp8 dispatch in both formats, an expert
 # alignment, a 2-block grid) and one whose combine splits token groups into units, fused rounds, split rounds and forward rounds with both backward
@@ -38,6 +40,7 @@ NGPU=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 [ "$NGPU" -lt 2 ] && export MOE_A2A_TEST_ONE_GPU=1
 KERNELS=${MOE_A2A_SANITIZE_KERNELS-kns=moe_a2a}
 PER_TOOL_LIMIT_S=${SANITIZE_TOOL_LIMIT_S:-500}
+RANKS=${SANITIZE_RANKS:-2}
 
 suppress_for() {  # TOOL -> extra compute-sanitizer arguments, one documented reason each
   case $1 in
@@ -59,7 +62,7 @@ for tool in ${TOOLS//,/ }; do
   # A sanitized kernel runs many times slower, and a rank's kernels wait for the other rank's:
   # the AllToAll timeout is raised so that slowness is not taken for a missing peer.
   # shellcheck disable=SC2046
-  timeout --signal=KILL "$PER_TOOL_LIMIT_S" torchrun --standalone --nproc-per-node=2 --no-python \
+  timeout --signal=KILL "$PER_TOOL_LIMIT_S" torchrun --standalone --nproc-per-node="$RANKS" --no-python \
     "$SANITIZER" --tool "$tool" --error-exitcode 1 --print-limit 50 \
     ${KERNELS:+--kernel-name "$KERNELS"} $(suppress_for "$tool") \
     python3 tools/soak.py --profile "$(profile_for "$tool")" --timeout-s 120 >"$log" 2>&1
