@@ -131,7 +131,7 @@ def test_fault_report(fault_run, rank, world, one_gpu):
     """Rank 0 prints (with -s) and saves the table; always passes."""
     if rank != 0:
         return
-    setting = "2 ranks sharing one GPU" if one_gpu else f"{world} GPUs"
+    setting = f"{world} ranks sharing one GPU" if one_gpu else f"{world} GPUs"
     text = f"fault injection, world {world} ({setting}), AllToAll timeout_s = {fw.TIMEOUT_S}\n" + table(
         fault_run["results"]
     )
