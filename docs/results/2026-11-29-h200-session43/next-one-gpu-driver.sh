@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Prepared, not run (session 43's device time was spent): what is left of the odd worlds, for a session that has one
-# GPU only. The ranks time-sliced on it (correctness only). The sanitizers at world 3 (SANITIZE_RANKS, all four
-# tools; at world 2 each took about 15 s), the soak at world 3 for 2 minutes, then test_transformers.py at world 5,
-# each bounded by what is left of 560 s.
+# GPU only. The ranks time-sliced on it (correctness only). The num_sms test that session 43 could not run, the
+# sanitizers at world 3 (SANITIZE_RANKS, all four tools; at world 2 each took about 15 s), the soak at world 3 for 2
+# minutes, then test_transformers.py at world 5, each bounded by what is left of 560 s.
 source tools/device_call.sh
 left() { echo $((560 - (SECONDS - T0))); }
 bounded 120 bash tools/gpu_run.sh $L/build build > $L/build.log 2>&1
 log "build rc=$?"
+# 07f6421's check, written after session 43's last call: num_sms past the device's compute units raises
+GPU_TESTS="tests/python/gpu/test_all_to_all.py::test_more_blocks_than_compute_units_raises" \
+  bounded 60 bash tools/gpu_run.sh $L/sms tests > $L/sms.log 2>&1
+log "num_sms test at world 2 rc=$?"
+cp $L/sms/summary.txt $OUT/sms-summary.txt 2> /dev/null
 SANITIZE_RANKS=3 SANITIZE_TOOL_LIMIT_S=75 bounded 320 bash tools/sanitize.sh $L/san3 > $L/san3.log 2>&1
 log "sanitizers at world 3 rc=$?"
 grep "^-- sanitize" $L/san3.log > $OUT/san3-summary.txt
