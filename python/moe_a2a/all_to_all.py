@@ -322,20 +322,17 @@ def _check_profiler(profile: bool, profile_capacity) -> None:
         raise ValueError(f"moe_a2a: profile_capacity must be in [1, 2^20], got {profile_capacity}")
 
 
-def _blocks(num_sms, device_sms: int) -> int:
-    """AllToAll(num_sms=) as the config takes it: the device's compute units where not given, else at
-    most those. A launch's blocks wait for one another (a quantizing dispatch's for the counts its
-    last reserving block publishes, a receive half for peers whose receive halves wait for this
-    send half), so every block must be resident at once, one a compute unit: more blocks than
-    units would leave some waiting for blocks that never start, until the timeout."""
-    if num_sms is None:
-        return device_sms
-    if not 1 <= int(num_sms) <= device_sms:
+def _check_blocks(num_blocks: int, device_sms: int) -> None:
+    """AllToAll(num_sms=) against the device: at most its compute units. A launch's blocks wait for
+    one another (a quantizing dispatch's for the counts its last reserving block publishes, a
+    receive half for peers whose receive halves wait for this send half), so every block must be
+    resident at once, one a compute unit: more blocks than units would leave some waiting for
+    blocks that never start, until the timeout."""
+    if num_blocks > device_sms:
         raise ValueError(
-            f"moe_a2a: num_sms must be in [1, {device_sms}] (this device's compute units: the blocks of a kernel "
-            f"wait for one another, so all of them must run at once), got {num_sms}"
+            f"moe_a2a: num_sms must be at most {device_sms} (this device's compute units: the blocks of a kernel "
+            f"wait for one another, so all of them must run at once), got {num_blocks}"
         )
-    return int(num_sms)
 
 
 def _tuning_from_env(groups_per_block, send_sms) -> Tuple[int, Tuple[int, int]]:
@@ -494,7 +491,8 @@ class AllToAll:
         self.profile = bool(profile)
         _check_profiler(self.profile, profile_capacity)
         dev = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
-        self.num_sms = _blocks(num_sms, torch.cuda.get_device_properties(dev).multi_processor_count)
+        sms = torch.cuda.get_device_properties(dev).multi_processor_count
+        self.num_sms = sms if num_sms is None else int(num_sms)
         self.groups_per_block, self.send_sms = _tuning_from_env(groups_per_block, send_sms)
         self.expert_alignment = int(expert_alignment)
         config = _core_config(self)
@@ -505,6 +503,7 @@ class AllToAll:
         # raises on every rank or on none, and no rank waits in the heap's collectives for one that raised.
         self._require_same_everywhere(config, timeout_s, group, dev)
         _validate(config)
+        _check_blocks(self.num_sms, sms)  # after the sameness check: on every rank alike where the GPUs are alike
         self.experts_per_rank = self.num_experts // self.world
         offsets = self._allocate_heap(config, group, device)
         self._config, self._region_offsets = config, offsets  # the tests' hooks read them (tests/python/gpu/hooks.py)

@@ -11,9 +11,9 @@ from moe_a2a.all_to_all import (
     DEFAULT_GROUPS_PER_BLOCK,
     DEFAULT_OUTPUT_BUDGET_BYTES,
     MAX_BUFFERS,
-    _blocks,
     _capacity_argument,
     _check_arguments,
+    _check_blocks,
     _check_profiler,
     _choose_capacity,
     _core_config,
@@ -278,7 +278,7 @@ def test_validate_raises_the_cores_message(core):
 
 
 def test_num_sms_is_at_most_the_devices_compute_units():
-    assert _blocks(None, 132) == 132 and _blocks(132, 132) == 132 and _blocks("7", 304) == 7
-    for bad in (0, -1, 133):
-        with pytest.raises(ValueError, match=r"num_sms must be in \[1, 132\].*got " + str(bad)):
-            _blocks(bad, 132)
+    _check_blocks(132, 132)
+    _check_blocks(1, 304)
+    with pytest.raises(ValueError, match=r"num_sms must be at most 132 .*got 133"):
+        _check_blocks(133, 132)
