@@ -7,7 +7,7 @@ source tools/device_call.sh
 left() { echo $((560 - (SECONDS - T0))); }
 bounded 120 bash tools/gpu_run.sh $L/build build > $L/build.log 2>&1
 log "build rc=$?"
-# 07f6421's check, written after session 43's last call: num_sms past the device's compute units raises
+# df8005a's check, written after session 43's last call: num_sms past the device's compute units raises
 GPU_TESTS="tests/python/gpu/test_all_to_all.py::test_more_blocks_than_compute_units_raises" \
   bounded 60 bash tools/gpu_run.sh $L/sms tests > $L/sms.log 2>&1
 log "num_sms test at world 2 rc=$?"
