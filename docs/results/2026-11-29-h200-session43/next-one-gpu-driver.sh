@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Prepared, not run (session 43's device time was spent): what is left of the odd worlds, for a session that has one
-# GPU only. The ranks time-sliced on it (correctness only). The num_sms test that session 43 could not run, the
-# sanitizers at world 3 (SANITIZE_RANKS, all four tools; at world 2 each took about 15 s), the soak at world 3 for 2
-# minutes, then test_transformers.py at world 5, each bounded by what is left of 560 s.
+# GPU only, on main with next-num-sms-check.patch applied (AllToAll(num_sms=) past the device's compute units raises
+# at construction; written after session 43's last call, so kept out of main until its GPU test has run). The ranks
+# time-sliced on the GPU (correctness only). That patch's GPU test, the sanitizers at world 3 (SANITIZE_RANKS, all
+# four tools; at world 2 each took about 15 s), the soak at world 3 for 2 minutes, then test_transformers.py at world
+# 5, each bounded by what is left of 560 s. If its test passes, land the patch (its CPU test is in it).
 source tools/device_call.sh
+patch -p1 < docs/results/2026-11-29-h200-session43/next-num-sms-check.patch >> $OUT/driver.log 2>&1
+log "num_sms patch applied rc=$?"
 left() { echo $((560 - (SECONDS - T0))); }
 bounded 120 bash tools/gpu_run.sh $L/build build > $L/build.log 2>&1
 log "build rc=$?"
-# df8005a's check, written after session 43's last call: num_sms past the device's compute units raises
 GPU_TESTS="tests/python/gpu/test_all_to_all.py::test_more_blocks_than_compute_units_raises" \
   bounded 60 bash tools/gpu_run.sh $L/sms tests > $L/sms.log 2>&1
 log "num_sms test at world 2 rc=$?"
