@@ -322,6 +322,19 @@ def _check_profiler(profile: bool, profile_capacity) -> None:
         raise ValueError(f"moe_a2a: profile_capacity must be in [1, 2^20], got {profile_capacity}")
 
 
+def _check_blocks(num_blocks: int, device_sms: int) -> None:
+    """AllToAll(num_sms=) against the device: at most its compute units. A launch's blocks wait for
+    one another (a quantizing dispatch's for the counts its last reserving block publishes, a
+    receive half for peers whose receive halves wait for this send half), so every block must be
+    resident at once, one a compute unit: more blocks than units would leave some waiting for
+    blocks that never start, until the timeout."""
+    if num_blocks > device_sms:
+        raise ValueError(
+            f"moe_a2a: num_sms must be at most {device_sms} (this device's compute units: the blocks of a kernel "
+            f"wait for one another, so all of them must run at once), got {num_blocks}"
+        )
+
+
 def _tuning_from_env(groups_per_block, send_sms) -> Tuple[int, Tuple[int, int]]:
     """AllToAll(groups_per_block=, send_sms=) as the config takes them; one not given (None) comes
     from MOE_A2A_GROUPS_PER_BLOCK or MOE_A2A_SEND_SMS, else its default."""
@@ -490,6 +503,7 @@ class AllToAll:
         # raises on every rank or on none, and no rank waits in the heap's collectives for one that raised.
         self._require_same_everywhere(config, timeout_s, group, dev)
         _validate(config)
+        _check_blocks(self.num_sms, sms)  # after the sameness check: on every rank alike where the GPUs are alike
         self.experts_per_rank = self.num_experts // self.world
         offsets = self._allocate_heap(config, group, device)
         self._config, self._region_offsets = config, offsets  # the tests' hooks read them (tests/python/gpu/hooks.py)

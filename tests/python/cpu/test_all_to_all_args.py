@@ -13,6 +13,7 @@ from moe_a2a.all_to_all import (
     MAX_BUFFERS,
     _capacity_argument,
     _check_arguments,
+    _check_blocks,
     _check_profiler,
     _choose_capacity,
     _core_config,
@@ -274,3 +275,10 @@ def test_validate_raises_the_cores_message(core):
     core.problem = "num_experts (30) must be a multiple of the world size (4)"
     with pytest.raises(ValueError, match=r"^moe_a2a: num_experts \(30\) must be a multiple"):
         _validate({})
+
+
+def test_num_sms_is_at_most_the_devices_compute_units():
+    _check_blocks(132, 132)
+    _check_blocks(1, 304)
+    with pytest.raises(ValueError, match=r"num_sms must be at most 132 .*got 133"):
+        _check_blocks(133, 132)

@@ -677,6 +677,13 @@ def test_too_few_blocks_for_max_tokens_raises(world):
         moe_a2a.AllToAll(dist.group.WORLD, 8 * world, 2, 256, 4096, torch.bfloat16, num_sms=1)
 
 
+def test_more_blocks_than_compute_units_raises(world):
+    """Every block of a launch must be resident (they wait for one another): a grid larger than the
+    device raises at construction, on every rank, instead of timing out in its first round."""
+    with pytest.raises(ValueError, match=f"num_sms must be at most {sm_count()} "):
+        moe_a2a.AllToAll(dist.group.WORLD, 8 * world, 2, 256, 8, torch.bfloat16, num_sms=sm_count() + 1)
+
+
 @pytest.mark.parametrize(
     "blocks", [{}, dict(num_sms=8, send_sms=(3, 0))], ids=["default", "drawn-items"]
 )  # drawn-items: 8 token groups for 5 receiving blocks, so dispatch draws items (draw_item)
