@@ -33,6 +33,7 @@ import soak_schedule  # noqa: E402
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--profile", choices=sorted(soak_schedule.PROFILES), default="soak")
+    p.add_argument("--shapes", help="only these of the profile's shapes, by index (e.g. 7 or 0,7)")
     p.add_argument("--rounds", type=int, help="default: the profile's (soak: 100000)")
     p.add_argument("--check-every", type=int, help="default: the profile's (soak: 1000)")
     p.add_argument("--seed", type=int, default=0)
@@ -55,6 +56,7 @@ def main():
         world,
         torch.device("cuda", local),
         profile=args.profile,
+        shapes=None if args.shapes is None else [int(j) for j in args.shapes.split(",")],
         rounds=args.rounds,
         check_every=args.check_every,
         seed=args.seed,

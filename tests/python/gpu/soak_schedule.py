@@ -46,6 +46,12 @@ class Profile:
     wrap_points: Sequence[int] = ()
     fixed: bool = False  # a fixed list of checked rounds per shape (sanitize) instead of a random mix
 
+    def only(self, keep: Sequence[int]) -> "Profile":
+        """The same profile on some of its shapes (tools/soak.py --shapes: to dwell on one that
+        failed); a kept wrap shape still wraps."""
+        wrap = tuple(keep.index(j) for j in self.wrap_shapes if j in keep)
+        return dataclasses.replace(self, shapes=tuple(self.shapes[j] for j in keep), wrap_shapes=wrap)
+
 
 SANITIZE = Profile(
     shapes=(
@@ -165,6 +171,7 @@ def run(
     world: int,
     device,
     profile: str = "short",
+    shapes: Optional[Sequence[int]] = None,
     rounds: Optional[int] = None,
     check_every: Optional[int] = None,
     seed: int = 0,
@@ -175,8 +182,8 @@ def run(
     """Collective. Runs the profile; raises AssertionError on every rank at the first host-checked
     round that failed on any rank, or at the first host check after a round that failed its GPU
     checks. max_seconds: stop early (all ranks at the same round, decided at a host-checked
-    round). Returns a summary."""
-    prof = PROFILES[profile]
+    round). shapes: run only these of the profile's shapes (indices). Returns a summary."""
+    prof = PROFILES[profile] if shapes is None else PROFILES[profile].only(list(shapes))
     rounds = prof.rounds if rounds is None else rounds
     check_every = max(1, prof.check_every if check_every is None else check_every)
     start = time.monotonic()

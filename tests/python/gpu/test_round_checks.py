@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from mixed_rounds import Bank, Shape, Spec, run_round
-from round_checks import Everyone, combine_failures, dispatch_failures
+from round_checks import Everyone, combine_failures, dispatch_failures, explain_out, shares_of_out
 
 bf16 = torch.bfloat16
 SHAPES = {
@@ -95,6 +95,21 @@ def test_gpu_checks_catch_each_broken_output(name, rank, world):
         assert failed_checks(dataclasses.replace(o, out=out), shape, bank, rank, world) == {"out"}
         out[1, 3] = float("nan")
         assert failed_checks(dataclasses.replace(o, out=out), shape, bank, rank, world) == {"out"}
+        assert_explained(o, shape, bank, rank, world)
+
+
+def assert_explained(o, shape, bank, rank, world):
+    """The soak's message for a failed "out" names what a lost or repeated remote write leaves:
+    a token whose sum lacks, or holds twice, the share of one expert rank."""
+    T = o.spec.tokens[rank]
+    assert explain_out(o, shape, bank, rank, world).startswith(f"out on the host: 0 of {T} tokens off")
+    shares = shares_of_out(o, shape, bank, rank, world)
+    d, t = divmod(int(shares.abs().sum(2).argmax()), T)  # the largest share of any token
+    for sign, says in ((-1, f"lacks rank {d}'s share"), (1, f"holds rank {d}'s share twice")):
+        out = o.out.clone()
+        out[t] = (shares[:, t].sum(0) + sign * shares[d, t]).to(out.dtype)
+        why = explain_out(dataclasses.replace(o, out=out), shape, bank, rank, world)
+        assert why.startswith(f"out on the host: 1 of {T} tokens off") and says in why, why
 
 
 def test_gpu_checks_catch_broken_gradients(rank, world):
