@@ -22,6 +22,7 @@ combine (this rank as the token side), from its own inputs only:
   grad x, grad w   backward rounds: out and both gradients against mixed_rounds.closed_form.
 """
 
+import dataclasses
 from typing import Callable, List, Optional
 
 import torch
@@ -240,4 +241,7 @@ def record(window: Window, outcomes: List[Outcome], shape: Shape, bank: Bank, ra
     for o in outcomes:
         every = Everyone(shape, o, bank, world, window.words.device)
         failed = {**dispatch_failures(o, shape, every, rank, world), **combine_failures(o, shape, every, bank, rank)}
+        # Held until the window drains (up to 2 x check_every rounds): the round's spec and out, not
+        # its dispatch's caller-owned rows (a round's rows of the fp8 shape at world 8 are 29 MB).
+        o = dataclasses.replace(o, d=None)
         window.record(failed, lambda o=o: what(o), lambda o=o: explain_out(o, shape, bank, rank, world))
