@@ -6,7 +6,8 @@
 # a line with the seconds since this file was sourced, to stdout and $OUT/driver.log; writes the machine's
 # GPUs and driver to $OUT/driver.log; makes L=$OUT/logs for the call's logs; and defines
 # `ab NAME SECONDS BASE VARIANT...`, one tools/graph_ab.sh A/B (its AB_* settings from the environment),
-# `bench NAME SECONDS SCRIPT ARGS...`, one benchmark run under torchrun, and `bounded SECONDS CMD...`
+# `bench NAME SECONDS SCRIPT ARGS...`, one benchmark run under torchrun, `soak NAME RANKS SECONDS ARGS...`, one
+# tools/soak.py run, and `bounded SECONDS CMD...`
 # (tools/bounded.sh), which bounds a step and everything it started. The drivers that ran before these were written
 # spell their lines out, as they ran.
 set -u
@@ -46,5 +47,23 @@ bench() {
     --out "$OUT/$name" > "$L/$name.log" 2>&1
   rc=$?
   log "$name rc=$rc"
+  return $rc
+}
+
+# soak NAME RANKS SECONDS ARGS...: tools/soak.py ARGS under torchrun with RANKS ranks (more ranks than GPUs: every rank
+# on GPU 0, time-sliced, MOE_A2A_TEST_ONE_GPU=1: correctness only), bounded by SECONDS; its output in $L/NAME.log;
+# logs "soak NAME rc=N" and keeps its result line and a failure's lines (the explanation of a failed out check among
+# them), once each without the rank prefixes, in $OUT/NAME.txt, which the device tool brings back loose. Returns
+# torchrun's status.
+soak() {
+  local name=$1 ranks=$2 seconds=$3 rc one=0
+  [ "$ranks" -gt "$(nvidia-smi -L 2> /dev/null | wc -l)" ] && one=1
+  MOE_A2A_TEST_ONE_GPU=$one bounded "$seconds" torchrun --nproc-per-node="$ranks" tools/soak.py "${@:4}" \
+    > "$L/$name.log" 2>&1
+  rc=$?
+  log "soak $name rc=$rc"
+  sed -E 's/^\[rank[0-9]+\]: //' "$L/$name.log" \
+    | grep -E "^SOAK_RESULT|^stopping|rounds failed|^  out on the host|^  token [0-9]+ \(|Error" \
+    | awk '!seen[$0]++' | head -60 > "$OUT/$name.txt"
   return $rc
 }

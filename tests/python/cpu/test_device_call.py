@@ -97,6 +97,43 @@ def test_bench_runs_torchrun_bounded_with_the_trees_package(tmp_path):
     )
 
 
+def test_soak_runs_the_soak_bounded_and_keeps_its_verdict(tmp_path):
+    """`soak` with stand-ins for torchrun and nvidia-smi (two GPUs): its arguments, one GPU for more ranks than
+    GPUs, the log line, and the lines kept loose: the result and a failure's, once each, without rank prefixes."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text('#!/usr/bin/env bash\nprintf "GPU 0\\nGPU 1\\n"\n')
+    failed = "AssertionError: the GPU checks: rank 2: 1 of 9 rounds failed the GPU checks; the first: round 5: ['out']"
+    (bin_dir / "torchrun").write_text(
+        "#!/usr/bin/env bash\n"
+        'echo "one GPU: $MOE_A2A_TEST_ONE_GPU; $*"\n'
+        + "".join(
+            f'echo "[rank{r}]: {failed}"\necho "[rank{r}]:   out on the host: 0 of 7 tokens off"\n' for r in range(3)
+        )
+        + 'echo "round 5: 4 checked"\nexit 1\n'
+    )
+    for tool in ("nvidia-smi", "torchrun"):
+        (bin_dir / tool).chmod(0o755)
+    done = _source_then(
+        tmp_path,
+        f'PATH={bin_dir}:$PATH; soak w3 3 30 --shapes 7 --seed 1; echo "status $?"; soak w2 2 30 --seed 0; true',
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.split("\n")
+    assert _seconds_line(lines[0], "soak w3 rc=1") and lines[1] == "status 1"
+    assert (
+        (tmp_path / "out" / "logs" / "w3.log")
+        .read_text()
+        .startswith("one GPU: 1; --nproc-per-node=3 tools/soak.py --shapes 7 --seed 1\n")
+    )
+    assert (
+        (tmp_path / "out" / "logs" / "w2.log")
+        .read_text()
+        .startswith("one GPU: 0; --nproc-per-node=2 tools/soak.py --seed 0\n")
+    )
+    assert (tmp_path / "out" / "w3.txt").read_text() == f"{failed}\n  out on the host: 0 of 7 tokens off\n"
+
+
 def test_bounded_kills_what_the_step_started_and_returns_its_status(tmp_path):
     # A step that starts a child of its own and outlives its bound: the child must go too (call 1 of
     # session 26 lost its A/B to a torchrun that outlived `timeout`), and the status says it was killed.
