@@ -249,9 +249,16 @@ def _check_forward(o: Outcome, shape, bank, rank, world):
         check_dispatch(o.d, everyone, rank, world, shape.num_experts(world))
     else:  # the bytes and scales exactly; then the experts saw the dequantized tokens
         check_fp8_rows(o.d, everyone, rank, world, shape.num_experts(world), shape.fp8)
-        everyone = [ref.Routing(fp8_round_trip(x, shape), idx, w) for x, idx, w in everyone]
-    want = ref.moe_reference(everyone, rank, shape.num_experts(world), world)
+    want = reference_out(everyone, shape, rank, world)
     torch.testing.assert_close(o.out.cpu().float(), want.float(), **FORWARD_TOL[shape.dtype])
+
+
+def reference_out(everyone: list, shape: Shape, rank: int, world: int) -> torch.Tensor:
+    """The host check's want of a forward round's out at `rank`, from every rank's inputs (on the
+    CPU): the reference MoE, on the tokens as the experts saw them after an fp8 dispatch."""
+    if shape.fp8 is not None:
+        everyone = [ref.Routing(fp8_round_trip(x, shape), idx, w) for x, idx, w in everyone]
+    return ref.moe_reference(everyone, rank, shape.num_experts(world), world)
 
 
 def experts(d, shape: Shape, rank: int) -> torch.Tensor:

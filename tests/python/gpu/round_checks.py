@@ -23,7 +23,7 @@ combine (this rank as the token side), from its own inputs only:
 """
 
 import dataclasses
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 import torch
 from mixed_rounds import (
@@ -53,42 +53,39 @@ class Window:
 
     def __init__(self, size: int, device):
         self.words = torch.zeros(size, dtype=torch.int32, device=device)
-        self.what: List[Callable[[], str]] = []  # each slot's round, described on demand
-        self.explain: List[Callable[[], str]] = []  # each slot's wrong outputs, described on demand
+        # Each slot's (what: its round, explain: its wrong outputs), each described on demand.
+        self.rounds: List[Tuple[Callable[[], str], Callable[[], str]]] = []
         self.bits = {}  # a tuple of check names -> their bits, on the GPU (few launches a round)
 
     def free(self) -> int:
         """Rounds the window can still take."""
-        return self.words.numel() - len(self.what)
+        return self.words.numel() - len(self.rounds)
 
-    def record(self, failed: dict, what: Callable[[], str], explain: Callable[[], str] = lambda: "") -> None:
+    def record(self, failed: dict, what: Callable[[], str], explain: Callable[[], str]) -> None:
         """failed: check name -> a bool tensor on the GPU (True: that check failed); explain()
         says, once the round failed, what its wrong outputs hold."""
         names = tuple(failed)
         if names not in self.bits:
             self.bits[names] = torch.tensor([1 << CHECKS.index(n) for n in names], device=self.words.device)
         word = (torch.stack([failed[n] for n in names]).to(torch.int32) * self.bits[names]).sum()
-        self.words[len(self.what)] = word  # a copy on the stream, no wait
-        self.what.append(what)
-        self.explain.append(explain)
+        self.words[len(self.rounds)] = word  # a copy on the stream, no wait
+        self.rounds.append((what, explain))
 
     def drain(self) -> Optional[str]:
         """Waits for the recorded rounds; None if every check passed, else the first failed
         round and its checks (and how many rounds failed). Empties the window."""
-        words = self.words[: len(self.what)].tolist()
-        what, self.what = self.what, []
-        explain, self.explain = self.explain, []
+        words = self.words[: len(self.rounds)].tolist()
+        rounds, self.rounds = self.rounds, []
         self.words.zero_()
         failed = [i for i, word in enumerate(words) if word]
         if not failed:
             return None
         first = words[failed[0]]
         checks = [name for bit, name in enumerate(CHECKS) if first >> bit & 1]
-        why = explain[failed[0]]() if "out" in checks else ""
-        return (
-            f"{len(failed)} of {len(words)} rounds failed the GPU checks; the first: {what[failed[0]]()}: {checks}"
-            + (f"\n  {why}" if why else "")
-        )
+        what, explain = rounds[failed[0]]
+        why = explain() if "out" in checks else ""
+        said = f"{len(failed)} of {len(words)} rounds failed the GPU checks; the first: {what()}: {checks}"
+        return said + (f"\n  {why}" if why else "")
 
 
 class Everyone:
@@ -160,9 +157,14 @@ def fp8_rows_wrong(q: torch.Tensor, scale: torch.Tensor, want: torch.Tensor) -> 
     return ~((got - want).abs() <= bound).all(1)  # written so that NaN fails
 
 
+def beyond(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) -> torch.Tensor:
+    """Per value: outside torch.testing.assert_close's bound (NaN is outside)."""
+    return ~((got - want).abs() <= atol + rtol * want.abs())
+
+
 def outside(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) -> torch.Tensor:
-    """torch.testing.assert_close's bound, as a bool on the GPU (NaN is outside)."""
-    return ~((got - want).abs() <= atol + rtol * want.abs()).all()
+    """Some value outside torch.testing.assert_close's bound, as a bool on the GPU."""
+    return beyond(got, want, rtol, atol).any()
 
 
 def combine_failures(o: Outcome, shape: Shape, every: Everyone, bank: Bank, rank: int) -> dict:
@@ -215,8 +217,8 @@ def explain_out(o: Outcome, shape: Shape, bank: Bank, rank: int, world: int, sho
     want, got = shares.sum(0), o.out.cpu().double()
     tol = (BACKWARD_TOL if o.grad_x is not None else FORWARD_TOL)[shape.dtype]
 
-    def off(value):  # [T, H]: outside the check's bound (NaN is outside)
-        return ~((got - value).abs() <= tol["atol"] + tol["rtol"] * value.abs())
+    def off(value):  # [T, H]: outside the check's bound
+        return beyond(got, value, **tol)
 
     bad = off(want)
     tokens = bad.any(1).nonzero().flatten().tolist()
