@@ -2,12 +2,23 @@
 PYTORCH_ROCM_ARCH overrides) or CUDA (nvcc, sm_90 by default, TORCH_CUDA_ARCH_LIST
 overrides). MOE_A2A_PROFILE=1 compiles the in-kernel profiler in; MOE_A2A_TEST_HOOKS=1 the
 GPU tests' hooks (tools/gpu_run.sh builds with them; a user's install leaves them out). No network at build time:
-install with `pip install --no-build-isolation -e .` so the installed torch is used."""
+install with `python3 -m pip install --no-build-isolation -e .` so the installed torch is used."""
 
 import glob
 import os
+import sys
 
-import torch
+try:
+    import torch
+except ImportError:
+    # The two ways a newcomer gets here: a bare `pip` that belongs to another Python than the one holding torch (a venv
+    # without pip of its own, e.g., falls through to the system's), or a build without --no-build-isolation (pip's
+    # isolated environment has no torch). Name the interpreter, since that is what differs.
+    sys.exit(
+        f"moe_a2a builds against the installed torch, and this Python ({sys.executable}) cannot import torch. "
+        "Install with the Python that holds torch: `python3 -m pip install --no-build-isolation -e .` "
+        "(--no-build-isolation: pip's isolated build environment has no torch)."
+    )
 from setuptools import find_packages, setup
 from torch.utils.cpp_extension import BuildExtension, CUDAExtension
 

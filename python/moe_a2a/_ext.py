@@ -14,7 +14,7 @@ def ext():
             _module = importlib.import_module("moe_a2a._C")
         except ImportError as e:
             raise ImportError(
-                "moe_a2a's compiled extension is not built. Run `pip install --no-build-isolation -e .` "
+                "moe_a2a's compiled extension is not built. Run `python3 -m pip install --no-build-isolation -e .` "
                 f"in the repository on a machine with torch and a GPU toolkit ({e})"
             ) from e
     return _module

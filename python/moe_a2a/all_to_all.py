@@ -316,7 +316,7 @@ def _check_profiler(profile: bool, profile_capacity) -> None:
         raise RuntimeError(
             "moe_a2a: AllToAll(profile=True) needs the in-kernel profiler, which this build does not have. "
             "Rebuild with it: MOE_A2A_PROFILE=1 python setup.py build_ext --inplace --force "
-            "(or MOE_A2A_PROFILE=1 pip install --no-build-isolation -e .)"
+            "(or MOE_A2A_PROFILE=1 python3 -m pip install --no-build-isolation -e .)"
         )
     if profile and not 1 <= int(profile_capacity) <= (1 << 20):
         raise ValueError(f"moe_a2a: profile_capacity must be in [1, 2^20], got {profile_capacity}")
