@@ -424,7 +424,8 @@ def test_tools_take_the_multicast_environment_from_one_file():
 
 def test_common_sets_the_environment_before_torch():
     """In a fresh interpreter with none of the variables set, importing common alone puts every
-    entry of moe_a2a.NO_MULTICAST_ENV into the environment before torch starts to load."""
+    entry of moe_a2a.NO_MULTICAST_ENV, and ROCm's launch setting, into the environment before torch
+    starts to load."""
     bench = os.path.dirname(os.path.abspath(__file__))
     code = r"""
 import os, sys
@@ -440,11 +441,12 @@ import common
 import moe_a2a
 assert common.NO_MULTICAST_ENV is moe_a2a.NO_MULTICAST_ENV
 assert seen, "torch never loaded"
-missing = {k: seen.get(k) for k, v in moe_a2a.NO_MULTICAST_ENV.items() if seen.get(k) != v}
+wanted = {**moe_a2a.NO_MULTICAST_ENV, **common.ROCM_LAUNCH_ENV}
+missing = {k: seen.get(k) for k, v in wanted.items() if seen.get(k) != v}
 assert not missing, f"not set when torch started to load: {missing}"
 print("ok")
 """ % (bench, os.path.join(os.path.dirname(bench), "python"))
-    env = {k: v for k, v in os.environ.items() if k not in common.NO_MULTICAST_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in {**common.NO_MULTICAST_ENV, **common.ROCM_LAUNCH_ENV}}
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
 
@@ -467,6 +469,7 @@ def test_metadata_fields():
     ):
         assert k in m, k
     assert m["argv"] == sys.argv and m["env"]["NCCL_NVLS_ENABLE"] == "0"
+    assert m["env"]["HIP_FORCE_DEV_KERNARG"] == os.environ["HIP_FORCE_DEV_KERNARG"]
     assert isinstance(m["git_dirty"], bool)
 
 
