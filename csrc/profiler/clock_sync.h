@@ -1,8 +1,9 @@
 // Clock alignment for the profiler: rank 0 ping-pongs with every other rank over a mailbox in
-// the symmetric heap, one peer at a time. Each round trip gives a sample (t0, tp, t1): rank 0's
-// clock when it sent the ping, the peer's clock when it saw it, rank 0's clock when the pong
-// came back. The exporter (python/moe_a2a/trace.py) keeps the sample with the smallest round
-// trip: peer offset = tp - (t0 + t1) / 2, error <= (t1 - t0) / 2.
+// the symmetric heap, with every peer at once (a chain of round trips each). Each round trip
+// gives a sample (t0, tp, t1): rank 0's clock when it sent the ping, the peer's clock when it
+// saw it, rank 0's clock when the pong came back. The exporter (python/moe_a2a/trace/clock.py)
+// keeps the sample with the smallest round trip: peer offset = tp - (t0 + t1) / 2,
+// error <= (t1 - t0) / 2.
 #pragma once
 
 #include <cstddef>
