@@ -388,7 +388,7 @@ def build(name, ctx, shape, **kw):
     except Unsupported as e:
         why = f"unsupported: {e}"
     except (RuntimeError, ValueError, TypeError, ImportError) as e:  # e.g. NVSHMEM init
-        why = f"unsupported: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+        why = common.error_status(e, f"building {name}", prefix="unsupported")
     # A system that failed on one rank must not run on the others (they would hang).
     flag = torch.tensor([0 if sys_ is None else 1], device=ctx.device)
     dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=ctx.group)

@@ -320,7 +320,7 @@ def measure_graph_or_error(ctx, system, pool, args, tokens):
         return measure_graph(ctx, system, pool, args, tokens)
     except Exception as e:
         torch.cuda.synchronize()
-        return {"error": f"error: {type(e).__name__}: {str(e).splitlines()[0][:160]}"}
+        return {"error": common.error_status(e, f"{system.name} in a CUDA graph")}
 
 
 def shape_floor(ctx, routing, args):
@@ -528,7 +528,8 @@ def bench_systems(ctx, shape, args, pool, routing, flusher, info_of, check_input
             if harness_floor is not None:
                 harness = summarize(common.time_harness(ctx, system.run, pool.get, args.iters, args.warmup))["median"]
         except Exception as e:  # report and go on; a hang is not caught here
-            rows += [dict(info, phase=ph, status=f"error: {type(e).__name__}: {e}") for ph in PHASES]
+            status = common.error_status(e, name)
+            rows += [dict(info, phase=ph, status=status) for ph in PHASES]
             system.close()
             continue
         new = system_rows(info, system, times, gtimes, routing, args, shape.max_tokens, check, status)

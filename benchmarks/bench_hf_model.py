@@ -70,7 +70,6 @@ import contextlib
 import copy
 import gc
 import math
-import sys
 import time
 
 import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
@@ -632,8 +631,7 @@ def measure_graph_decode(ctx, args, model, cache, tokens, flusher):
                 step(next_tokens())
             beside = sum(now > before for now, before in zip([s.taken for s in overlap_states(model)], taken))
         except Exception as e:  # reported in the row; the run goes on
-            error = f"error: {type(e).__name__}: {e}"
-            print(f"rank {ctx.rank}: graph decode: {error}", file=sys.stderr, flush=True)
+            error = common.error_status(e, "graph decode")
     if common.max_over_ranks(ctx, [float(error is not None)])[0] > 0:
         return {"decode_graph_status": error or "error on another rank"}
 
@@ -660,8 +658,7 @@ def run_system(ctx, args, system, config, inputs, reference, flusher):
             rows.append(measure(ctx, args, system, model, batch, inputs, reference, flusher))
     except Exception as e:
         done = {r["batch_per_rank"] for r in rows}
-        status = f"error: {type(e).__name__}: {e}"
-        print(f"rank {ctx.rank}: {LABELS[system]}: {status}", file=sys.stderr, flush=True)
+        status = common.error_status(e, LABELS[system])
         rows += [
             {"system": system, "label": LABELS[system], "batch_per_rank": b, "status": status}
             for b in args.batch_list

@@ -553,9 +553,8 @@ def bench_tokens(ctx, args, T, counts, flusher):
         layer.zero_grad(set_to_none=True)
     except Exception as e:  # report and go on with the next T; a hang is not caught here
         done = {r["phase"] for r in rows}
-        rows += [
-            dict(base, phase=ph, status=f"error: {type(e).__name__}: {e}") for ph in args.phase_list if ph not in done
-        ]
+        status = common.error_status(e, f"the layer at T={T}, counts {counts}")
+        rows += [dict(base, phase=ph, status=status) for ph in args.phase_list if ph not in done]
     finally:
         layer.close()
     peak = common.max_over_ranks(ctx, [torch.cuda.max_memory_allocated(ctx.device) / 2**30])[0]

@@ -726,6 +726,27 @@ def fmt(v, digits=1):
     return f"{v:.{digits}f}"
 
 
+ERROR_LINE_CHARS = 160
+
+
+def error_line(e):
+    """An exception as one line for a row's status (a table cell, a JSON field): its type and the first line of its
+    message, cut at ERROR_LINE_CHARS, "..." marking a cut. A CUDA error's message runs to five lines of advice, which
+    broke the tables it stood in (bench_hf_model's graph decode, session 46). error_status prints the whole text."""
+    lines = str(e).splitlines() or [""]
+    first = lines[0][:ERROR_LINE_CHARS]
+    cut = len(lines) > 1 or len(lines[0]) > ERROR_LINE_CHARS
+    return f"{type(e).__name__}: {first}{' ...' if cut else ''}"
+
+
+def error_status(e, what, prefix="error"):
+    """`prefix: error_line(e)`, a failed row's status; the whole message goes to stderr, with `what` failed and this
+    rank."""
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    print(f"rank {rank}: {what}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+    return f"{prefix}: {error_line(e)}"
+
+
 def print_table(headers, rows):
     widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h)) for i, h in enumerate(headers)]
     line = "  ".join(str(h).rjust(w) for h, w in zip(headers, widths))

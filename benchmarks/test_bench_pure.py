@@ -37,6 +37,25 @@ def test_quantiles_match_numpy():
     assert common.geomean([1, 4, 16]) == pytest.approx(4)
 
 
+def test_error_line_is_one_line(capsys):
+    # A CUDA error's message: one line of what went wrong, then lines of advice (session 46's graph decode).
+    cuda = RuntimeError(
+        "CUDA error: operation failed due to a previous error during capture\nSearch for ...\nFor debugging"
+    )
+    assert common.error_line(cuda) == (
+        "RuntimeError: CUDA error: operation failed due to a previous error during capture ..."
+    )
+    assert common.error_line(ValueError("short")) == "ValueError: short"
+    assert common.error_line(KeyError()) == "KeyError: "
+    long = common.error_line(RuntimeError("x" * 500))
+    assert long == "RuntimeError: " + "x" * common.ERROR_LINE_CHARS + " ..."
+    assert common.error_status(cuda, "graph decode") == "error: " + common.error_line(cuda)
+    assert common.error_status(ValueError("no"), "building nccl", prefix="unsupported") == "unsupported: ValueError: no"
+    err = capsys.readouterr().err  # the whole message, for the log
+    assert "rank 0: graph decode: RuntimeError: CUDA error" in err and "For debugging" in err
+    assert "rank 0: building nccl: ValueError: no" in err
+
+
 def test_parse_shapes():
     s = common.parse_shapes(common.CHALLENGE_SHAPES)
     assert [(x.experts, x.topk, x.hidden, x.max_tokens) for x in s] == [
