@@ -98,6 +98,12 @@ name_failures() {
   grep -hE "^(FAILED|ERROR) |GPU TEST TIMEOUT" "$1" 2>/dev/null | sed -e 's/ - .*//' | sort -u | sed -e 's/^/   /' \
     | tee -a "$OUT/summary.txt"
 }
+# failure_texts DIR (relative to OUT): names each failure's text that tests/python/gpu/conftest.py saved in DIR as it
+# happened (MOE_A2A_RESULTS_DIR; kept if the run was killed: pytest prints them only at the session's end).
+failure_texts() {
+  ls "$OUT/$1"/failures-rank*.txt >/dev/null 2>&1 \
+    && echo "-- failure texts: $(cd "$OUT" && echo "$1"/failures-rank*.txt)" | tee -a "$OUT/summary.txt"
+}
 if wants tests; then
   # GPU_TEST_RUNS=N runs the whole suite N times in a row (a hang or a flaky failure shows in one of them).
   for run in $(seq 1 "${GPU_TEST_RUNS:-1}"); do
@@ -107,9 +113,7 @@ if wants tests; then
       torchrun --nproc-per-node="$NPROC" -m pytest ${GPU_TESTS:-tests/python/gpu} -q -rfE -p no:cacheprovider "$@"
     name_failures "$OUT/$name.log"
   done
-  # Each failure's text, saved by tests/python/gpu/conftest.py as it happened (kept if the run was killed).
-  ls "$OUT"/failures-rank*.txt >/dev/null 2>&1 \
-    && echo "-- failure texts: $(cd "$OUT" && echo failures-rank*.txt)" | tee -a "$OUT/summary.txt"
+  failure_texts .
   [ -f "$OUT/faults.txt" ] && cat "$OUT/faults.txt" >>"$OUT/summary.txt"
 fi
 if wants bench; then
@@ -169,9 +173,11 @@ fi
 if wants profile; then
   if step build_profiler 900 env MOE_A2A_PROFILE=1 MOE_A2A_TEST_HOOKS=1 MAX_JOBS="$(nproc)" python3 setup.py build_ext \
     --inplace --force; then
-    step profiler_tests 300 torchrun --nproc-per-node="$NPROC" -m pytest tests/python/gpu/test_profiler.py -q -rfE \
-      -p no:cacheprovider "$@"
+    mkdir -p "$OUT/profiler_failures"
+    step profiler_tests 300 env MOE_A2A_RESULTS_DIR="$OUT/profiler_failures" torchrun --nproc-per-node="$NPROC" \
+      -m pytest tests/python/gpu/test_profiler.py -q -rfE -p no:cacheprovider "$@"
     name_failures "$OUT/profiler_tests.log"
+    failure_texts profiler_failures
     trace_args=(--systems moe_a2a --no-microbench --trace "$OUT/trace.json")
     if [ "$NGPU" -gt 1 ] || asked proxy; then  # the traced benchmark needs a GPU per rank, or the MPS proxy
       if [ "$NGPU" -gt 1 ]; then

@@ -256,6 +256,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("engine_enable_profiler", [](int64_t id, uint32_t capacity, size_t mailbox_offset) {
     auto& e = moe_a2a::engine_by_id(id);
     const c10::cuda::CUDAGuard guard(e.heap().device());
+    // The first clock sync waits for the other ranks (up to the AllToAll's timeout): without the GIL, so that the
+    // process's other threads (a test's watchdog among them) run meanwhile.
+    py::gil_scoped_release no_gil;
     e.enable_profiler(capacity, mailbox_offset);
   });
   m.def("engine_profile_collect", [](int64_t id) {

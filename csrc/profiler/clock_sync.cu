@@ -59,7 +59,7 @@ MOE_A2A_DEVICE void answer_root(const HeapView& heap, size_t offset, int iters, 
 // A wave per chain, one lane of it working: a round trip is a chain of single flags, more threads would only add
 // noise. On rank 0, wave p runs peer p's chain, every peer's at once, so a sync costs `iters` round trips at any
 // world, not (world - 1) x iters. That matters where ranks share a GPU and a round trip waits for the GPU's time
-// slices: at world 8 on one GPU, the chains one peer after another outran the profiler test's 150 s (session 46).
+// slices: at world 8 on one GPU, the chains one peer after another failed the profiler's tests (session 46).
 // A wave each, not a lane each: the lanes of a wave leave a wait together, so one peer's late pong would delay
 // another's t1.
 __global__ void clock_pingpong_kernel(HeapView heap, size_t offset, int iters, uint64_t base, uint64_t timeout_ticks,
