@@ -256,8 +256,7 @@ def _check_forward(o: Outcome, shape, bank, rank, world):
 def reference_out(everyone: list, shape: Shape, rank: int, world: int) -> torch.Tensor:
     """The host check's want of a forward round's out at `rank`, from every rank's inputs (on the
     CPU): the reference MoE, on the tokens as the experts saw them after an fp8 dispatch."""
-    if shape.fp8 is not None:
-        everyone = [ref.Routing(fp8_round_trip(x, shape), idx, w) for x, idx, w in everyone]
+    everyone = [ref.Routing(as_experts_saw(x, shape), idx, w) for x, idx, w in everyone]
     return ref.moe_reference(everyone, rank, shape.num_experts(world), world)
 
 
@@ -274,8 +273,11 @@ def experts(d, shape: Shape, rank: int) -> torch.Tensor:
     return y.to(d.expert_x.device) if shape.host_experts else y
 
 
-def fp8_round_trip(x: torch.Tensor, shape: Shape) -> torch.Tensor:
-    """Tokens as the experts see them after an fp8 dispatch (CPU reference quantizer)."""
+def as_experts_saw(x: torch.Tensor, shape: Shape) -> torch.Tensor:
+    """Tokens x as the experts saw them: x itself, or after an fp8 dispatch its round trip through
+    the reference quantizer (which rounds on the GPU as fp8.h does, and on the CPU alike)."""
+    if shape.fp8 is None:
+        return x
     return ref.dequantize_fp8(*ref.quantize_fp8(x, shape.fp8), shape.dtype)
 
 

@@ -32,9 +32,9 @@ from mixed_rounds import (
     Bank,
     Outcome,
     Shape,
+    as_experts_saw,
     backward_gradient,
     closed_form,
-    fp8_round_trip,
     rank_inputs,
     routing,
 )
@@ -186,8 +186,7 @@ def combine_failures(o: Outcome, shape: Shape, every: Everyone, bank: Bank, rank
     # out is measured from those values, as the host check does. A bound from x itself (fp8's
     # rounding as slack) left too little for the bf16 roundings on both sides at a token whose
     # values sat just past fp8's half steps (soak, world 3, c = 3: session 44).
-    if shape.fp8 is not None:
-        x = fp8_round_trip(x, shape)
+    x = as_experts_saw(x, shape)
     y = (x.float().unsqueeze(1) * c.unsqueeze(-1)).to(shape.dtype).float()
     want = (torch.where(used, w, 0.0).unsqueeze(-1) * y).sum(1).to(shape.dtype).float()
     return {"out": outside(o.out.float(), want, **FORWARD_TOL[shape.dtype])}
@@ -197,8 +196,7 @@ def shares_of_out(o: Outcome, shape: Shape, bank: Bank, rank: int, world: int) -
     """[world, T, H] float64 on the host: each expert rank's part of this rank's out (out is
     their sum), from the tokens as the experts saw them."""
     x, idx, w = rank_inputs(shape, o.spec, bank, rank, world)
-    if shape.fp8 is not None:
-        x = fp8_round_trip(x, shape)
+    x = as_experts_saw(x, shape)
     shares = torch.zeros(world, *x.shape, dtype=torch.float64)
     for k in range(idx.shape[1]):
         d = torch.div(idx[:, k].long().clamp(min=0), shape.experts_per_rank, rounding_mode="floor")
