@@ -747,10 +747,25 @@ def error_status(e, what, prefix="error"):
     return f"{prefix}: {error_line(e)}"
 
 
+TABLE_CELL_CHARS = 48
+
+
 def print_table(headers, rows):
-    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h)) for i, h in enumerate(headers)]
+    """Headers, a rule, then the rows, each column right-aligned. A cell longer than TABLE_CELL_CHARS (a failed row's
+    status: error_line's text runs to 170 characters) would widen its column on every row (session 46's graph decode
+    column was 180 wide): it goes under the table as a note, `[n]` in its place, one note for each distinct text."""
+    notes = {}
+
+    def cell(c):
+        text = str(c)
+        return text if len(text) <= TABLE_CELL_CHARS else f"[{notes.setdefault(text, len(notes) + 1)}]"
+
+    cells = [[cell(c) for c in r] for r in rows]
+    widths = [max([len(str(h))] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
     line = "  ".join(str(h).rjust(w) for h, w in zip(headers, widths))
     print(line)
     print("-" * len(line))
-    for r in rows:
-        print("  ".join(str(c).rjust(w) for c, w in zip(r, widths)))
+    for r in cells:
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+    for text, n in notes.items():
+        print(f"[{n}] {text}")

@@ -56,6 +56,18 @@ def test_error_line_is_one_line(capsys):
     assert "rank 0: building nccl: ValueError: no" in err
 
 
+def test_print_table_moves_long_cells_to_notes(capsys):
+    cuda = "error: " + common.error_line(RuntimeError("CUDA error: " + "y" * 200))
+    common.print_table(["B", "system", "graph ms"], [[1, "(a)", "1.25"], [8, "(b)", cuda], [64, "(b)", cuda]])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == " B  system  graph ms" and lines[1] == "-" * len(lines[0])
+    assert lines[2:5] == [" 1     (a)      1.25", " 8     (b)       [1]", "64     (b)       [1]"]
+    assert lines[5:] == [f"[1] {cuda}"]  # one note for the two rows of the same error
+    short = "x" * common.TABLE_CELL_CHARS  # at the limit: stays in its cell
+    common.print_table(["a"], [[short]])
+    assert capsys.readouterr().out.splitlines()[2] == short
+
+
 def test_parse_shapes():
     s = common.parse_shapes(common.CHALLENGE_SHAPES)
     assert [(x.experts, x.topk, x.hidden, x.max_tokens) for x in s] == [
