@@ -475,9 +475,10 @@ MOE_A2A_DEVICE MOE_A2A_INLINE bool balanced_sources(int world, const int* src_to
 // copies took turns. Where the counts differ, the alternation was slower, also on the ranks that
 // receive more than they send. Only the instances for 1024 tokens on (kOwnRows) and the backward's
 // sub-ranges instance ask: below, a block has more than one group only on few-block grids, and the
-// small shapes run this code cold (protocol.md, "Turns").
+// small shapes run this code cold (protocol.md, "Turns"). "Odd" counts blocks in strides of
+// kDieStride, so that on an MI300X every XCD holds blocks of both parities, not the odd XCDs alone.
 MOE_A2A_DEVICE MOE_A2A_INLINE bool receives_first(bool split, bool balanced) {
-  return !split && balanced && (blockIdx.x & 1) != 0;
+  return !split && balanced && ((blockIdx.x / kDieStride) & 1) != 0;
 }
 
 // Whose turn it is in a block that has items of both halves (dispatch_kernel, combine_kernel,

@@ -21,6 +21,17 @@ inline constexpr int kWaveSize = 32;  // host-only builds: value unused by any k
 using LaneMask = uint32_t;
 #endif
 
+// How many consecutive blocks of a launch land on different dies, so that blocks b and b + kDieStride share one.
+// An MI300X (gfx942) deals a launch's workgroups to its 8 XCDs in turn, workgroup b to XCD b mod 8, each XCD with its
+// own L2 and its own port into the fabric: a role given by b's parity would run on 4 of the 8 XCDs, one given by
+// (b / kDieStride)'s parity runs on every XCD, half of each XCD's blocks (on an MI300A's 6 XCDs also about half).
+// NVIDIA's H100 and H200 are one die.
+#if defined(MOE_A2A_HIP)
+inline constexpr int kDieStride = 8;
+#else
+inline constexpr int kDieStride = 1;
+#endif
+
 #if defined(MOE_A2A_GPU_COMPILER)
 
 MOE_A2A_DEVICE MOE_A2A_INLINE int lane_id() { return static_cast<int>(threadIdx.x) % kWaveSize; }
