@@ -54,7 +54,8 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void gather_unit_batch(const EpConfig& cfg, Combin
   const int s = lane_id();
   const int tokens = s < cfg.world ? sh.src_tokens[s] : 0;
   const int parts = s < cfg.world ? sh.src_parts[s] : 1;  // written by this lane (combine_kernel)
-  const bool here = ((sources >> s) & 1u) && u < cfg.num_groups(tokens) * parts;
+  // s < world first: a 64-lane wave's lanes 32-63 would shift the 32-bit mask past its width.
+  const bool here = s < cfg.world && ((sources >> s) & 1u) && u < cfg.num_groups(tokens) * parts;
   GroupPart unit{0, 0, 0};
   TokenRange group{0, 0};
   if (here) {

@@ -174,8 +174,10 @@ MOE_A2A_DEVICE void prefetch_y(const EpContext& c, const CombineBackwardArgs& a)
 // with four a wave and 234.9-236.8 with the peers' rows in fixed shares; the same at 128 and 512.
 inline constexpr int kRowTasks = 8 * kWavesPerBlock;
 
-// answer_group's items: source s's signal k is item s * kGradSubRanges + k, one lane each.
-static_assert(kMaxWorld * kGradSubRanges <= kWaveSize, "a wave holds every item of a group");
+// answer_group's items: source s's signal k is item s * kGradSubRanges + k, one lane each and one
+// bit each of await_some_signals' 32-bit item mask (a wave has 32 or 64 lanes).
+static_assert(kMaxWorld * kGradSubRanges <= 32, "a 32-bit mask and a wave hold every item of a group");
+static_assert(kMaxTopk <= 32, "slot_here holds a bit per k");
 
 struct CombineBackwardShared {
   int src_tokens[kMaxWorld];
@@ -309,7 +311,7 @@ MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a
     const LaneMask here = wave_ballot(answers);
     if (part == 0 && lane_id() == 0) {
       sh.slot_token[i] = token;
-      sh.slot_here[i] = static_cast<uint32_t>(here);  // lanes below topk <= 16
+      sh.slot_here[i] = static_cast<uint32_t>(here);  // lanes below topk
     }
   }
   __syncthreads();  // every task done (its part's dot products in sh.part_dot), none taken after

@@ -257,7 +257,7 @@ MOE_A2A_DEVICE inline bool await_ranks(const EpContext& c, SignalOf signal, uint
 }
 
 // Block-wide: waits until signal(i) has reached `epoch` for at least one item i of `items` (a bit
-// each, i < n_items <= kWaveSize; item i comes from rank peer_of(i)), or, with `every`, for all of
+// each, i < n_items <= 32, the mask's bits; item i comes from rank peer_of(i)), or, with `every`, for all of
 // them, then returns every item of `items` whose signal had arrived by then (acquired, payload[i]
 // set), or 0 after a timeout (reported for the lowest item still missing). Lets a block work on
 // what arrived first, in one batch, instead of waiting in order. All threads must call it.

@@ -44,6 +44,11 @@ MOE_A2A_DEVICE inline bool await_flagged_word(uint64_t* w, uint32_t flag, uint32
   return true;
 }
 
+// Block u's kWaveSize vectors lie as 4 words a lane, word j of every lane together, so their words
+// span the whole block even where the row ends inside it: rows are padded to kFlaggedRowAlign,
+// which must hold whole blocks of the widest wave.
+static_assert(kFlaggedRowAlign % (kWaveSize * sizeof(Vec16)) == 0, "a flagged row holds whole blocks of a wave");
+
 // Word j of the vector this lane moves in block `u` of `chunk`, counted from the row's start.
 MOE_A2A_DEVICE MOE_A2A_INLINE size_t flagged_word(int chunk, int u, int j) {
   const int base = chunk * kChunkVecs + u * kWaveSize;

@@ -53,6 +53,7 @@ __global__ void close_handshake_kernel(HeapView v, uint64_t timeout_ticks, uint3
 }  // namespace
 
 static_assert(kMaxWorld * sizeof(uint64_t) <= 256, "closed[] fits the control area");
+static_assert(kMaxWorld <= kWaveSize, "close_handshake_kernel: a lane per peer in one wave");
 
 SymmetricHeap::SymmetricHeap(int rank, int world, size_t bytes, int device) : device_(device), allocator_(bytes) {
   MOE_A2A_CHECK(world >= 1 && world <= kMaxWorld, "world size must be in [1, ", kMaxWorld, "], got ", world);
@@ -144,7 +145,7 @@ uint32_t SymmetricHeap::close(double timeout_s) {
     MOE_A2A_GPU_CHECK(hipMemset(flag, 0, sizeof(uint32_t)));
     const double seconds = timeout_s > 0 ? timeout_s : 0.0;
     const auto ticks = static_cast<uint64_t>(seconds * wall_clock_rate_hz(device_));
-    close_handshake_kernel<<<1, kMaxWorld * 32>>>(view_, ticks, flag);  // a lane per peer, whole waves
+    close_handshake_kernel<<<1, kWaveSize>>>(view_, ticks, flag);  // one wave, a lane per peer
     const hipError_t launched = hipGetLastError();
     if (launched == hipSuccess) {
       MOE_A2A_GPU_CHECK(hipMemcpy(&missing, flag, sizeof(missing), hipMemcpyDeviceToHost));
