@@ -281,11 +281,16 @@ void EpEngine::check_errors() {
   MOE_A2A_CHECK(failed_.empty(), "all-to-all is unusable after an earlier error: ", failed_);
   volatile ErrorRecord* live = error_host_;
   const uint32_t code = live->code;
-  if (code == 0) return;
+  const uint32_t peer_report = live->peer_report;
+  if (code == 0 && peer_report == 0) return;
   ErrorRecord e;
   std::memcpy(&e, const_cast<ErrorRecord*>(error_host_), sizeof(e));
+  if (code == 0) {  // no error of this rank's own: a peer's report
+    e.code = static_cast<uint32_t>(ErrorCode::kPeerError);
+    e.peer = static_cast<int32_t>(peer_report) - 1;
+  }
   const std::string what = describe(e);
-  const auto c = static_cast<ErrorCode>(code);
+  const auto c = static_cast<ErrorCode>(e.code);
   if (c == ErrorCode::kTimeout) {
     failed_ = what;  // raised now, and as "unusable" by every later call
   }

@@ -164,8 +164,9 @@ struct EpBuffers {
   MOE_A2A_DEVICE int vecs_per_row() const { return static_cast<int>(c.cfg.row_bytes() / sizeof(Vec16)); }
 };
 
-// Records the first error of the call (later ones are dropped) and marks this round as failed
-// so the signals this rank publishes from now on carry kFlagErrorBit. A timeout also marks the
+// Records the first error of the call (later ones are dropped; a peer's report apart, in
+// peer_report: ErrorRecord) and marks this round as failed so the signals this rank publishes from
+// now on carry kFlagErrorBit. A timeout also marks the
 // engine timed out: every wait still to come in a kernel already queued then gives up at once
 // (a rank does not wait out one timeout per queued kernel), and the host refuses later calls.
 MOE_A2A_DEVICE inline void report_error(const EpContext& c, ErrorCode code, int peer, int detail, int64_t index,
@@ -174,6 +175,10 @@ MOE_A2A_DEVICE inline void report_error(const EpContext& c, ErrorCode code, int 
   st_relaxed_sys(b.round_error(), b.current_epoch());
   if (code == ErrorCode::kTimeout) st_relaxed_sys(b.timed_out(), uint64_t{1});
   ErrorRecord* e = c.error;
+  if (code == ErrorCode::kPeerError) {
+    atomic_cas_sys(&e->peer_report, 0u, static_cast<uint32_t>(peer) + 1u);
+    return;
+  }
   if (atomic_cas_sys(&e->claimed, 0u, 1u) != 0u) return;
   e->peer = peer;
   e->detail = detail;

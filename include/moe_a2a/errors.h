@@ -1,6 +1,7 @@
 // What a kernel reports when it cannot finish normally. Lives in host-mapped pinned memory so
-// the host can read it without synchronising; the first error of a call wins, later ones are
-// dropped. Shared by kernels (writers) and the host object that turns it into an exception.
+// the host can read it without synchronising; the first of this rank's own errors in a call wins,
+// later ones are dropped, and a peer's report (kPeerError) is raised only where there is none.
+// Shared by kernels (writers) and the host object that turns it into an exception.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +54,11 @@ struct ErrorRecord {
   int64_t index;      // token index, token group, ...
   uint64_t expected;  // epoch waited for, capacity, ...
   uint64_t seen;      // epoch last seen, count reached, ...
+  // 1 + the first peer whose signal carried the error bit (kPeerError), 0 if none. Kept apart: a
+  // peer's report never claims the record, so this rank's own error is the one raised, whichever
+  // comes first. They race: a bad id's rank publishes the error bit with its counts, before the
+  // block routing that token records the id, and the peers' answers carry the bit back to it.
+  uint32_t peer_report;
 };
 
 }  // namespace moe_a2a
