@@ -164,11 +164,11 @@ struct EpBuffers {
   MOE_A2A_DEVICE int vecs_per_row() const { return static_cast<int>(c.cfg.row_bytes() / sizeof(Vec16)); }
 };
 
-// Records the first error of the call (later ones are dropped; a peer's report apart, in
+// Records the first error of the call (later ones are dropped; a peer's report goes apart, into
 // peer_report: ErrorRecord) and marks this round as failed so the signals this rank publishes from
-// now on carry kFlagErrorBit. A timeout also marks the
-// engine timed out: every wait still to come in a kernel already queued then gives up at once
-// (a rank does not wait out one timeout per queued kernel), and the host refuses later calls.
+// now on carry kFlagErrorBit. A timeout also marks the engine timed out: every wait still to come
+// in a kernel already queued then gives up at once (a rank does not wait out one timeout per
+// queued kernel), and the host refuses later calls.
 MOE_A2A_DEVICE inline void report_error(const EpContext& c, ErrorCode code, int peer, int detail, int64_t index,
                                         uint64_t expected, uint64_t seen) {
   EpBuffers b{c};
