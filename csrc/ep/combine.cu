@@ -373,7 +373,8 @@ MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, Combi
 // kOwnRows (own_rows_instance): the instance that may sum this rank's own rows on the token side
 // (own_direct); the other leaves that code out (protocol.md, "Code size").
 template <TokenType kType, bool kOwnRows>
-__global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c, CombineArgs a, Role role) {
+__global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c_passed, CombineArgs a_passed, Role role) {
+  MOE_A2A_READ_IN_PLACE(c, a);  // c and a, where the launch put them (AMD: no copy in scratch)
   __shared__ CombineShared sh;
   // Launched early (launch_kernel): nothing before this reads memory. The next kernel, a dispatch
   // whose blocks fit two an SM, is placed only once this one is done: placed early on the SMs

@@ -534,7 +534,8 @@ MOE_A2A_DEVICE bool receive_weight_grads(const EpBuffers& b, const CombineBackwa
 // sub-ranges' 11 KB in it, such a launch (which never splits) took 3-5 us more at 128 tokens on
 // 2 x H100 (session 20; protocol.md, "Code size").
 template <TokenType kType, bool kSubRanges>
-__global__ void __launch_bounds__(kEpBlock) combine_backward_kernel(EpContext c, CombineBackwardArgs a) {
+__global__ void __launch_bounds__(kEpBlock) combine_backward_kernel(EpContext c_passed, CombineBackwardArgs a_passed) {
+  MOE_A2A_READ_IN_PLACE(c, a);  // c and a, where the launch put them (AMD: no copy in scratch)
   __shared__ CombineBackwardShared sh;
   if (threadIdx.x == 0) sh.tasks_taken = 0;  // before a barrier: send_group's first, or await_some_signals'
   ProfilerTrack prof(c.profiler, ProfilerEvent::kCombineBackward);

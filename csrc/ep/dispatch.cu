@@ -22,7 +22,8 @@ namespace {
 // kOwnRows (own_rows_instance): the instance that may move this rank's own rows without the heap
 // (own_direct, own_placed); the other leaves that code out (protocol.md, "Code size").
 template <SendCodec kCodec, Fp8Format kFmt, bool kOwnRows>
-__global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c, DispatchArgs a, Role role) {
+__global__ void __launch_bounds__(kEpBlock) dispatch_kernel(EpContext c_passed, DispatchArgs a_passed, Role role) {
+  MOE_A2A_READ_IN_PLACE(c, a);  // c and a, where the launch put them (AMD: no copy in scratch)
   __shared__ DispatchShared sh;
   // Launched early (launch_kernel): nothing before this reads memory. The next kernel, combine
   // (one block an SM: its registers), may be placed at once (protocol.md, "Kernel boundaries").

@@ -32,6 +32,39 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void await_prior_kernels(bool let_next_launch) {
   (void)let_next_launch;
 #endif
 }
+
+// The kernel's first two parameters, declared as `name0_passed` and `name1_passed`, bound to `name0` and `name1`
+// where its launch put them: MOE_A2A_READ_IN_PLACE(c, a) in a kernel (EpContext c_passed, XArgs a_passed, ...).
+// On AMD a kernel's arguments lie in its kernarg segment from offset 0, in order, each at its alignment, as the
+// members of LeadingArguments lie. Named as parameters, an argument whose address reaches a function that is not
+// inlined (the round's kernels hand `const EpContext&` and their args down) is first copied into every lane's
+// private memory: 528-576 bytes of scratch a lane in dispatch and combine (tools/amd_resources.sh, clang-19 for
+// gfx942), each read of it then a vector load from scratch where a scalar load would do. Read in place, the
+// kernel's own reads are scalar loads and a callee's are loads of the same bytes. NVIDIA's compiler reads
+// parameters in place already (no stack frame): there the names bind to the parameters, a plain reference each (a
+// helper function in between changed the machine code of some instances).
+template <typename A, typename B>
+struct LeadingArguments {
+  A first;
+  B second;
+};
+
+#if defined(MOE_A2A_HIP)
+template <typename A, typename B>
+MOE_A2A_DEVICE MOE_A2A_INLINE const LeadingArguments<A, B>& leading_arguments() {
+  // The builtin's pointer is in the constant address space; a C-style cast makes it a generic one.
+  return *(const LeadingArguments<A, B>*)__builtin_amdgcn_kernarg_segment_ptr();
+}
+#define MOE_A2A_READ_IN_PLACE(name0, name1)                                                          \
+  (void)name0##_passed;                                                                              \
+  (void)name1##_passed;                                                                              \
+  const auto& name0 = leading_arguments<decltype(name0##_passed), decltype(name1##_passed)>().first; \
+  const auto& name1 = leading_arguments<decltype(name0##_passed), decltype(name1##_passed)>().second
+#else
+#define MOE_A2A_READ_IN_PLACE(name0, name1) \
+  const auto& name0 = name0##_passed;       \
+  const auto& name1 = name1##_passed
+#endif
 #endif  // device code
 
 #if defined(MOE_A2A_HAS_GPU)
