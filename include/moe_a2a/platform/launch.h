@@ -1,5 +1,6 @@
 // Kernel launches that may overlap the kernel before them on the stream (NVIDIA's programmatic
-// dependent launch, compute capability 9.0+), and the device call such a kernel starts with.
+// dependent launch, compute capability 9.0+), and the device call such a kernel starts with; and
+// how a kernel reads its arguments where the launch put them (MOE_A2A_READ_IN_PLACE).
 //
 // Between two dependent kernels a stream (or a CUDA graph) leaves about 1.1 us on an H200: the
 // first grid drains and flushes, then the second is launched and its blocks are placed. Launched
@@ -43,13 +44,13 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void await_prior_kernels(bool let_next_launch) {
 // kernel's own reads are scalar loads and a callee's are loads of the same bytes. NVIDIA's compiler reads
 // parameters in place already (no stack frame): there the names bind to the parameters, a plain reference each (a
 // helper function in between changed the machine code of some instances).
+#if defined(MOE_A2A_HIP)
 template <typename A, typename B>
 struct LeadingArguments {
   A first;
   B second;
 };
 
-#if defined(MOE_A2A_HIP)
 template <typename A, typename B>
 MOE_A2A_DEVICE MOE_A2A_INLINE const LeadingArguments<A, B>& leading_arguments() {
   // The builtin's pointer is in the constant address space; a C-style cast makes it a generic one.
