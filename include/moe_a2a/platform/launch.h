@@ -39,11 +39,10 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void await_prior_kernels(bool let_next_launch) {
 // On AMD a kernel's arguments lie in its kernarg segment from offset 0, in order, each at its alignment, as the
 // members of LeadingArguments lie. Named as parameters, an argument whose address reaches a function that is not
 // inlined (the round's kernels hand `const EpContext&` and their args down) is first copied into every lane's
-// private memory: 528-576 bytes of scratch a lane in dispatch and combine (tools/amd_resources.sh, clang-19 for
-// gfx942), each read of it then a vector load from scratch where a scalar load would do. Read in place, the
-// kernel's own reads are scalar loads and a callee's are loads of the same bytes. NVIDIA's compiler reads
-// parameters in place already (no stack frame): there the names bind to the parameters, a plain reference each (a
-// helper function in between changed the machine code of some instances).
+// scratch, and every read of it is then a vector load from there; read in place, the kernel's own reads are scalar
+// loads (what it measured: docs/design/architecture.md, "MI300X: kernel resources"). NVIDIA's compiler reads
+// parameters in place already: there the names bind to the parameters, a plain reference each (a helper function
+// in between changed the machine code of some instances).
 #if defined(MOE_A2A_HIP)
 template <typename A, typename B>
 struct LeadingArguments {
