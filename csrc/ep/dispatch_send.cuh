@@ -34,16 +34,12 @@ MOE_A2A_DEVICE MOE_A2A_INLINE int64_t id_in_vec(const Vec16& v, int j) {
 // the ids before the first 16-byte boundary and after the last one, a thread each. Not inlined:
 // two id types, and the small counts never call it.
 template <typename IdT>
-MOE_A2A_DEVICE MOE_A2A_NOINLINE bool count_wide(const IdT* ids, int num_experts, uint32_t* pairs, int first, int end,
+MOE_A2A_DEVICE MOE_A2A_NOINLINE void count_wide(const IdT* ids, int num_experts, uint32_t* pairs, int first, int end,
                                                 uint32_t add) {
   constexpr int kPerVec = static_cast<int>(sizeof(Vec16) / sizeof(IdT));
   constexpr int kInFlight = 8;  // vectors loaded before the first is counted
-  bool bad = false;
   const auto count = [&](int64_t e) {
-    if (e >= 0 && e < num_experts)
-      atomic_add_relaxed_block(pairs + e, add);
-    else if (e != kMaskedSlot)
-      bad = true;
+    if (e >= 0 && e < num_experts) atomic_add_relaxed_block(pairs + e, add);
   };
   const size_t misaligned = reinterpret_cast<uintptr_t>(ids + first) % sizeof(Vec16);
   const int head = min(end - first, static_cast<int>((sizeof(Vec16) - misaligned) % sizeof(Vec16) / sizeof(IdT)));
@@ -67,15 +63,13 @@ MOE_A2A_DEVICE MOE_A2A_NOINLINE bool count_wide(const IdT* ids, int num_experts,
   }
   const int tail = body + vecs * kPerVec + threadIdx.x;
   if (tail < end) count(ids[tail]);
-  return bad;
 }
 
 // Adds `add` (1, or ~0u to take them off) to `pairs` (per global expert, in shared memory) for
-// each (token, k) pair of topk_idx entries [first, end). True in a thread that saw a bad id
-// (neither an expert nor kMaskedSlot): it is counted nowhere, as it is sent nowhere.
-MOE_A2A_DEVICE bool count_pairs(const EpConfig& cfg, const DispatchArgs& a, uint32_t* pairs, int first, int end,
+// each (token, k) pair of topk_idx entries [first, end). A bad id (neither an expert nor
+// kMaskedSlot) is counted nowhere, as it is sent nowhere; the routing of its group reports it.
+MOE_A2A_DEVICE void count_pairs(const EpConfig& cfg, const DispatchArgs& a, uint32_t* pairs, int first, int end,
                                 uint32_t add = 1u) {
-  bool bad = false;
   constexpr int kInFlight = 8;  // ids loaded before the first is counted
   for (int base = first + threadIdx.x; base < end; base += kInFlight * blockDim.x) {
     int64_t ids[kInFlight];
@@ -87,20 +81,17 @@ MOE_A2A_DEVICE bool count_pairs(const EpConfig& cfg, const DispatchArgs& a, uint
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       if (base + u * static_cast<int>(blockDim.x) >= end) break;
-      if (valid_expert(cfg, ids[u]))
-        atomic_add_relaxed_block(pairs + ids[u], add);
-      else if (ids[u] != kMaskedSlot)
-        bad = true;
+      if (valid_expert(cfg, ids[u])) atomic_add_relaxed_block(pairs + ids[u], add);
     }
   }
-  return bad;
 }
 
 // The round's counts to every rank: pairs[e] (per global expert) into its owner's recv_count, and
-// the token count, with the error bit where `bad` (an id neither an expert nor kMaskedSlot) or this
-// rank's round failed, as each rank's token word.
-MOE_A2A_DEVICE void publish_counts(const EpBuffers& b, const DispatchArgs& a, const uint32_t* pairs, bool bad,
-                                   uint64_t epoch, ProfilerTrack& prof) {
+// the token count, with the error bit where this rank's round failed, as each rank's token word. A
+// bad id does not set it here: the peers learn of it from its group's signal, after the routing has
+// recorded it (protocol.md, "Errors travel in signals").
+MOE_A2A_DEVICE void publish_counts(const EpBuffers& b, const DispatchArgs& a, const uint32_t* pairs, uint64_t epoch,
+                                   ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
   const int tokens = a.route.num_tokens;
   // The counts go as flagged words, each on its own (protocol.md, "Flagged counts"): a signal's
@@ -115,9 +106,8 @@ MOE_A2A_DEVICE void publish_counts(const EpBuffers& b, const DispatchArgs& a, co
     st_relaxed_sys(b.recv_count(r, cfg.rank) + (e - r * local), with_round_flag(pairs[e], flag));
   }
   if (threadIdx.x < cfg.world) {
-    const uint32_t error = bad ? kFlagErrorBit : round_error_bit(b, epoch);
     st_relaxed_sys(b.recv_count(threadIdx.x, cfg.rank) + local,
-                   with_round_flag(static_cast<uint32_t>(tokens) | error, flag));
+                   with_round_flag(static_cast<uint32_t>(tokens) | round_error_bit(b, epoch), flag));
   }
 }
 
@@ -129,21 +119,18 @@ MOE_A2A_DEVICE void send_counts(const EpBuffers& b, const DispatchArgs& a, Dispa
   for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) sh.pairs[e] = 0;
   __syncthreads();
   const int ids = a.route.num_tokens * cfg.topk;
-  bool bad_here;
   if (ids < kWideCountIds)
-    bad_here = count_pairs(cfg, a, sh.pairs, 0, ids);
+    count_pairs(cfg, a, sh.pairs, 0, ids);
   else if (a.topk_idx_is_int64)
-    bad_here = count_wide(static_cast<const int64_t*>(a.topk_idx), cfg.num_experts, sh.pairs, 0, ids, 1u);
+    count_wide(static_cast<const int64_t*>(a.topk_idx), cfg.num_experts, sh.pairs, 0, ids, 1u);
   else
-    bad_here = count_wide(static_cast<const int32_t*>(a.topk_idx), cfg.num_experts, sh.pairs, 0, ids, 1u);
-  publish_counts(b, a, sh.pairs, __syncthreads_or(bad_here), epoch, prof);
+    count_wide(static_cast<const int32_t*>(a.topk_idx), cfg.num_experts, sh.pairs, 0, ids, 1u);
+  __syncthreads();
+  publish_counts(b, a, sh.pairs, epoch, prof);
 }
 
 // send_group's numbered_to where every pair of the block has its rank already (reserve_pairs).
 inline constexpr int kAllNumbered = INT32_MAX;
-
-// reserved_blocks: an arrival adds kReservedOne, and kReservedBad more where the block saw a bad id.
-inline constexpr uint32_t kReservedOne = 1u, kReservedBad = 1u << 16, kReservedCount = kReservedBad - 1u;
 
 // Pairs numbered by reservation, in a launch that quantizes and whose blocks all wait for the counts
 // before they send (dispatch_kernel's own_placed), instead of send_counts and each group's count of
@@ -162,22 +149,18 @@ MOE_A2A_DEVICE void reserve_pairs(const EpBuffers& b, const DispatchArgs& a, Dis
   const int tokens = a.route.num_tokens;
   for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x) sh.pairs[e] = 0;
   __syncthreads();
-  bool bad_here = false;
   for (int g = send.first; g < my_groups; g += send.stride) {
     const TokenRange group = cfg.token_group(tokens, g);
-    bad_here |= count_pairs(cfg, a, sh.pairs, group.begin * cfg.topk, group.end * cfg.topk);
+    count_pairs(cfg, a, sh.pairs, group.begin * cfg.topk, group.end * cfg.topk);
   }
-  const bool bad = __syncthreads_or(bad_here);
+  __syncthreads();
   uint32_t* totals = b.pair_totals();
   for (int e = threadIdx.x; e < cfg.num_experts; e += blockDim.x)
     sh.numbered[e] = sh.pairs[e] == 0 ? 0u : atomic_add_relaxed_gpu(totals + e, sh.pairs[e]);
   __syncthreads();
   if (threadIdx.x == 0) {
     fence_acq_rel_gpu();  // the block's adds (the barrier above) before its arrival
-    const uint32_t mine = kReservedOne + (bad ? kReservedBad : 0u);
-    const uint32_t all = atomic_add_relaxed_gpu(b.reserved_blocks(), mine) + mine;
-    sh.reserved_last = (all & kReservedCount) == static_cast<uint32_t>(send.stride);
-    sh.reserved_bad = all > kReservedCount;
+    sh.reserved_last = atomic_add_relaxed_gpu(b.reserved_blocks(), 1u) + 1u == static_cast<uint32_t>(send.stride);
     if (sh.reserved_last) fence_acq_rel_gpu();  // every block's adds before the totals are read
   }
   __syncthreads();
@@ -188,7 +171,7 @@ MOE_A2A_DEVICE void reserve_pairs(const EpBuffers& b, const DispatchArgs& a, Dis
   }
   if (threadIdx.x == 0) *b.reserved_blocks() = 0u;
   __syncthreads();
-  publish_counts(b, a, sh.pairs, sh.reserved_bad, epoch, prof);
+  publish_counts(b, a, sh.pairs, epoch, prof);
 }
 
 // One token group being sent: its tokens and where its (token, k) pairs start in topk_idx.

@@ -26,8 +26,8 @@ struct DispatchShared {
   // Pairs per global expert of the tokens before this block's current group, and of the pairs of
   // the group numbered so far: the next pair's rank (place_word).
   uint32_t numbered[kMaxExperts];
-  bool reserved_last, reserved_bad;  // reserve_pairs: the block that arrived last; a bad id seen by any
-  int own_pos[kOwnPlacedPairs];      // own_placed: row of expert_x of pair j of the group, or -1
+  bool reserved_last;            // reserve_pairs: the block that arrived last
+  int own_pos[kOwnPlacedPairs];  // own_placed: row of expert_x of pair j of the group, or -1
   // receive half
   int src_tokens[kMaxWorld];
   int seg_first[kMaxExperts / 2], seg_limit[kMaxExperts / 2], seg_total[kMaxExperts / 2];

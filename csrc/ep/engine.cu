@@ -1,5 +1,6 @@
 #include "engine.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -280,8 +281,12 @@ void EpEngine::check_errors() {
   if (closed_ || error_host_ == nullptr) return;
   MOE_A2A_CHECK(failed_.empty(), "all-to-all is unusable after an earlier error: ", failed_);
   volatile ErrorRecord* live = error_host_;
-  const uint32_t code = live->code;
+  // peer_report first: the device records its own error before anything that could bring a peer's
+  // report back (report_error), so a peer's report seen here means this rank's own error, if any,
+  // is there to be read next (the fence keeps the two reads in that order on hosts that reorder loads).
   const uint32_t peer_report = live->peer_report;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  const uint32_t code = live->code;
   if (code == 0 && peer_report == 0) return;
   ErrorRecord e;
   std::memcpy(&e, const_cast<ErrorRecord*>(error_host_), sizeof(e));

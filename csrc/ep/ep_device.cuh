@@ -168,24 +168,26 @@ struct EpBuffers {
 // peer_report: ErrorRecord) and marks this round as failed so the signals this rank publishes from
 // now on carry kFlagErrorBit. A timeout also marks the engine timed out: every wait still to come
 // in a kernel already queued then gives up at once (a rank does not wait out one timeout per
-// queued kernel), and the host refuses later calls.
+// queued kernel), and the host refuses later calls. The record comes before the mark (the code's
+// swap is acquire-release): a signal with the error bit, and a peer's answer to it (kPeerError here),
+// come after this rank's own error, which the host, reading peer_report first, then finds
+// (protocol.md, "Errors travel in signals").
 MOE_A2A_DEVICE inline void report_error(const EpContext& c, ErrorCode code, int peer, int detail, int64_t index,
                                         uint64_t expected, uint64_t seen) {
-  EpBuffers b{c};
-  st_relaxed_sys(b.round_error(), b.current_epoch());
-  if (code == ErrorCode::kTimeout) st_relaxed_sys(b.timed_out(), uint64_t{1});
   ErrorRecord* e = c.error;
   if (code == ErrorCode::kPeerError) {
     atomic_cas_sys(&e->peer_report, 0u, static_cast<uint32_t>(peer) + 1u);
-    return;
+  } else if (atomic_cas_sys(&e->claimed, 0u, 1u) == 0u) {
+    e->peer = peer;
+    e->detail = detail;
+    e->index = index;
+    e->expected = expected;
+    e->seen = seen;
+    atomic_cas_sys(&e->code, 0u, static_cast<uint32_t>(code));  // acq_rel: after the fields, before the mark
   }
-  if (atomic_cas_sys(&e->claimed, 0u, 1u) != 0u) return;
-  e->peer = peer;
-  e->detail = detail;
-  e->index = index;
-  e->expected = expected;
-  e->seen = seen;
-  st_release_sys(&e->code, static_cast<uint32_t>(code));
+  EpBuffers b{c};
+  st_relaxed_sys(b.round_error(), b.current_epoch());
+  if (code == ErrorCode::kTimeout) st_relaxed_sys(b.timed_out(), uint64_t{1});
 }
 
 // The error bit of every signal this rank publishes in round `epoch`.

@@ -47,7 +47,7 @@ inline constexpr const char* kWaitSiteSignal[] = {
 static_assert(sizeof(kWaitSiteCall) / sizeof(kWaitSiteCall[0]) == static_cast<int>(WaitSite::kCount));
 
 struct ErrorRecord {
-  uint32_t code;      // ErrorCode; written last, with release semantics
+  uint32_t code;      // ErrorCode; written last, by an acquire-release swap
   uint32_t claimed;   // first writer wins this word
   int32_t peer;       // rank waited for / that reported; -1 if none
   int32_t detail;     // bad expert id, local expert that overflowed, WaitSite, ...
@@ -55,9 +55,9 @@ struct ErrorRecord {
   uint64_t expected;  // epoch waited for, capacity, ...
   uint64_t seen;      // epoch last seen, count reached, ...
   // 1 + the first peer whose signal carried the error bit (kPeerError), 0 if none. Kept apart: a
-  // peer's report never claims the record, so this rank's own error is the one raised, whichever
-  // comes first. They race: a bad id's rank publishes the error bit with its counts, before the
-  // block routing that token records the id, and the peers' answers carry the bit back to it.
+  // peer's report never claims the record, so this rank's own error is the one raised. The device
+  // writes this rank's own error before anything it sends could bring a peer's report back, and the
+  // host reads this word before `code` (protocol.md, "Errors travel in signals").
   uint32_t peer_report;
 };
 

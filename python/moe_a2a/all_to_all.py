@@ -732,7 +732,10 @@ class AllToAll:
 
     # ---- errors and lifetime ----
     def check(self) -> None:
-        """Raises if the device reported an error; does not synchronise."""
+        """Raises if the device reported an error; does not synchronise, so it may raise while the
+        round still runs. Where this rank found an error of its own, that is the one raised, never
+        a peer's report of the error bit it sent them (docs/design/protocol.md, "Errors travel in
+        signals")."""
         self._check_open()
         for engine in self._engines:
             ext().engine_check(engine)

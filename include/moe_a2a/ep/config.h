@@ -83,8 +83,8 @@
 //   pair_totals[num_experts]  dispatch into fp8 whose blocks all wait for the counts: this round's
 //                             (token, k) pairs per global expert, summed by the sending blocks as
 //                             each reserves the ranks of its own pairs; 0 between rounds
-//   reserved_blocks          the sending blocks that have reserved theirs this round (low 16
-//                             bits) and those that saw a bad id (high 16); 0 between rounds
+//   reserved_blocks          the sending blocks that have reserved theirs this round; 0 between
+//                             rounds
 //                             (csrc/ep/dispatch_send.cuh, reserve_pairs)
 // What one round needs later (which rows went where) is not kept here but in tensors the
 // caller holds (see kernels.h), so that a backward pass can replay a round long after later

@@ -93,6 +93,12 @@ def meet():
     dist.monitored_barrier(group=_cpu_group, timeout=MEET_TIMEOUT, wait_all_ranks=True)
 
 
+def gather(obj):
+    """Every rank's `obj`, in rank order, on every rank, over the gloo group; raises after
+    AGREE_TIMEOUT if a rank does not come."""
+    return all_gather(obj, _cpu_group)
+
+
 def share(obj):
     """Rank 0's `obj`, on every rank, over the gloo group: for a test whose work runs on rank 0
     alone (processes of its own on every GPU) while the other ranks wait without an NCCL

@@ -5,12 +5,15 @@ its own dispatch output and combine output locally: dispatch exactly (as sets pe
 combine with the challenge's tolerance and bitwise across repeated runs.
 """
 
+import re
+import time
+
 import hooks
 import pytest
 import torch
 import torch._functorch.config as functorch_config
 import torch.distributed as dist
-from conftest import meet
+from conftest import gather, meet
 
 import moe_a2a
 from moe_a2a import reference as ref
@@ -50,6 +53,24 @@ def experts_for(num_experts, world):
 
 def to_device(inputs):
     return [ref.Routing(*(t.cuda() for t in r)) for r in inputs]
+
+
+def assert_reports_lead_to(error, origin, origin_says, world):
+    """This rank's `error` (a message), with every other rank's: `origin`'s matches `origin_says`,
+    and every other rank's names a rank that reported an error, a chain that ends at `origin`. A
+    peer may name a rank that only passed the error on: the error bit in a signal says that the
+    round failed, not where (protocol.md, "Errors travel in signals"). Collective."""
+    errors = gather(error)
+    assert re.search(origin_says, errors[origin]), f"rank {origin}: {errors[origin]}"
+    for start in range(world):
+        chain = [start]
+        while chain[-1] != origin:
+            named = re.search(r"rank (\d+) reported an error", errors[chain[-1]])
+            assert named and int(named.group(1)) not in chain, (
+                f"rank {start}'s error does not lead to rank {origin}: "
+                + "; ".join(f"rank {r}: {errors[r]}" for r in chain)
+            )
+            chain.append(int(named.group(1)))
 
 
 def fake_grouped_gemm(d, rank):
@@ -816,14 +837,47 @@ def test_bad_expert_id_is_caught_on_device(bad_id, T, world, rank):
                 idx[T // 2, 1] = bad_id
             d = ep.dispatch(x, idx, w)
             ep.combine(fake_grouped_gemm(d, rank), d)
-            expected = "expert id" if rank == 0 else "rank 0 reported an error"
-            with pytest.raises(RuntimeError, match=expected):
+            with pytest.raises(RuntimeError) as raised:
                 ep.synchronize()
+            assert_reports_lead_to(str(raised.value), 0, "expert id", world)
             run_round(ep, inputs, rank, world, E)  # the error was reported once; the next call is clean
         torch.cuda.synchronize()
         assert bool((guard == 0x5A5A5A5A).all()), "a bad id wrote outside the all-to-all's buffers"
     finally:
         canary.close()
+
+
+@pytest.mark.parametrize(
+    "T, K, dispatch_dtype",
+    [(16, 6, None), (2048, 6, None), (1024, 4, torch.float8_e4m3fn)],
+    ids=["counting_block", "counted_wide", "fp8_reserved"],
+)
+def test_check_while_the_round_runs_names_the_bad_id(T, K, dispatch_dtype, world, rank):
+    """check() does not wait for the kernels. Polled while a round with a bad id on rank 0 runs, the
+    first error it raises on rank 0 names the id, never a peer's echo of it, and every other rank's
+    leads there (protocol.md, "Errors travel in signals"). Until session 48 the counts carried the
+    id's error bit before the routing had recorded it, so the peers' answers could come back first.
+    The counting block's loop, its 16-byte reads (from 8192 ids) and an fp8 launch's reservation
+    (from 1024 tokens) are the three ways a dispatch counts."""
+    E, H = experts_for(64, world), 2048
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16, dispatch_dtype=dispatch_dtype) as ep:
+        inputs = ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=43, num_tokens=T)
+        x, idx, w = to_device(inputs)[rank]
+        if rank == 0:
+            idx = idx.clone()
+            idx[T - 3, 1] = E  # in the last token group
+        d = ep.dispatch(x, idx, w)
+        ep.combine(torch.zeros(d.expert_x.shape, dtype=torch.bfloat16, device="cuda"), d)
+        deadline = time.monotonic() + 60
+        first = None
+        while first is None:
+            try:
+                ep.check()
+            except RuntimeError as e:
+                first = str(e)
+            assert time.monotonic() < deadline, "no error raised within 60 s"
+        torch.cuda.current_stream().synchronize()
+        assert_reports_lead_to(first, 0, "expert id", world)
 
 
 @pytest.mark.parametrize("layout", ["padded", "packed"])
