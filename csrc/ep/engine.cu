@@ -290,7 +290,9 @@ void EpEngine::check_errors() {
   if (code == 0 && peer_report == 0) return;
   ErrorRecord e;
   std::memcpy(&e, const_cast<ErrorRecord*>(error_host_), sizeof(e));
-  if (code == 0) {  // no error of this rank's own: a peer's report
+  // The copy decides, not `code`: an own error that landed since that read is the one raised (and
+  // is not cleared unraised below).
+  if (e.code == 0) {  // no error of this rank's own: a peer's report
     e.code = static_cast<uint32_t>(ErrorCode::kPeerError);
     e.peer = static_cast<int32_t>(peer_report) - 1;
   }
