@@ -19,8 +19,7 @@ import zlib
 from typing import Optional, Tuple
 
 import torch
-from test_all_to_all import check_dispatch, check_layout
-from test_fp8 import check_fp8_rows
+from all_to_all_checks import check_dispatch, check_fp8_rows, check_layout
 
 import moe_a2a
 from moe_a2a import reference as ref
@@ -261,7 +260,7 @@ def reference_out(everyone: list, shape: Shape, rank: int, world: int) -> torch.
 
 
 def experts(d, shape: Shape, rank: int) -> torch.Tensor:
-    """The fake experts y = x * (1 + rank) of test_all_to_all, on the dequantized rows after an
+    """The fake experts y = x * (1 + rank) of all_to_all_checks, on the dequantized rows after an
     fp8 dispatch; on the host with shape.host_experts."""
     x, scale = d.expert_x, d.expert_x_scale
     if shape.host_experts:

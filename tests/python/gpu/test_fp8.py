@@ -6,7 +6,7 @@ an fp8 dispatch; what is refused and how."""
 import pytest
 import torch
 import torch.distributed as dist
-from test_all_to_all import assert_reports_lead_to, experts_for, fits, per_expert
+from all_to_all_checks import assert_reports_lead_to, check_fp8_rows, delivered_rows, experts_for, fits
 
 import moe_a2a
 from moe_a2a import reference as ref
@@ -15,41 +15,6 @@ FORMATS = [torch.float8_e4m3fn, torch.float8_e4m3fnuz]
 FORMAT_IDS = ["e4m3fn", "e4m3fnuz"]
 # The challenge's benchmark shapes, at few tokens (the bytes are checked one row at a time).
 SHAPES = [(8, 2, 6144, 16), (64, 6, 2048, 32), (128, 4, 2880, 24), (256, 8, 7168, 8)]
-
-
-def same_bits(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Element-wise: equal bytes, or both NaN (a NaN's sign bit is not part of the contract)."""
-    bits = {1: torch.uint8, 4: torch.int32}[a.element_size()]
-    equal = a.view(bits) == b.view(bits)
-    return equal | (a.float().isnan() & b.float().isnan())
-
-
-def delivered_rows(d):
-    """(x rows, scale rows, meta rows) of each local expert, whatever the layout."""
-    H, blocks = d.expert_x.shape[-1], d.expert_x_scale.shape[-1]
-    return per_expert(d, d.expert_x.reshape(-1, H), d.expert_x_scale.reshape(-1, blocks), d.expert_meta.reshape(-1, 3))
-
-
-def check_fp8_rows(d, inputs, rank, world, num_experts, fp8_dtype, pow2=False, what=""):
-    """Rows, scales and the set of (src, token, k) per expert, against the reference."""
-    assert d.expert_x.dtype == fp8_dtype and d.expert_x_scale.dtype == torch.float32
-    expected = ref.dispatch_reference(inputs, rank, num_experts, world)
-    quantized = [ref.quantize_fp8(inp.x, fp8_dtype, pow2) for inp in inputs]  # per source rank, on the CPU
-    for e, (x, s, meta) in enumerate(delivered_rows(d)):
-        meta = meta.long().cpu()
-        order = sorted(range(len(meta)), key=lambda i: tuple(meta[i].tolist()))
-        assert torch.equal(meta[order], expected.pair_meta(e)), f"{what}rank {rank} expert {e}: other rows arrived"
-        if not len(meta):
-            continue
-        want_q = torch.stack([quantized[src][0][tok] for src, tok, _ in meta.tolist()])
-        want_s = torch.stack([quantized[src][1][tok] for src, tok, _ in meta.tolist()])
-        ok_q, ok_s = same_bits(x.cpu(), want_q), same_bits(s.cpu(), want_s)
-        if not (ok_q.all() and ok_s.all()):
-            row = int((~ok_q.all(1) | ~ok_s.all(1)).nonzero()[0])
-            raise AssertionError(
-                f"{what}rank {rank} expert {e} row {row} (src, token, k = {meta[row].tolist()}): "
-                f"{int((~ok_q).sum())} fp8 bytes and {int((~ok_s).sum())} scales differ from quantize_fp8"
-            )
 
 
 @pytest.mark.parametrize("layout", ["padded", "packed"])

@@ -16,8 +16,8 @@ import time
 import pytest
 import torch
 import torch.distributed as dist
+from all_to_all_checks import check_dispatch, fake_grouped_gemm, to_device
 from conftest import meet
-from test_all_to_all import check_dispatch, fake_grouped_gemm, to_device
 
 import moe_a2a
 from moe_a2a import reference as ref
