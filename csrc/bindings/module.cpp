@@ -236,7 +236,9 @@ PYBIND11_MODULE(_C, m) {
           return moe_a2a::register_engine(std::move(engine), st);
         });
   m.def("dispatch_output_names", &moe_a2a::dispatch_output_names);
-  m.def("engine_check", [](int64_t id) { moe_a2a::engine_by_id(id).check_errors(); });
+  m.def(
+      "engine_check", [](int64_t id) { moe_a2a::engine_by_id(id).check_errors(); },
+      py::call_guard<py::gil_scoped_release>());  // may wait for an own error being written: other threads run
   m.def("engine_close", [](int64_t id) {
     moe_a2a::engine_by_id(id).close();
     moe_a2a::unregister_engine(id);
@@ -338,6 +340,10 @@ PYBIND11_MODULE(_C, m) {
     return moe_a2a::register_shapes_only(c, token_dtype(kw["dtype"].cast<std::string>()));
   });
   m.def("forget_shapes_for_test", &moe_a2a::unregister_engine);
+  // The address of an engine's host-mapped ErrorRecord (include/moe_a2a/errors.h), for a test that
+  // writes one as a kernel would (tests/python/gpu/hooks.py, error_record).
+  m.def("engine_error_record_for_test",
+        [](int64_t id) { return reinterpret_cast<uintptr_t>(moe_a2a::engine_by_id(id).error_record_for_test()); });
   // (offset in an EP region, bytes) of comb_flagged, for a test that reads it back.
   m.def("ep_flagged_region", [](const py::kwargs& kw) {
     const EpConfig c = make_config(kw);

@@ -1,8 +1,10 @@
 #include "engine.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "ep_device.cuh"
@@ -277,6 +279,26 @@ std::string EpEngine::describe(const ErrorRecord& e) const {
   }
 }
 
+ErrorRecord EpEngine::own_error_once_written() const {
+  // The code is written last, so a copy taken after reading it (and a fence) is whole. A claim
+  // without a code is an own error still being written: this rank's second error, which lost the
+  // claim, may have marked the round before the first wrote its code, and a peer's answer to that
+  // mark may be what brought the host here (protocol.md, "Errors travel in signals"). The device
+  // writes a few words; the bound covers a kernel switched out between them (ranks sharing a GPU).
+  constexpr auto kWriteBound = std::chrono::seconds(1);
+  const auto start = std::chrono::steady_clock::now();
+  volatile const ErrorRecord* live = error_host_;
+  ErrorRecord e;
+  for (;;) {
+    const uint32_t code = live->code;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    std::memcpy(&e, const_cast<ErrorRecord*>(error_host_), sizeof(e));
+    const bool settled = code != 0 || (e.claimed == 0 && e.code == 0);
+    if (settled || std::chrono::steady_clock::now() - start > kWriteBound) return e;
+    std::this_thread::yield();
+  }
+}
+
 void EpEngine::check_errors() {
   if (closed_ || error_host_ == nullptr) return;
   MOE_A2A_CHECK(failed_.empty(), "all-to-all is unusable after an earlier error: ", failed_);
@@ -288,10 +310,9 @@ void EpEngine::check_errors() {
   std::atomic_thread_fence(std::memory_order_acquire);
   const uint32_t code = live->code;
   if (code == 0 && peer_report == 0) return;
-  ErrorRecord e;
-  std::memcpy(&e, const_cast<ErrorRecord*>(error_host_), sizeof(e));
+  ErrorRecord e = own_error_once_written();
   // The copy decides, not `code`: an own error that landed since that read is the one raised (and
-  // is not cleared unraised below).
+  // is not cleared unraised below), and one still being written is waited for.
   if (e.code == 0) {  // no error of this rank's own: a peer's report
     e.code = static_cast<uint32_t>(ErrorCode::kPeerError);
     e.peer = static_cast<int32_t>(peer_report) - 1;

@@ -40,6 +40,8 @@ class EpEngine {
   // rank must call it between the same two rounds with no kernel of this all-to-all running
   // anywhere (a barrier before and after).
   void set_rounds_for_test(uint64_t rounds);
+  // Test hook: the host-mapped error record, for a test that writes one as a kernel would.
+  ErrorRecord* error_record_for_test() { return error_host_; }
 
   // Raises if a kernel reported an error. Reads host-mapped memory, never synchronises: an
   // error of a call still running shows up at a later check. Timeouts leave the engine failed
@@ -78,6 +80,8 @@ class EpEngine {
   template <typename Launch>
   void take(std::initializer_list<int> steps, Launch&& launch);
   std::string describe(const ErrorRecord& e) const;
+  // A copy of the error record with this rank's own error whole, once it is written (check_errors).
+  ErrorRecord own_error_once_written() const;
 
   EpContext ctx_{};
   std::shared_ptr<SymmetricHeap> heap_;

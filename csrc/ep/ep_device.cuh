@@ -171,7 +171,8 @@ struct EpBuffers {
 // queued kernel), and the host refuses later calls. The record comes before the mark (the code's
 // swap is acquire-release): a signal with the error bit, and a peer's answer to it (kPeerError here),
 // come after this rank's own error, which the host, reading peer_report first, then finds
-// (protocol.md, "Errors travel in signals").
+// (protocol.md, "Errors travel in signals"). A second own error, which loses the claim, marks at
+// once; the host waits for the first one's code (EpEngine::own_error_once_written).
 MOE_A2A_DEVICE inline void report_error(const EpContext& c, ErrorCode code, int peer, int detail, int64_t index,
                                         uint64_t expected, uint64_t seen) {
   ErrorRecord* e = c.error;

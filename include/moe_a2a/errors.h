@@ -48,7 +48,7 @@ static_assert(sizeof(kWaitSiteCall) / sizeof(kWaitSiteCall[0]) == static_cast<in
 
 struct ErrorRecord {
   uint32_t code;      // ErrorCode; written last, by an acquire-release swap
-  uint32_t claimed;   // first writer wins this word
+  uint32_t claimed;   // first writer wins this word; the host waits for the code of a claim it sees
   int32_t peer;       // rank waited for / that reported; -1 if none
   int32_t detail;     // bad expert id, local expert that overflowed, WaitSite, ...
   int64_t index;      // token index, token group, ...

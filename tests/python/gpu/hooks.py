@@ -2,6 +2,8 @@
 with MOE_A2A_TEST_HOOKS=1; conftest.py stops the run when they are missing). Not part of the
 library: a user's AllToAll has no such calls."""
 
+import ctypes
+
 import torch
 
 from moe_a2a._collective import barrier
@@ -48,3 +50,28 @@ def count_words(ep) -> torch.Tensor:
     [world source][local experts + 1], each {32 data bits, round flag} (docs/design/protocol.md,
     "Flagged counts"); never cleared."""
     return _region_words(ep, hooked_ext().ep_count_region(**ep._config))
+
+
+class ErrorRecord(ctypes.Structure):
+    """include/moe_a2a/errors.h's ErrorRecord, field for field."""
+
+    _fields_ = [
+        ("code", ctypes.c_uint32),
+        ("claimed", ctypes.c_uint32),
+        ("peer", ctypes.c_int32),
+        ("detail", ctypes.c_int32),
+        ("index", ctypes.c_int64),
+        ("expected", ctypes.c_uint64),
+        ("seen", ctypes.c_uint64),
+        ("peer_report", ctypes.c_uint32),
+    ]
+
+
+BAD_EXPERT_ID = 2  # ErrorCode::kBadExpertId
+
+
+def error_record(ep) -> ErrorRecord:
+    """The host-mapped error record of ep's (one) engine, to write as a kernel would. Not collective."""
+    ep._check_open()
+    (engine,) = ep._engines
+    return ErrorRecord.from_address(hooked_ext().engine_error_record_for_test(engine))

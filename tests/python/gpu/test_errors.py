@@ -5,8 +5,10 @@ the AllToAll stays usable where the round itself completed (docs/reliability.md)
 into a running process (a rank that dies, stalls or corrupts) are in test_faults.py.
 """
 
+import threading
 import time
 
+import hooks
 import pytest
 import torch
 import torch.distributed as dist
@@ -136,6 +138,42 @@ def test_check_while_the_round_runs_names_the_bad_id(T, K, dispatch_dtype, world
             assert time.monotonic() < deadline, "no error raised within 60 s"
         torch.cuda.current_stream().synchronize()
         assert_reports_lead_to(first, 0, "expert id", world)
+
+
+def test_check_waits_for_an_own_error_being_written(world, rank):
+    """A claim without a code is an own error still being written: a second own error of the call,
+    which lost the claim, may mark the round at once, and a peer's answer to that mark come back
+    before the first error's code (protocol.md, "Errors travel in signals"). check() waits for the
+    code and raises the own error, not the peer's report; a claim whose code never comes is given
+    up after about a second, and the peer's report raised. The test writes the record as the
+    kernels would, on each rank by itself."""
+    E, K, H, T = experts_for(8, world), 2, 256, 8
+    peer = (rank + 1) % world
+    with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, torch.bfloat16) as ep:
+        record = hooks.error_record(ep)
+
+        def write_own_error_late():
+            time.sleep(0.2)
+            record.detail, record.index, record.expected = -2, 3, E
+            record.code = hooks.BAD_EXPERT_ID  # last, as report_error publishes it
+
+        record.claimed, record.peer_report = 1, peer + 1
+        writer = threading.Thread(target=write_own_error_late)
+        writer.start()
+        try:
+            with pytest.raises(RuntimeError, match=f"rank {rank}: topk_idx holds expert id -2 at token 3"):
+                ep.check()
+        finally:
+            writer.join()
+
+        record.claimed, record.peer_report = 1, peer + 1  # and no code ever
+        start = time.monotonic()
+        with pytest.raises(RuntimeError, match=f"rank {peer} reported an error"):
+            ep.check()
+        assert 0.9 < time.monotonic() - start < 10, "the wait for a code that never comes is not about a second"
+        ep.check()  # raised once, then cleared
+        inputs = ref.generate_all_inputs(world, E, K, H, T, torch.bfloat16, seed=44, num_tokens=T)
+        run_round(ep, inputs, rank, world, E)
 
 
 @pytest.mark.parametrize("layout", ["padded", "packed"])
