@@ -1,7 +1,7 @@
 // Combine, one kernel with a send half (expert side) and a receive half (token side); it ends
 // the round. What each half writes, publishes and waits for is docs/design/protocol.md (the table,
 // "Combine", "Flagged partial sums"); which block takes which combine unit is block_shares
-// (ep_device.cuh; protocol.md, "Sending and receiving blocks").
+// (block_turns.cuh; protocol.md, "Sending and receiving blocks").
 //
 // Send half (send_partials): for unit u of every source, the partial sums of the rows' local
 // experts into the source's comb_x (or comb_flagged), then a partial signal per source. Which rows
@@ -9,6 +9,7 @@
 // kernel serves the forward pass and, later, the backward of dispatch. Receive half (receive_unit):
 // out[t] = the sum over the ranks t went to, in ascending rank order, fp32, cast once: bitwise the
 // same whatever the arrival order.
+#include "block_turns.cuh"
 #include "ep_device.cuh"
 #include "flagged_rows.cuh"
 

@@ -11,6 +11,7 @@
 // signals say so, and the expert ranks skip its dot products (and their read of y).
 // What each writes, publishes and waits for: docs/design/protocol.md (the table, and "Backward
 // rounds").
+#include "block_turns.cuh"
 #include "ep_device.cuh"
 #include "flagged_rows.cuh"
 

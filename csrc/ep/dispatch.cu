@@ -1,6 +1,6 @@
 // Dispatch, one kernel with a send half and a receive half. What each half writes, publishes and
 // waits for is docs/design/protocol.md (the table, "Dispatch", "Token groups"); which block runs
-// which half and takes which items is block_shares (ep_device.cuh; protocol.md, "Sending and
+// which half and takes which items is block_shares (block_turns.cuh; protocol.md, "Sending and
 // receiving blocks").
 //
 // Send half: the last sending block counts the (token, k) pairs per expert and publishes them

@@ -4,6 +4,7 @@
 // and dispatch_receive.cuh): one translation unit, so that the kernel's code is what it was in one file.
 #pragma once
 
+#include "block_turns.cuh"
 #include "ep_device.cuh"
 #include "moe_a2a/platform/block_ops.h"
 

@@ -1,54 +1,23 @@
 // Device helpers shared by the EP kernels: named accessors for every buffer region, the
-// round's epoch, error reporting, signals (publish, wait for all, wait for any), token groups,
-// and 16-byte token vectors. The protocol these implement is docs/design/protocol.md.
+// round's epoch, error reporting, signals (publish, wait for all, wait for any), token groups and
+// routes. The protocol these implement is docs/design/protocol.md. Token vectors are in
+// token_vectors.cuh, what each block of a launch takes in block_turns.cuh.
 #pragma once
 
 #include <cstdint>
 
 #include "moe_a2a/ep/kernels.h"
 #include "moe_a2a/platform/device.h"
-#include "moe_a2a/platform/float_ops.h"
 #include "moe_a2a/platform/launch.h"
 #include "moe_a2a/platform/sync.h"
+#include "token_vectors.cuh"
 
 namespace moe_a2a {
 
 inline constexpr int kEpBlock = kBlockThreads;  // threads per block of every EP kernel
 inline constexpr int kWavesPerBlock = kEpBlock / kWaveSize;
-
-// 16 bytes = 8 bf16/fp16 or 4 fp32 token elements; rows are a multiple of 16 bytes because
-// hidden % 8 == 0.
-using Vec16 = uint4;
-
-// Rows are moved in chunks: one wave moves one chunk, each lane keeping kUnroll 16-byte
-// loads in flight before it stores. A chunk rather than a whole row is the unit of work so
-// that few rows (small batches) still spread over every wave of a block, and so that the
-// loads of a lane are independent (a row moved by one thread at a time is latency-bound).
-inline constexpr int kUnroll = 4;
-inline constexpr int kChunkVecs = kWaveSize * kUnroll;
 // Rows whose per-row metadata a block stages in shared memory before moving their chunks.
 inline constexpr int kRowBatch = 32;
-
-MOE_A2A_DEVICE MOE_A2A_INLINE int chunks_per_row(int vecs) { return (vecs + kChunkVecs - 1) / kChunkVecs; }
-
-// Loads this lane's vectors of `chunk` of a row (those past `vecs` are left alone).
-MOE_A2A_DEVICE MOE_A2A_INLINE void load_chunk(const Vec16* __restrict__ row, int chunk, int vecs, Vec16 (&v)[kUnroll]) {
-  const int first = chunk * kChunkVecs + lane_id();
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int i = first + u * kWaveSize;
-    if (i < vecs) v[u] = row[i];
-  }
-}
-MOE_A2A_DEVICE MOE_A2A_INLINE void store_chunk(Vec16* __restrict__ row, int chunk, int vecs,
-                                               const Vec16 (&v)[kUnroll]) {
-  const int first = chunk * kChunkVecs + lane_id();
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int i = first + u * kWaveSize;
-    if (i < vecs) row[i] = v[u];
-  }
-}
 
 // cfg.experts_per_rank() and cfg.owner_rank(expert), and pair j of a token-major (token, k) list as
 // its token and k: from the context's divisors (divisor.h), with no integer division.
@@ -72,6 +41,12 @@ MOE_A2A_DEVICE MOE_A2A_INLINE PairIndex pair_of(const EpContext& c, int j) {
 MOE_A2A_DEVICE MOE_A2A_INLINE int popcount(LaneMask m) { return __popcll(static_cast<unsigned long long>(m)); }
 // Lanes below this one.
 MOE_A2A_DEVICE MOE_A2A_INLINE LaneMask lanes_below() { return (static_cast<LaneMask>(1) << lane_id()) - 1; }
+// The index of the i-th set bit of m (i counted from 0; m has more than i bits set).
+MOE_A2A_DEVICE MOE_A2A_INLINE int nth_set_bit(uint64_t m, int i) {
+#pragma unroll 1  // unrolled it was 16 KB of combine's code ("Code size" in protocol.md); i is small
+  for (int j = 0; j < i; ++j) m &= m - 1;
+  return __ffsll(static_cast<long long>(m)) - 1;
+}
 
 // ---- buffer regions (layout documented in include/moe_a2a/ep/config.h) ----
 struct EpBuffers {
@@ -434,230 +409,11 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void row_source(const int* first_row, int world, i
   slot = g - first_row[src];
 }
 
-// What one block of a dispatch or combine launch takes (docs/design/protocol.md, "Sending and
-// receiving blocks"): of each half it runs, the work items (token groups, combine units) first,
-// first + stride, ... By default every block runs both halves of a fused launch, block b taking
-// items b, b + G, ... of each (G blocks), alternating between them. With `senders` = S > 0
-// (EpConfig::dispatch_sender_blocks, combine_sender_blocks) the first S blocks send (items i,
-// i + S, ...) and the other R = G - S receive items j, j + G, ...; sending block i takes the
-// receive items past those, R + i, R + i + G, ..., only once it has sent all its items
-// (sends_first: a wait between two sends could wait for a peer's sending block that waits the same
-// way for one of this rank's unsent items: a deadlock, e.g. two ranks, 8 blocks, one sending block each).
-// Dispatch uses only each receiving block's first item from this (j < R, recv.blocks) and draws the
-// rest (`split`; draw_item in dispatch_receive.cuh). Launches of one half use every block for it. A block
-// outside a half has runs = false (its caller counts no items of that half for it) and first >= 0,
-// so the loops need no other test.
-struct HalfShare {
-  bool runs;  // this block takes part in the half
-  int first, stride;
-  int blocks;  // blocks whose first item is below `blocks`: the ones that split items into parts
-};
-struct BlockShares {
-  HalfShare send, recv;
-  bool sends_first;  // every send item before any receive item, not one of each in turn
-  bool split;        // some blocks only send: a fused launch with senders > 0
-};
-MOE_A2A_DEVICE MOE_A2A_INLINE BlockShares block_shares(Role role, int senders) {
-  const int b = static_cast<int>(blockIdx.x), blocks = static_cast<int>(gridDim.x);
-  if (role != Role::kBoth || senders == 0)
-    return {{sends(role), b, blocks, blocks}, {receives(role), b, blocks, blocks}, false, false};
-  constexpr HalfShare kNone{false, 0, 1, 1};
-  const int receivers = blocks - senders;
-  const HalfShare recv{true, b < senders ? receivers + b : b - senders, blocks, receivers};
-  return b < senders ? BlockShares{{true, b, senders, senders}, recv, true, true}
-                     : BlockShares{kNone, recv, false, true};
-}
-
-// Whether every source's token count is at least 3/4 of the largest (receives_first), in every
-// lane of the calling wave.
-MOE_A2A_DEVICE MOE_A2A_INLINE bool balanced_sources(int world, const int* src_tokens) {
-  const int most = max_over_sources(world, [&](int s) { return src_tokens[s]; });
-  return max_over_sources(world, [&](int s) { return 3 * most - 4 * src_tokens[s]; }) <= 0;
-}
-
-// Whether this block takes its receive turn before its next send, where it has more than one item
-// of a half (dispatch_kernel, combine_kernel, combine_backward_kernel): the odd blocks of a launch
-// whose every block runs both halves (not `split`), where every rank holds about the same tokens
-// (`balanced`, balanced_sources). Half the blocks then copy or sum while the others send; with the
-// doubled token groups every block sent both of its groups before it received, so the link and the
-// copies took turns. Where the counts differ, the alternation was slower, also on the ranks that
-// receive more than they send. Only the instances for 1024 tokens on (kOwnRows) and the backward's
-// sub-ranges instance ask: below, a block has more than one group only on few-block grids, and the
-// small shapes run this code cold (protocol.md, "Turns"). "Odd" counts blocks in strides of
-// kDieStride, so that on an MI300X every XCD holds blocks of both parities, not the odd XCDs alone.
-MOE_A2A_DEVICE MOE_A2A_INLINE bool receives_first(bool split, bool balanced) {
-  return !split && balanced && ((blockIdx.x / kDieStride) & 1) != 0;
-}
-
-// Whose turn it is in a block that has items of both halves (dispatch_kernel, combine_kernel,
-// combine_backward_kernel): one item of each in turn, from the half `send_turn` names; where one half
-// has none left, the other goes on alone. The one place of the state machine that every kernel's
-// turns follow (protocol.md, "Turns").
-struct Turns {
-  bool send_turn;
-  // Whether the block's next item is a send (else a receive), given which halves have one left (at
-  // least one does); then it is the other half's turn.
-  MOE_A2A_DEVICE MOE_A2A_INLINE bool next_sends(bool sends_left, bool receives_left) {
-    const bool sends = send_turn ? sends_left : !receives_left;
-    send_turn = !sends;
-    return sends;
-  }
-};
-
 // Ranks whose bit is set among the lowest `world`.
 MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t all_ranks(int world) { return (1u << world) - 1u; }
 // Every rank but this one, a bit each.
 MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t peer_ranks(const EpConfig& cfg) {
   return all_ranks(cfg.world) & ~(1u << cfg.rank);
 }
-
-// ---- token element conversions (bf16 by bit manipulation, fp16 by intrinsics) ----
-MOE_A2A_DEVICE MOE_A2A_INLINE float bf16_bits_to_float(uint16_t b) {
-  return __uint_as_float(static_cast<uint32_t>(b) << 16);
-}
-MOE_A2A_DEVICE MOE_A2A_INLINE uint16_t float_to_bf16_bits(float f) {
-  const uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
-  const uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);                                  // round to nearest even
-  return static_cast<uint16_t>((u + rounding) >> 16);
-}
-
-// lo and hi rounded to bf16 (to nearest even) in one 32-bit word, lo in the low half. Where the
-// GPU has one instruction for the pair it is used: the bit manipulation above takes about ten
-// per element, and combine packs every element it writes: its code size is on the critical path
-// (docs/design/protocol.md, "Code size"). Both round the same way; only a NaN's payload differs.
-MOE_A2A_DEVICE MOE_A2A_INLINE uint32_t pack_bf16x2(float lo, float hi) {
-#if defined(MOE_A2A_HAS_BF16X2_CVT)
-  return bf16x2_cvt_rn(hi, lo);
-#else
-  return static_cast<uint32_t>(float_to_bf16_bits(lo)) | (static_cast<uint32_t>(float_to_bf16_bits(hi)) << 16);
-#endif
-}
-
-// Token elements per 16-byte vector.
-template <TokenType kType>
-inline constexpr int kVecElems = kType == TokenType::kFloat32 ? 4 : 8;
-
-template <TokenType kType>
-MOE_A2A_DEVICE MOE_A2A_INLINE float to_float(uint16_t bits) {
-  if constexpr (kType == TokenType::kBFloat16) {
-    return bf16_bits_to_float(bits);
-  } else {
-    return half_bits_to_float(bits);
-  }
-}
-template <TokenType kType>
-MOE_A2A_DEVICE MOE_A2A_INLINE uint16_t from_float(float f) {
-  if constexpr (kType == TokenType::kBFloat16) {
-    return float_to_bf16_bits(f);
-  } else {
-    return float_to_half_bits(f);
-  }
-}
-
-// The kVecElems<kType> elements of v as floats, in memory order.
-template <TokenType kType>
-MOE_A2A_DEVICE MOE_A2A_INLINE void unpack_vec(const Vec16& v, float (&f)[8]) {
-  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    if constexpr (kType == TokenType::kFloat32) {
-      f[i] = __uint_as_float(words[i]);
-    } else {
-      f[2 * i] = to_float<kType>(static_cast<uint16_t>(words[i] & 0xffffu));
-      f[2 * i + 1] = to_float<kType>(static_cast<uint16_t>(words[i] >> 16));
-    }
-  }
-}
-
-// acc += w * v element-wise (acc[0 .. kVecElems - 1]), fp32 fused multiply-add in a fixed order.
-template <TokenType kType>
-MOE_A2A_DEVICE MOE_A2A_INLINE void fma_vec(float (&acc)[8], float w, const Vec16& v) {
-  float f[8];
-  unpack_vec<kType>(v, f);
-#pragma unroll
-  for (int i = 0; i < kVecElems<kType>; ++i) acc[i] = fmaf(w, f[i], acc[i]);
-}
-
-// Rows whose chunks a lane keeps in flight at once when it sums several rows.
-inline constexpr int kSumInFlight = 4;
-
-// acc += weight(i) * (chunk `chunk` of row(i)) for i = 0 .. n - 1, element-wise, fp32 fused
-// multiply-add in ascending i (a fixed order, so the sum is bitwise reproducible). The rows
-// are independent, so the loads (and weights) of kSumInFlight of them are issued before the
-// first is added: one memory latency per kSumInFlight rows, not one per row. n, row and
-// weight must be the same on every lane of the wave (they may shuffle).
-template <TokenType kType, typename RowOf, typename WeightOf>
-MOE_A2A_DEVICE MOE_A2A_INLINE void sum_row_chunks(float (&acc)[kUnroll][8], int n, RowOf row, WeightOf weight,
-                                                  int chunk, int vecs) {
-  for (int first = 0; first < n; first += kSumInFlight) {
-    Vec16 v[kSumInFlight][kUnroll];
-    float w[kSumInFlight];
-#pragma unroll
-    for (int q = 0; q < kSumInFlight; ++q) {
-      if (first + q >= n) break;
-      load_chunk(row(first + q), chunk, vecs, v[q]);  // first: a weight may wait for a load of its own
-      w[q] = weight(first + q);
-    }
-#pragma unroll
-    for (int q = 0; q < kSumInFlight; ++q) {
-      if (first + q >= n) break;
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) fma_vec<kType>(acc[u], w[q], v[q][u]);
-    }
-  }
-}
-
-// The index of the i-th set bit of m (i counted from 0; m has more than i bits set).
-MOE_A2A_DEVICE MOE_A2A_INLINE int nth_set_bit(uint64_t m, int i) {
-#pragma unroll 1  // unrolled it was 16 KB of combine's code ("Code size" in protocol.md); i is small
-  for (int j = 0; j < i; ++j) m &= m - 1;
-  return __ffsll(static_cast<long long>(m)) - 1;
-}
-
-// Sum of a[i] * b[i] over the vector's elements, in fp32.
-template <TokenType kType>
-MOE_A2A_DEVICE MOE_A2A_INLINE float dot_vec(const Vec16& a, const Vec16& b) {
-  float fa[8], fb[8];
-  unpack_vec<kType>(a, fa);
-  unpack_vec<kType>(b, fb);
-  float s = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kVecElems<kType>; ++i) s = fmaf(fa[i], fb[i], s);
-  return s;
-}
-
-// acc[0 .. kVecElems - 1] rounded to the token type, as one vector.
-template <TokenType kType>
-MOE_A2A_DEVICE MOE_A2A_INLINE Vec16 pack_vec(const float (&acc)[8]) {
-  uint32_t words[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    if constexpr (kType == TokenType::kFloat32) {
-      words[i] = __float_as_uint(acc[i]);
-    } else if constexpr (kType == TokenType::kBFloat16) {
-      words[i] = pack_bf16x2(acc[2 * i], acc[2 * i + 1]);
-    } else {
-      words[i] = static_cast<uint32_t>(from_float<kType>(acc[2 * i])) |
-                 (static_cast<uint32_t>(from_float<kType>(acc[2 * i + 1])) << 16);
-    }
-  }
-  return Vec16{words[0], words[1], words[2], words[3]};
-}
-
-// Dispatches a kernel template on the runtime token type.
-#define MOE_A2A_DISPATCH_TOKEN_TYPE(type, K, ...)          \
-  do {                                                     \
-    if ((type) == ::moe_a2a::TokenType::kBFloat16) {       \
-      constexpr auto K = ::moe_a2a::TokenType::kBFloat16;  \
-      __VA_ARGS__;                                         \
-    } else if ((type) == ::moe_a2a::TokenType::kFloat16) { \
-      constexpr auto K = ::moe_a2a::TokenType::kFloat16;   \
-      __VA_ARGS__;                                         \
-    } else {                                               \
-      constexpr auto K = ::moe_a2a::TokenType::kFloat32;   \
-      __VA_ARGS__;                                         \
-    }                                                      \
-  } while (0)
 
 }  // namespace moe_a2a

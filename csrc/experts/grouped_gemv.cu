@@ -33,7 +33,8 @@
 // a strided half, the product: 2 launches and about 7 us a layer at one token a rank on H200).
 #include "experts/grouped_gemv.h"
 
-#include "ep/ep_device.cuh"
+#include "ep/token_vectors.cuh"
+#include "moe_a2a/platform/launch.h"
 
 namespace moe_a2a {
 namespace {

@@ -331,7 +331,7 @@ struct EpConfig {
   // ---- token groups: the unit of sending and of signalling ----
   // A rank's T tokens are split into num_groups(T) groups of nearly equal size; each group is
   // sent (and, in combine, answered) by one block, which announces it with one signal per
-  // destination (which block: BlockShares in csrc/ep/ep_device.cuh; block g % num_blocks when
+  // destination (which block: BlockShares in csrc/ep/block_turns.cuh; block g % num_blocks when
   // no blocks are set aside for sending). Every rank computes the same split from T alone.
   // One group a block and round (x groups_per_block), or fewer where T is smaller: T groups of one
   // token each. Twice as many (at most T) where these would hold more than kDoubleGroupsTokens.
