@@ -91,7 +91,7 @@ EpConfig make_config(const py::kwargs& kw) {
 }
 
 // What validate_config's messages call each field: the AllToAll argument that sets it
-// (python/moe_a2a/all_to_all.py builds the config from them), which is what a Python user passed.
+// (python/moe_a2a/_arguments.py builds the config from them), which is what a Python user passed.
 const char* argument_name(moe_a2a::ConfigField f) {
   using F = moe_a2a::ConfigField;
   static constexpr std::pair<F, const char*> kNames[] = {{F::kNumExperts, "num_experts"},

@@ -150,7 +150,7 @@ void point_send_route(DispatchArgs& args, const at::Tensor& dest_mask) {
 }
 
 // What a dispatch returns, by name. The ops return it as a tuple in this order (the schemas
-// below); python/moe_a2a/all_to_all.py reads it by the same names, checked against
+// below); python/moe_a2a/_rounds.py reads it by the same names, checked against
 // dispatch_output_names() when the module loads, so a field is added here and there only.
 struct DispatchOutputs {
   // what the experts read

@@ -32,75 +32,39 @@ The AllToAll works on device= (default: the device current when it is created), 
 changes the caller's current device (docs/design/lifetime.md).
 """
 
-import os
+# This file is the user API and each round's bookkeeping. AllToAll's arguments (their defaults, their
+# checks, the core's config) are in _arguments.py; the rounds as torch ops, with autograd, in _rounds.py.
 import weakref
 from dataclasses import dataclass, field
-from typing import NamedTuple, Optional, Tuple, Union
+from typing import Optional, Tuple, Union
 
 import torch
 import torch.distributed as dist
 
+from ._arguments import (
+    DEFAULT_PROFILE_CAPACITY,
+    _capacity_argument,
+    _check_arguments,
+    _check_blocks,
+    _check_profiler,
+    _choose_capacity,
+    _core_config,
+    _tuning_from_env,
+    _validate,
+)
 from ._collective import GroupRef, require_same
 from ._ext import ext
-from .fp8_formats import FP8_FORMATS, check_dispatch_dtype
+from ._rounds import (
+    _check_dispatch_outputs_match_core,
+    _combine_round,
+    _CombineFunction,
+    _dispatch_round,
+    _DispatchFunction,
+    _DispatchOutputs,
+    _needs_grad,
+    _Route,
+)
 from .heap import DEFAULT_CLOSE_TIMEOUT_S, SymmetricHeap
-
-_DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
-LAYOUTS = ("padded", "packed")
-# Default budget for the per-expert output of one dispatch; the worst case (padded: every
-# token to one expert; packed: every token to min(topk, experts per rank) local experts) is
-# used when it fits.
-DEFAULT_OUTPUT_BUDGET_BYTES = 4 << 30
-# Profiler records kept per track (one track per wave of a block; 24 bytes a record).
-DEFAULT_PROFILE_CAPACITY = 512
-# Token groups each block sends per call at most (EpConfig::groups_per_block; twice that where
-# they would hold more than 16 tokens, EpConfig::num_groups).
-DEFAULT_GROUPS_PER_BLOCK = 1
-# AllToAll(send_sms="auto"): the kernels pick their sending blocks per launch (EpConfig kAutoSenders).
-AUTO_SENDERS = -1
-# Rounds that may be outstanding at once, at most (AllToAll(num_buffers=)).
-MAX_BUFFERS = 4
-
-
-class _Route(NamedTuple):
-    """Where a dispatch put every row: what combine and the backward rounds replay. The one
-    Python spelling of a route: it crosses torch.autograd.Function.apply as *route (apply
-    tracks top-level tensors only) and is rebuilt with _Route(*tensors); the ops take it
-    through the _..._round helpers below, each the one place its argument order is written."""
-
-    # [T] int32, token side: bit r = token went to rank r; bit kUnusedSlotBit (8) + k = its slot k is unused
-    # (ep/kernels.h: combine's backward gives that weight a zero gradient)
-    dest_mask: torch.Tensor
-    src_tokens: torch.Tensor  # [world] int32, expert side: tokens each source dispatched
-    recv_token: torch.Tensor  # [world * max_tokens] int32: source token of each received slot, or -1
-    recv_pos: torch.Tensor  # [world * max_tokens, topk] int32: row of expert_x of each (slot, k), or < 0: none
-
-
-class _DispatchOutputs(NamedTuple):
-    """What the dispatch ops return, by name and in order: csrc/bindings/ops.cpp
-    DispatchOutputs (checked against its dispatch_output_names() when an AllToAll is made)."""
-
-    expert_x: torch.Tensor
-    expert_x_scale: torch.Tensor  # [..rows.., scale blocks] with fp8 rows, else [..rows.., 0]
-    expert_num_tokens: torch.Tensor
-    expert_offsets: torch.Tensor
-    expert_meta: torch.Tensor
-    expert_weights: torch.Tensor
-    src_tokens: torch.Tensor
-    recv_token: torch.Tensor
-    recv_pos: torch.Tensor
-
-    def route(self, dest_mask: torch.Tensor) -> _Route:
-        return _Route(dest_mask, self.src_tokens, self.recv_token, self.recv_pos)
-
-
-def _check_dispatch_outputs_match_core():
-    names = tuple(ext().dispatch_output_names())
-    if names != _DispatchOutputs._fields:
-        raise RuntimeError(
-            f"moe_a2a: the compiled core returns dispatch outputs {names}, this Python expects "
-            f"{_DispatchOutputs._fields}: rebuild the extension"
-        )
 
 
 @dataclass
@@ -155,244 +119,12 @@ class _Pending:
     dispatched: Optional[Dispatched] = None
 
 
-def _dispatch_round(engine: int, state: torch.Tensor, x, x_scale, topk_idx, topk_weights):
-    """One kernel launch: both halves of dispatch. Returns (_DispatchOutputs, dest_mask)."""
-    *out, dest_mask = torch.ops.moe_a2a.dispatch(engine, state, x, x_scale, topk_idx, topk_weights)
-    return _DispatchOutputs(*out), dest_mask
-
-
-def _combine_round(engine: int, state: torch.Tensor, expert_y, expert_weights, route: _Route):
-    """One kernel launch: both halves of combine."""
-    return torch.ops.moe_a2a.combine(
-        engine, state, expert_y, expert_weights, route.src_tokens, route.recv_token, route.recv_pos, route.dest_mask
-    )
-
-
-def _dispatch_backward_round(engine: int, grad_expert_x, route: _Route):
-    """The backward of dispatch: an unweighted combine of the rows' gradients over the route."""
-    state = _backward_state(route.dest_mask)
-    return torch.ops.moe_a2a.dispatch_backward(
-        engine, state, grad_expert_x.contiguous(), route.src_tokens, route.recv_token, route.recv_pos, route.dest_mask
-    )
-
-
-def _combine_backward_round(
-    engine: int, grad_out, expert_y, expert_weights, offsets, counts, route: _Route, weight_grads: bool = True
-):
-    """The backward of combine (one kernel): returns (grad expert_y, grad topk_weights). Without
-    weight_grads the second is empty and the expert ranks do not read expert_y for this rank's
-    rows (each rank decides for itself; the kernel tells the others)."""
-    state = _backward_state(route.dest_mask)
-    return torch.ops.moe_a2a.combine_backward(
-        engine,
-        state,
-        grad_out.contiguous(),
-        expert_y,
-        expert_weights,
-        offsets,
-        counts,
-        route.src_tokens,
-        route.recv_token,
-        route.recv_pos,
-        route.dest_mask,
-        weight_grads,
-    )
-
-
-def _backward_state(like: torch.Tensor) -> torch.Tensor:
-    """The ordering token of one backward round. A fresh one, not the AllToAll's: under
-    torch.compile, a tensor the backward reads is saved from the forward with a version
-    check, and the AllToAll's token is mutated by every later round."""
-    return torch.empty(1, dtype=torch.int64, device=like.device)
-
-
-class _DispatchFunction(torch.autograd.Function):
-    """dispatch with autograd: the gradient of x[t] is the sum of the gradients of the rows
-    that carried token t, sent back by an unweighted combine over the forward's route."""
-
-    @staticmethod
-    def forward(ctx, engine, state, x, topk_idx, topk_weights):
-        out, dest_mask = _dispatch_round(engine, state, x, None, topk_idx, topk_weights)
-        ctx.engine = engine
-        ctx.save_for_backward(*out.route(dest_mask))
-        ctx.mark_non_differentiable(*out[1:], dest_mask)
-        # The nine outputs without a gradient would each get a zero-filled one (an allocation
-        # and a kernel per backward) that backward never reads.
-        ctx.set_materialize_grads(False)
-        ctx.expert_x_like = (out.expert_x.shape, out.expert_x.dtype)
-        return (*out, dest_mask)
-
-    @staticmethod
-    def backward(ctx, grad_expert_x, *_non_differentiable):
-        if grad_expert_x is None:  # not expected (expert_x is the only differentiable output); the
-            # round is collective, so it runs anyway
-            shape, dtype = ctx.expert_x_like
-            grad_expert_x = torch.zeros(shape, dtype=dtype, device=ctx.saved_tensors[0].device)
-        grad_x = _dispatch_backward_round(ctx.engine, grad_expert_x, _Route(*ctx.saved_tensors))
-        return None, None, grad_x, None, None
-
-
-class _CombineFunction(torch.autograd.Function):
-    """combine with autograd: grad_out goes back along the forward's route; the expert side
-    returns grad_expert_y[row] = w * grad_out[t] and sends grad w = <grad_out[t], y(row)> home."""
-
-    @staticmethod
-    def forward(ctx, engine, state, expert_y, topk_weights, expert_x, expert_weights, offsets, counts, *route):
-        # topk_weights: same values as expert_weights (both from dispatch); here for its gradient.
-        # expert_x: dispatch's differentiable output, given no gradient here; the edge makes every
-        # rank run dispatch's backward after this one (AllToAll.combine).
-        del topk_weights, expert_x
-        ctx.engine = engine
-        ctx.save_for_backward(expert_y, expert_weights, offsets, counts, *route)
-        return _combine_round(engine, state, expert_y, expert_weights, _Route(*route))
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        expert_y, expert_weights, offsets, counts, *route = ctx.saved_tensors
-        # topk_weights (input 3) without a gradient to compute: the round skips the weights'
-        # dot products and their read of expert_y, the largest read of the round.
-        weight_grads = ctx.needs_input_grad[3]
-        grad_y, grad_w = _combine_backward_round(
-            ctx.engine, grad_out, expert_y, expert_weights, offsets, counts, _Route(*route), weight_grads
-        )
-        return (None, None, grad_y, grad_w if weight_grads else None, None, None, None, None) + (None,) * len(route)
-
-
 def _close_engines(engines, heap: SymmetricHeap, timeout_s: float) -> None:
     """Closes an AllToAll's engines, then its heap; a finalizer, so it holds no reference to the
     AllToAll."""
     for engine in engines:
         ext().engine_close(engine)  # waits for the device, frees the engine's local buffers
     heap.close(timeout_s)
-
-
-def _sender_blocks(send_sms) -> Tuple[int, int]:
-    """AllToAll(send_sms=) as EpConfig's (dispatch_senders, combine_senders): "auto" (-1), an int,
-    a (dispatch, combine) pair of those, or a string "n" / "d,c" (MOE_A2A_SEND_SMS). validate_config
-    checks the range."""
-    if isinstance(send_sms, str):
-        send_sms = [p.strip() for p in send_sms.split(",")]
-    parts = send_sms if isinstance(send_sms, (list, tuple)) else [send_sms]
-    if len(parts) not in (1, 2):
-        raise ValueError(f'moe_a2a: send_sms must be "auto", an int or a (dispatch, combine) pair, got {send_sms!r}')
-    blocks = tuple(AUTO_SENDERS if p == "auto" else int(p) for p in parts)
-    return (blocks[0], blocks[-1])
-
-
-def _check_arguments(dtype, layout: str, num_buffers, profile, dispatch_dtype) -> None:
-    """AllToAll's checks of its plain arguments, before anything is loaded or allocated."""
-    if dtype not in _DTYPES:
-        raise TypeError(f"moe_a2a: dtype must be torch.bfloat16, torch.float16 or torch.float32, got {dtype}")
-    if layout not in LAYOUTS:
-        raise ValueError(f"moe_a2a: layout must be one of {LAYOUTS}, got {layout!r}")
-    if not 1 <= int(num_buffers) <= MAX_BUFFERS:
-        raise ValueError(f"moe_a2a: num_buffers must be in [1, {MAX_BUFFERS}], got {num_buffers}")
-    if profile and int(num_buffers) != 1:
-        raise ValueError("moe_a2a: profile=True records one buffer's rounds; use num_buffers=1 to profile")
-    check_dispatch_dtype(dispatch_dtype)
-
-
-def _capacity_argument(layout: str, max_recv_tokens, max_recv_tokens_per_expert):
-    """The capacity argument that `layout` takes (packed: max_recv_tokens; padded:
-    max_recv_tokens_per_expert), None when it was not given; giving the other one raises."""
-    packed = layout == "packed"
-    asked, wrong = (
-        (max_recv_tokens, max_recv_tokens_per_expert) if packed else (max_recv_tokens_per_expert, max_recv_tokens)
-    )
-    if wrong is not None:
-        right, other = (
-            ("max_recv_tokens", "max_recv_tokens_per_expert")
-            if packed
-            else ("max_recv_tokens_per_expert", "max_recv_tokens")
-        )
-        raise ValueError(f"moe_a2a: layout={layout!r} takes {right}, not {other}")
-    return asked
-
-
-def _check_profiler(profile: bool, profile_capacity) -> None:
-    """AllToAll(profile=, profile_capacity=): apart from _check_arguments, as it asks the loaded
-    extension whether the build has the profiler."""
-    if profile and not ext().profiler_compiled_in():
-        raise RuntimeError(
-            "moe_a2a: AllToAll(profile=True) needs the in-kernel profiler, which this build does not have. "
-            "Rebuild with it: MOE_A2A_PROFILE=1 python setup.py build_ext --inplace --force "
-            "(or MOE_A2A_PROFILE=1 python3 -m pip install --no-build-isolation -e .)"
-        )
-    if profile and not 1 <= int(profile_capacity) <= (1 << 20):
-        raise ValueError(f"moe_a2a: profile_capacity must be in [1, 2^20], got {profile_capacity}")
-
-
-def _check_blocks(num_blocks: int, device_sms: int) -> None:
-    """AllToAll(num_sms=) against the device: at most its compute units. A launch's blocks wait for
-    one another (a quantizing dispatch's for the counts its last reserving block publishes, a
-    receive half for peers whose receive halves wait for this send half), so every block must be
-    resident at once, one a compute unit: more blocks than units would leave some waiting for
-    blocks that never start, until the timeout."""
-    if num_blocks > device_sms:
-        raise ValueError(
-            f"moe_a2a: num_sms must be at most {device_sms} (this device's compute units: the blocks of a kernel "
-            f"wait for one another, so all of them must run at once), got {num_blocks}"
-        )
-
-
-def _tuning_from_env(groups_per_block, send_sms) -> Tuple[int, Tuple[int, int]]:
-    """AllToAll(groups_per_block=, send_sms=) as the config takes them; one not given (None) comes
-    from MOE_A2A_GROUPS_PER_BLOCK or MOE_A2A_SEND_SMS, else its default."""
-    if groups_per_block is None:
-        groups_per_block = int(os.environ.get("MOE_A2A_GROUPS_PER_BLOCK", DEFAULT_GROUPS_PER_BLOCK))
-    if send_sms is None:
-        send_sms = os.environ.get("MOE_A2A_SEND_SMS", "auto")
-    return int(groups_per_block), _sender_blocks(send_sms)
-
-
-def _core_config(ep) -> dict:
-    """The config, in one place: the compiled core's EpConfig fields (csrc/bindings/module.cpp
-    make_config) from an AllToAll's settings, all but the capacity (_choose_capacity). The core
-    validates it (validate_config); its messages name the AllToAll arguments that set the fields
-    (module.cpp argument_name)."""
-    return dict(
-        world=ep.world,
-        rank=ep.rank,
-        num_experts=ep.num_experts,
-        topk=ep.experts_per_token,
-        hidden=ep.hidden_dim,
-        max_tokens=ep.max_num_tokens,
-        dtype=_DTYPES[ep.dtype],
-        layout=ep.layout,
-        num_blocks=ep.num_sms,
-        groups_per_block=ep.groups_per_block,
-        dispatch_senders=ep.send_sms[0],
-        combine_senders=ep.send_sms[1],
-        expert_alignment=ep.expert_alignment,
-        fp8=FP8_FORMATS.get(ep.dispatch_dtype, "none"),
-        fp8_pow2_scales=int(ep.fp8_pow2_scales),
-    )
-
-
-def _choose_capacity(asked: Optional[int], config: dict) -> int:
-    """The capacity asked for, else the core's default for DEFAULT_OUTPUT_BUDGET_BYTES."""
-    if asked is not None:
-        return int(asked)
-    if config["num_experts"] % max(config["world"], 1) == 0 and config["num_experts"] >= config["world"]:
-        return ext().default_capacity(DEFAULT_OUTPUT_BUDGET_BYTES, **config)
-    return 1  # validate_config names the real problem
-
-
-def _validate(config: dict) -> None:
-    problem = ext().validate_config(**config)
-    if problem:
-        raise ValueError(f"moe_a2a: {problem}")
-
-
-def _needs_grad(*tensors) -> bool:
-    # A loop, not any() over a generator: this runs on every call, and the generator cost about
-    # a tenth of dispatch()'s own Python time.
-    if not torch.is_grad_enabled():
-        return False
-    for t in tensors:
-        if t is not None and t.requires_grad:
-            return True
-    return False
 
 
 class AllToAll:

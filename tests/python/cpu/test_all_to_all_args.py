@@ -5,8 +5,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from moe_a2a import all_to_all
-from moe_a2a.all_to_all import (
+from moe_a2a import _arguments as arguments
+from moe_a2a._arguments import (
     AUTO_SENDERS,
     DEFAULT_GROUPS_PER_BLOCK,
     DEFAULT_OUTPUT_BUDGET_BYTES,
@@ -60,7 +60,7 @@ def test_dispatch_dtype_is_none_or_an_fp8_format():
         check_dispatch_dtype(torch.float16)
 
 
-# AllToAll.__init__'s pure steps (python/moe_a2a/all_to_all.py). What they feed the core, and the
+# AllToAll.__init__'s pure steps (python/moe_a2a/_arguments.py). What they feed the core, and the
 # collectives and allocations after them, only the GPU suite runs.
 
 
@@ -84,9 +84,9 @@ class _FakeCore:
 
 @pytest.fixture
 def core(monkeypatch):
-    """Installs a _FakeCore as all_to_all's ext()."""
+    """Installs a _FakeCore as the ext() of AllToAll's argument steps."""
     fake = _FakeCore()
-    monkeypatch.setattr(all_to_all, "ext", lambda: fake)
+    monkeypatch.setattr(arguments, "ext", lambda: fake)
     return fake
 
 
@@ -97,7 +97,7 @@ def no_core(monkeypatch):
     def unavailable():
         raise AssertionError("this step must not load the extension")
 
-    monkeypatch.setattr(all_to_all, "ext", unavailable)
+    monkeypatch.setattr(arguments, "ext", unavailable)
 
 
 def _arguments(**changed):

@@ -5,7 +5,7 @@ so that a change on one side fails here instead of disagreeing at run time."""
 import re
 from pathlib import Path
 
-from moe_a2a import all_to_all, local_exchange, node_legs, nodes, reference
+from moe_a2a import _arguments, local_exchange, node_legs, nodes, reference
 
 INCLUDE = Path(__file__).resolve().parents[3] / "include" / "moe_a2a"
 
@@ -21,8 +21,8 @@ def cxx_constants():
 
 def test_python_mirrors_equal_the_headers():
     c = cxx_constants()
-    assert all_to_all.AUTO_SENDERS == c["kAutoSenders"]
-    assert all_to_all.DEFAULT_GROUPS_PER_BLOCK == c["kDefaultGroupsPerBlock"]
+    assert _arguments.AUTO_SENDERS == c["kAutoSenders"]
+    assert _arguments.DEFAULT_GROUPS_PER_BLOCK == c["kDefaultGroupsPerBlock"]
     assert nodes.MAX_RANKS_PER_NODE == c["kMaxWorld"]
     assert reference.MASKED_SLOT == node_legs.UNUSED == local_exchange.UNUSED == c["kMaskedSlot"]
 

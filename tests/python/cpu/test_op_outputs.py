@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch._library.utils import _c_check_aliasing_constraint
 
-from moe_a2a.all_to_all import _DispatchOutputs
+from moe_a2a._rounds import _DispatchOutputs
 
 H, T = 256, 16
 

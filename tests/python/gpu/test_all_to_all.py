@@ -25,7 +25,7 @@ from all_to_all_checks import (
 import moe_a2a
 from moe_a2a import reference as ref
 from moe_a2a._ext import ext
-from moe_a2a.all_to_all import _DispatchOutputs
+from moe_a2a._rounds import _DispatchOutputs
 
 CHALLENGE_CORRECTNESS = [
     (8, 2, 6144, 4),

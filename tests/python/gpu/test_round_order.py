@@ -21,7 +21,7 @@ from conftest import meet
 
 import moe_a2a
 from moe_a2a import reference as ref
-from moe_a2a.all_to_all import _dispatch_backward_round
+from moe_a2a._rounds import _dispatch_backward_round
 
 HOLD_S = 0.5  # far longer than rank 0's two rounds take; well inside the timeout
 
