@@ -3,12 +3,12 @@
 # comment) leaves every kernel as it was, byte for byte, on both vendors. Compiles each csrc/**/*.cu for sm_90 (nvcc
 # -cubin) and for gfx942 (clang-19, device assembly, less its .file and .ident lines), each with and without the
 # profiler (MOE_A2A_ENABLE_PROFILER), and writes one line a (source, build): its hash, the source, the build.
-# No -lineinfo: a line that moved changes no hash.
+# No -lineinfo: a line that moved changes no hash (unless device code prints __LINE__).
 #
 # Usage: tools/machine_code.sh OUT.md5 [file.cu ...]      (default: every csrc/**/*.cu)
 #   bash tools/machine_code.sh /tmp/before.md5; (change); bash tools/machine_code.sh /tmp/after.md5
 #   diff /tmp/before.md5 /tmp/after.md5 && echo "the same machine code"
-# Environment: NVCC, HIP_CLANG (compilers), JOBS (parallel compiles, default nproc). About 3 minutes on 2 cores.
+# Environment: NVCC, HIP_CLANG (compilers), JOBS (parallel compiles, default nproc). About 2 minutes on 2 cores.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,9 +24,8 @@ if [ $# -eq 0 ]; then mapfile -t files < <(find csrc -name '*.cu' -type f | LC_A
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/moe_a2a_machine_code.XXXXXX")"
 out=$(realpath -m "$out")
-# nvcc puts the source's full path into an id in the machine code, so every
-# tree is compiled from one fixed place, a copy of its csrc and include; one run at a time (flock). clang derives
-# its cuid from the output path: -cuid fixes it.
+# nvcc puts the source's full path into an id in the machine code, so every tree is compiled from one fixed place, a
+# copy of its csrc and include, one run at a time (flock). clang derives its cuid from the output path: -cuid fixes it.
 tree="${TMPDIR:-/tmp}/moe_a2a_machine_code.tree"
 exec 9> "$tree.lock"
 flock 9
