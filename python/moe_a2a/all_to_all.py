@@ -467,7 +467,8 @@ class AllToAll:
         """Raises if the device reported an error; does not synchronise, so it may raise while the
         round still runs. Where this rank found an error of its own, that is the one raised, never
         a peer's report of the error bit it sent them (docs/design/protocol.md, "Errors travel in
-        signals")."""
+        signals"); one the device is still writing is waited for, up to a second, without the GIL.
+        Like every call, from the one thread that drives this AllToAll."""
         self._check_open()
         for engine in self._engines:
             ext().engine_check(engine)
