@@ -1,7 +1,7 @@
 """CUDA-graph steady state of moe_a2a dispatch + combine, next to its eager device time.
 
     torchrun --nproc-per-node=<N> benchmarks/bench_graph.py [--shapes ...] [--counts ...] [--gemm] [--fp8 e4m3fn]
-             [--capacity N] [--out DIR]
+             [--fp8-given] [--capacity N] [--out DIR]
 
 What a serving engine sees: N iterations of dispatch -> combine (no expert computation in
 between; --gemm adds the pipeline with the fake grouped GEMM) captured in one CUDA graph,
@@ -26,6 +26,12 @@ shows each unequal spec's graph d+c next to the equal pair at its larger count (
 
 Each shape's engine is built for its own T unless --capacity N builds every one for N tokens a
 rank, as a serving engine is built for its largest batch and then runs smaller ones.
+
+--fp8 FORMAT runs every shape again with fp8 dispatch, which quantizes the rows in its send half;
+--fp8-given a third time with rows quantized before the call (moe_a2a.reference.quantize_fp8, out of
+every timed region: dispatch(x_fp8, ..., x_scale=...) sends them as given). Their difference is what
+quantizing inside the send half costs the round, to be set against a quantizing pass of its own
+(about the bytes of x read and of its fp8 rows and scales written).
 """
 
 import common  # noqa: F401  (first: pins NVLink multicast off before torch.distributed loads)
@@ -58,6 +64,11 @@ def parse_args(argv=None):
     p.add_argument("--gemm", action="store_true", help="also the pipeline dispatch -> fake GEMM -> combine")
     scaffold.add_capacity(p, "every shape's engine")
     scaffold.add_fp8(p, "AllToAll(dispatch_dtype=)")
+    p.add_argument(
+        "--fp8-given",
+        action="store_true",
+        help="with --fp8: every shape also with rows quantized before the call (dispatch's x_scale=)",
+    )
     scaffold.add_no_microbench(p, "use BENCHMARKS.md's B, B_hbm and L (labelled)")
     scaffold.add_switch(p, "--floor", "measure the machine's floor for each shape's bytes (default on)")
     common.add_num_sms_arg(p)
@@ -66,7 +77,46 @@ def parse_args(argv=None):
     scaffold.at_least(p, args, inputs=8)  # the graph must not replay one routing
     scaffold.shapes_and_counts(p, args, AB_SHAPES if args.shapes == "ab" else args.shapes)
     scaffold.check_capacity(p, args, max(shape.max_tokens for shape in args.shape_list), "a shape's T of")
+    if args.fp8_given and not args.fp8:
+        p.error("--fp8-given needs --fp8 FORMAT (the format the rows are quantized to)")
     return args
+
+
+def graph_runs(args):
+    """The runs: (shape, counts spec, fp8 format or None, rows quantized before the call), each spec of
+    each shape with the token dtype, then with --fp8 fp8 dispatch, then with --fp8-given its rows given."""
+    runs = []
+    for shape, counts, fp8 in scaffold.shape_runs(args):
+        runs.append((shape, counts, fp8, False))
+        if fp8 and args.fp8_given:
+            runs.append((shape, counts, fp8, True))
+    return runs
+
+
+def dispatch_label(fp8, given):
+    """The dispatch column: the format, "given" where the rows were quantized before the call."""
+    return f"{fp8} given" if given else fp8
+
+
+class GivenFp8Pool:
+    """An InputPool's entries with x quantized before the call, out of every timed region: (x fp8,
+    topk_idx, topk_weights, x_scale), which dispatch sends as given. Routing and counts as the pool's."""
+
+    def __init__(self, pool, fp8_dtype):
+        from moe_a2a.reference import quantize_fp8
+
+        self.counts = pool.counts
+        self.routing = pool.routing
+        self.items = []
+        for x, idx, w in pool.items:
+            q, scale = quantize_fp8(x, fp8_dtype)
+            self.items.append((q, idx, w, scale))
+
+    def __len__(self):
+        return len(self.items)
+
+    def get(self, i):
+        return self.items[i % len(self.items)]
 
 
 def row_label(shape_label, counts):
@@ -87,11 +137,11 @@ def eager_us(ctx, system, pool, iters, flusher):
     ep = system.ep
     d_us, c_us = [], []
     for i in range(iters + 5):
-        x, idx, w = pool.get(i)
+        inputs = pool.get(i)  # (x, topk_idx, topk_weights[, x_scale])
         common.before_timed_region(ctx, flusher)
         a, m, b = (torch.cuda.Event(enable_timing=True) for _ in range(3))
         a.record()
-        d = ep.dispatch(x, idx, w)
+        d = ep.dispatch(*inputs)
         m.record()
         ep.combine(system.passthrough(d), d)
         b.record()
@@ -102,7 +152,7 @@ def eager_us(ctx, system, pool, iters, flusher):
     return common.max_over_ranks(ctx, d_us), common.max_over_ranks(ctx, c_us)
 
 
-def bench_shape(ctx, shape, args, micro, flusher, fp8=None, counts="max"):
+def bench_shape(ctx, shape, args, micro, flusher, fp8=None, counts="max", given=False):
     from baselines import MoeA2ASystem
 
     pool = common.InputPool(
@@ -110,6 +160,8 @@ def bench_shape(ctx, shape, args, micro, flusher, fp8=None, counts="max"):
     )
     fp8_dtype = common.FP8_DTYPES.get(fp8)
     routing = Routing(ctx, shape, pool, micro, dispatch_dtype=fp8_dtype)
+    if given:
+        pool = GivenFp8Pool(pool, fp8_dtype)
     system = MoeA2ASystem(
         ctx,
         shape,
@@ -139,7 +191,8 @@ def bench_shape(ctx, shape, args, micro, flusher, fp8=None, counts="max"):
         "layout": args.layout,
         "capacity": system.ep.max_num_tokens,  # the engine's: --capacity, or the shape's T
         "send_sms": list(getattr(system.ep, "send_sms", (0, 0))),  # a package from before send_sms: all do both
-        "dispatch_dtype": fp8 or str(shape.dtype)[6:],
+        "dispatch_dtype": dispatch_label(fp8, given) if fp8 else str(shape.dtype)[6:],
+        "fp8_given": given,
         "sol_bound": routing.bound("dispatch+combine"),
         "inputs_in_graph": args.inputs,
     }
@@ -169,19 +222,31 @@ def bench_shape(ctx, shape, args, micro, flusher, fp8=None, counts="max"):
     return row
 
 
+def fp8_twins(rows):
+    """(fp8 row, its token-dtype row) for every fp8 row, quantizing or given, in the order of graph_runs:
+    a token-dtype row comes before its fp8 rows."""
+    pairs, base = [], None
+    for r in rows:
+        if perf_report.is_fp8_row(r):
+            pairs.append((r, base))
+        else:
+            base = r
+    return pairs
+
+
 def main():
     args = parse_args()
     ctx = common.init_benchmark()
     micro = get_micro(ctx, args)
     flusher = common.L2Flusher(ctx.device, preroll_us=1000.0)
-    runs = scaffold.shape_runs(args)
+    runs = graph_runs(args)
     save = scaffold.partial_saver(ctx, args, "bench_graph", micro=micro, one_gpu_proxy=ctx.one_gpu)
 
     def after(rows, new):
         save(rows, complete=False)
         r = new[0]
         print(
-            f"{r['shape']:22s} {counts_cell(r):14s} {r['dispatch_dtype']:8s} graph d+c "
+            f"{r['shape']:22s} {counts_cell(r):14s} {r['dispatch_dtype']:14s} graph d+c "
             f"{fmt(r['graph_us_median'])} us "
             f"({fmt(r['graph_us_p10'])}-{fmt(r['graph_us_p90'])}), "
             f"x SoL {fmt(r['graph_x_sol'], 2)} ({r['sol_bound']}), floor "
@@ -192,7 +257,7 @@ def main():
         )
 
     rows = scaffold.run_cases(
-        ctx, runs, lambda run: [bench_shape(ctx, run[0], args, micro, flusher, run[2], run[1])], after=after
+        ctx, runs, lambda run: [bench_shape(ctx, run[0], args, micro, flusher, run[2], run[1], run[3])], after=after
     )
     if ctx.rank == 0:
         if rows:
@@ -238,13 +303,14 @@ def main():
         )
         if args.fp8:
             print(f"\nfp8 ({args.fp8}) dispatch / token-dtype dispatch, same run (eager device time; graph d+c):")
-            for fp8_row, base in zip(rows[1::2], rows[0::2]):  # runs: each token-dtype run, then its fp8 twin
+            for fp8_row, base in fp8_twins(rows):
                 fp8_row["eager_dispatch_vs_token_dtype"] = (
                     fp8_row["eager_dispatch_us_median"] / base["eager_dispatch_us_median"]
                 )
                 fp8_row["graph_vs_token_dtype"] = fp8_row["graph_us_median"] / base["graph_us_median"]
                 print(
-                    f"  {base['label']:30s} dispatch x{fmt(fp8_row['eager_dispatch_vs_token_dtype'], 2)}, "
+                    f"  {base['label']:30s} {fp8_row['dispatch_dtype']:14s} dispatch "
+                    f"x{fmt(fp8_row['eager_dispatch_vs_token_dtype'], 2)}, "
                     f"graph d+c x{fmt(fp8_row['graph_vs_token_dtype'], 2)}"
                 )
         unequal = perf_report.unequal_lines(rows)

@@ -143,3 +143,59 @@ def test_drawn_counts_differ_per_rank_and_entry():
     assert any(counts[(j, 0)] != counts[(j, 1)] for j in range(8))
     assert counts[(3, 1)] == common.make_inputs(shape, 1, 2, common.pool_seed(shape, 3), "cpu").num_tokens
     assert common.make_inputs(shape, 1, 2, common.pool_seed(shape, 3), "cpu", num_tokens=0).x.shape == (0, 16)
+
+
+def test_bench_graph_fp8_given_runs_and_twins():
+    """--fp8-given: after each spec's fp8 run, one with rows quantized before the call; each fp8 row,
+    quantizing or given, is compared with the token-dtype row before it. It needs --fp8."""
+    import bench_graph
+
+    with pytest.raises(SystemExit):
+        bench_graph.parse_args(["--fp8-given"])
+    a = bench_graph.parse_args(["--shapes", "8,2,6144,16;256,8,7168,4096", "--counts", "max;drawn"])
+    assert [r[2:] for r in bench_graph.graph_runs(a)] == [(None, False)] * 4
+    a = bench_graph.parse_args(
+        ["--shapes", "8,2,6144,16;256,8,7168,4096", "--counts", "max;drawn", "--fp8", "e4m3fn", "--fp8-given"]
+    )
+    runs = bench_graph.graph_runs(a)
+    assert [(r[0].max_tokens, r[1], r[2], r[3]) for r in runs] == [
+        (t, c, fp8, given)
+        for t in (16, 4096)
+        for c in ("max", "drawn")
+        for fp8, given in ((None, False), ("e4m3fn", False), ("e4m3fn", True))
+    ]
+    labels = [bench_graph.dispatch_label(fp8, given) if fp8 else "bfloat16" for _, _, fp8, given in runs[:3]]
+    assert labels == ["bfloat16", "e4m3fn", "e4m3fn given"]
+    rows = [{"dispatch_dtype": d, "n": i} for i, d in enumerate(labels * 2)]
+    assert [(f["n"], b["n"]) for f, b in bench_graph.fp8_twins(rows)] == [(1, 0), (2, 0), (4, 3), (5, 3)]
+
+
+def test_given_fp8_pool_quantizes_out_of_the_timed_region():
+    """GivenFp8Pool: each entry as dispatch(x_fp8, idx, w, x_scale) takes it, the bytes of
+    moe_a2a.reference.quantize_fp8; the routing and counts are the pool's."""
+    import bench_graph
+    import torch
+
+    from moe_a2a.reference import quantize_fp8
+
+    class Pool:
+        def __init__(self):
+            g = torch.Generator().manual_seed(0)
+            self.items = [
+                (torch.randn(3, 300, generator=g).bfloat16(), torch.zeros(3, 2, dtype=torch.int64), torch.ones(3, 2))
+                for _ in range(2)
+            ]
+            self.counts = [[3, 3], [3, 3]]
+
+        def routing(self, i):
+            return ("routing", i)
+
+    pool = Pool()
+    given = bench_graph.GivenFp8Pool(pool, torch.float8_e4m3fn)
+    assert len(given) == 2 and given.counts is pool.counts and given.routing(1) == ("routing", 1)
+    for i, (x, idx, w) in enumerate(pool.items):
+        q, gidx, gw, scale = given.get(i + 2)  # cycles, as InputPool.get does
+        want_q, want_scale = quantize_fp8(x, torch.float8_e4m3fn)
+        assert q.dtype == torch.float8_e4m3fn and scale.shape == (3, 3)
+        assert torch.equal(q.view(torch.uint8), want_q.view(torch.uint8)) and torch.equal(scale, want_scale)
+        assert gidx is idx and gw is w
