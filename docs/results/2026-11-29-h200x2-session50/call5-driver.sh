@@ -12,7 +12,8 @@
 # 4. With the in-kernel profiler, the chains of one token and of 128 tokens a rank, counts drawn, in CUDA-graph steady
 #    state (tools/trace_graph.sh): issue 35's smallest shapes on the current kernels over NVLink (the last such
 #    traces: 2026-11-26 and session 38, older kernels).
-# Setup (here): .exp/head and .exp/headb as in call 1. carry [".exp/head", ".exp/headb"].
+# Setup (here): .exp/head and .exp/headb as in call 1. carry [".exp/head", ".exp/headb"]. CALL5_END (default 480 s)
+# ends the trace step, the last, that many seconds after the start: with less device time left, step 4 gets less.
 source tools/device_call.sh
 BUILD_TIMEOUT=150 bash tools/build_trees.sh $L .exp/headb .exp/head:profiler >> $OUT/driver.log
 log "built rc=$?"
@@ -26,7 +27,7 @@ grep -A 12 -E "^ *shape " $L/fp8given.log > $OUT/fp8given-table.txt
 bench layer 110 benchmarks/bench_moe_layer.py --iters 30
 grep -B 2 -A 40 "^T/rank" $L/layer.log | tail -60 > $OUT/layer-tail.txt
 cd .exp/head || exit 1
-TRACE_BUILT=1 bounded $((480 - (SECONDS - T0))) bash tools/trace_graph.sh $L/small "256,8,7168,1;256,8,7168,128" \
+TRACE_BUILT=1 bounded $((${CALL5_END:-480} - (SECONDS - T0))) bash tools/trace_graph.sh $L/small "256,8,7168,1;256,8,7168,128" \
   > $L/small.log 2>&1
 log "trace_graph rc=$?"
 cp $L/small/chain-*.txt $OUT/ 2> /dev/null
