@@ -44,6 +44,12 @@ measured once per T after the layer is freed, for the bytes each way of one phas
 routes (busiest GPU, median over the pool: microbench.routes_floor_bytes, the rule bench_graph's
 floor uses).
 
+--weights-at-experts builds the layer with the router weights applied at the experts
+(ExpertParallelMoE(weights_at_experts=True): docs/design/weights-at-experts.md). The backward of
+dispatch then carries the router weights' gradients too (dispatch-bwd and dispatch-bwd-train give
+expert_weights a gradient as well as expert_x), and the backward of combine never computes them:
+combine-bwd is then the round combine-bwd-y times, whatever the router needs.
+
 --capacity N builds every layer for N tokens a rank (max_num_tokens; default each T itself), as a
 serving or training engine sized for its largest batch runs smaller ones: the kernels some rounds
 pick follow the engine's capacity, not the call's count (the backward of combine's sub-ranges,
@@ -134,6 +140,13 @@ def parse_args(argv=None):
     )
     scaffold.add_switch(
         p, "--floor", "measure the machine's floor for each T's bytes, after the layer is freed (default on)"
+    )
+    scaffold.add_switch(
+        p,
+        "--weights-at-experts",
+        "the router weights applied at the experts, combine unweighted\n"
+        "(ExpertParallelMoE(weights_at_experts=True); default off)",
+        default=False,
     )
     scaffold.add_out(p, "bench_moe_layer.json / .csv")
     p.add_argument(
@@ -392,6 +405,7 @@ def bench_tokens(ctx, args, T, counts, flusher):
         "max_recv_tokens": recv,
         "max_recv_tokens_per_expert": recv_per_expert,
         "weight_gib_per_rank": weight_bytes_per_rank(args.experts, ctx.world, args.hidden, args.ffn, elem) / 2**30,
+        "weights_at_experts": args.weights_at_experts,
     }
     torch.cuda.reset_peak_memory_stats(ctx.device)
     # init_seed=None: weights drawn on the GPU (seconds for the CPU draw of 11 GiB otherwise)
@@ -409,6 +423,7 @@ def bench_tokens(ctx, args, T, counts, flusher):
         device=ctx.device,
         init_seed=None,
         profile=bool(args.trace),
+        weights_at_experts=args.weights_at_experts,
     )
     rows = []
     try:
@@ -454,27 +469,36 @@ def bench_tokens(ctx, args, T, counts, flusher):
             layer.zero_grad(set_to_none=True)
             return pool[get(i)].detach().requires_grad_(True)
 
-        def dispatch_graph(i):  # untimed: a differentiable dispatch, its round closed by a plain combine
+        def backward_of_dispatch(x, w, d, grad_x_rows):  # x_grad's (inputs, outputs, their gradients)
+            if not args.weights_at_experts:
+                return x, d.expert_x, grad_x_rows
+            return (x, w), (d.expert_x, d.expert_weights), (grad_x_rows, torch.ones_like(d.expert_weights))
+
+        def differentiable_dispatch(i):  # x, and with the weights at the experts w, needing a gradient
+            idx, w = routes[get(i)]
             x = pool[get(i)].detach().requires_grad_(True)
-            d = ep.dispatch(x, *routes[get(i)])
+            w = w.detach().requires_grad_(args.weights_at_experts)
+            return x, w, ep.dispatch(x, idx, w)
+
+        def dispatch_graph(i):  # untimed: a differentiable dispatch, its round closed by a plain combine
+            x, w, d = differentiable_dispatch(i)
             with torch.no_grad():
                 ep.combine(d.expert_x, d)
-            return x, d.expert_x, torch.ones_like(d.expert_x)
+            return backward_of_dispatch(x, w, d, torch.ones_like(d.expert_x))
 
         def train_order_graph(i):  # untimed: a differentiable round, then its backward of combine
-            x = pool[get(i)].detach().requires_grad_(True)
-            d = ep.dispatch(x, *routes[get(i)])
+            x, w, d = differentiable_dispatch(i)
             y = d.expert_x.detach().requires_grad_(True)
             out = ep.combine(y, d)
             (grad_y,) = torch.autograd.grad(out, y, grad_out(out))  # the backward of combine, not dispatch's
-            return x, d.expert_x, grad_y
+            return backward_of_dispatch(x, w, d, grad_y)
 
-        def x_grad(g):  # timed: the backward of dispatch alone, x's gradient from expert_x's
+        def x_grad(g):  # timed: the backward of dispatch alone, x's (and w's) gradient from expert_x's
             return torch.autograd.grad(g[1], g[0], g[2])
 
         def combine_graph(i, router_grad=True):  # untimed: dispatch, then a combine that needs y's gradient
-            idx, w = routes[get(i)]  # and, with router_grad, the weights'
-            w = w.detach().requires_grad_(router_grad)
+            idx, w = routes[get(i)]  # and, with router_grad, the weights' (never combine's at the experts)
+            w = w.detach().requires_grad_(router_grad and not args.weights_at_experts)
             d = ep.dispatch(pool[get(i)], idx, w)
             y = d.expert_x.detach().requires_grad_(True)
             return ep.combine(y, d), y, w
@@ -518,7 +542,8 @@ def bench_tokens(ctx, args, T, counts, flusher):
             "dispatch-bwd": dict(fn=x_grad, prepare=dispatch_graph),
             "dispatch-bwd-train": dict(fn=x_grad, prepare=train_order_graph),
             "combine-bwd": dict(
-                fn=lambda g: torch.autograd.grad(g[0], (g[1], g[2]), grad_out(g[0])), prepare=combine_graph
+                fn=lambda g: torch.autograd.grad(g[0], (g[1], g[2]) if g[2].requires_grad else g[1], grad_out(g[0])),
+                prepare=combine_graph,
             ),
             "combine-bwd-y": dict(
                 fn=lambda g: torch.autograd.grad(g[0], g[1], grad_out(g[0])),
@@ -640,13 +665,15 @@ def main(argv=None):
         bench_case,
         lambda case: (
             f"== E{args.experts}-K{args.topk}-H{args.hidden}-F{args.ffn} T={case[0]}/rank, counts {case[1]}, "
-            f"{args.dtype} {args.layout}, world {ctx.world}" + (f", capacity {args.capacity}" if args.capacity else "")
+            f"{args.dtype} {args.layout}, world {ctx.world}"
+            + (f", capacity {args.capacity}" if args.capacity else "")
+            + (", weights at the experts" if args.weights_at_experts else "")
         ),
     )
     if ctx.rank == 0:
         print(
             "\ndevice time per call, max over ranks per iteration; TFLOP/s = the average rank's expert GEMMs / "
-            "median time"
+            "median time" + ("; router weights applied at the experts" if args.weights_at_experts else "")
         )
         common.print_table(HEADERS, table_rows(rows))
         print("\n" + MIRROR_LEGEND)

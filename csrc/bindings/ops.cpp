@@ -256,15 +256,15 @@ void check_expert_rows(const at::Tensor& t, const char* name, int64_t id, const 
   check_tensor(t, name, e, expert_x_shape(e.config()), engine_dtype(id));
 }
 
-// The send half of a combine: the experts' output (weighted, or not for a dispatch's gradient)
-// and the route it goes back along.
+// The send half of a combine: the experts' output (weighted, or not: a dispatch's gradient, or the
+// weights at the experts) and the route it goes back along.
 CombineArgs combine_inputs(int64_t id, const EpEngine& e, const at::Tensor& expert_y, const char* name,
-                           const at::Tensor* expert_weights, const at::Tensor& src_tokens, const at::Tensor& recv_token,
-                           const at::Tensor& recv_pos) {
+                           const std::optional<at::Tensor>& expert_weights, const at::Tensor& src_tokens,
+                           const at::Tensor& recv_token, const at::Tensor& recv_pos) {
   check_expert_rows(expert_y, name, id, e);
   CombineArgs args{};
   args.expert_y = expert_y.data_ptr();
-  if (expert_weights != nullptr) {
+  if (expert_weights.has_value()) {
     check_tensor(*expert_weights, "expert_weights", e, rows_shape(e.config()), at::kFloat);
     args.expert_weights = expert_weights->data_ptr<float>();
   }
@@ -281,24 +281,25 @@ at::Tensor combine_output(int64_t id, const EpEngine& e, const at::Tensor& dest_
   return out;
 }
 
-at::Tensor combine(int64_t id, at::Tensor& state, const at::Tensor& expert_y, const at::Tensor& expert_weights,
-                   const at::Tensor& src_tokens, const at::Tensor& recv_token, const at::Tensor& recv_pos,
-                   const at::Tensor& dest_mask) {
+at::Tensor combine(int64_t id, at::Tensor& state, const at::Tensor& expert_y,
+                   const std::optional<at::Tensor>& expert_weights, const at::Tensor& src_tokens,
+                   const at::Tensor& recv_token, const at::Tensor& recv_pos, const at::Tensor& dest_mask) {
   (void)state;
   EpEngine& e = engine_by_id(id);
   const c10::cuda::CUDAGuard guard(e.heap().device());
-  CombineArgs args = combine_inputs(id, e, expert_y, "expert_y", &expert_weights, src_tokens, recv_token, recv_pos);
+  CombineArgs args = combine_inputs(id, e, expert_y, "expert_y", expert_weights, src_tokens, recv_token, recv_pos);
   at::Tensor out = combine_output(id, e, dest_mask, args);
   e.combine(args, current_stream(e));
   return out;
 }
 
-void combine_send(int64_t id, at::Tensor& state, const at::Tensor& expert_y, const at::Tensor& expert_weights,
-                  const at::Tensor& src_tokens, const at::Tensor& recv_token, const at::Tensor& recv_pos) {
+void combine_send(int64_t id, at::Tensor& state, const at::Tensor& expert_y,
+                  const std::optional<at::Tensor>& expert_weights, const at::Tensor& src_tokens,
+                  const at::Tensor& recv_token, const at::Tensor& recv_pos) {
   (void)state;
   EpEngine& e = engine_by_id(id);
   const c10::cuda::CUDAGuard guard(e.heap().device());
-  e.combine_send(combine_inputs(id, e, expert_y, "expert_y", &expert_weights, src_tokens, recv_token, recv_pos),
+  e.combine_send(combine_inputs(id, e, expert_y, "expert_y", expert_weights, src_tokens, recv_token, recv_pos),
                  current_stream(e));
 }
 
@@ -312,17 +313,33 @@ at::Tensor combine_recv(int64_t id, at::Tensor& state, const at::Tensor& dest_ma
   return out;
 }
 
-// ---- backward of dispatch: an unweighted combine of the rows' gradients, one launch
-at::Tensor dispatch_backward(int64_t id, at::Tensor& state, const at::Tensor& grad_expert_x,
-                             const at::Tensor& src_tokens, const at::Tensor& recv_token, const at::Tensor& recv_pos,
-                             const at::Tensor& dest_mask) {
+// ---- backward of dispatch: an unweighted combine of the rows' gradients, one launch; returns (grad x,
+// grad topk_weights), two allocations. With the weights at the experts (weights_at_experts, the same on
+// every rank) each used pair's weight gradient goes back too: grad_expert_weights [..rows..] float32
+// (None: 0 for every pair); the second is [num_tokens, topk] if weight_grads, else empty ([0, topk]).
+std::tuple<at::Tensor, at::Tensor> dispatch_backward(int64_t id, at::Tensor& state, const at::Tensor& grad_expert_x,
+                                                     const std::optional<at::Tensor>& grad_expert_weights,
+                                                     const at::Tensor& src_tokens, const at::Tensor& recv_token,
+                                                     const at::Tensor& recv_pos, const at::Tensor& dest_mask,
+                                                     bool weights_at_experts, bool weight_grads) {
   (void)state;
   EpEngine& e = engine_by_id(id);
   const c10::cuda::CUDAGuard guard(e.heap().device());
-  CombineArgs args = combine_inputs(id, e, grad_expert_x, "grad_expert_x", nullptr, src_tokens, recv_token, recv_pos);
+  MOE_A2A_CHECK(weights_at_experts || (!grad_expert_weights.has_value() && !weight_grads),
+                "dispatch_backward: grad_expert_weights and weight_grads need weights_at_experts");
+  CombineArgs args =
+      combine_inputs(id, e, grad_expert_x, "grad_expert_x", std::nullopt, src_tokens, recv_token, recv_pos);
   at::Tensor grad_x = combine_output(id, e, dest_mask, args);
+  at::Tensor grad_topk_weights =
+      at::empty({weight_grads ? args.route.num_tokens : 0, e.config().topk}, dest_mask.options().dtype(at::kFloat));
+  args.sends_weight_grads = weights_at_experts;
+  if (grad_expert_weights.has_value()) {
+    check_tensor(*grad_expert_weights, "grad_expert_weights", e, rows_shape(e.config()), at::kFloat);
+    args.pair_weight_grads = grad_expert_weights->data_ptr<float>();
+  }
+  args.grad_topk_weights = weight_grads ? grad_topk_weights.data_ptr<float>() : nullptr;
   e.dispatch_backward(args, current_stream(e));
-  return grad_x;
+  return {grad_x, grad_topk_weights};
 }
 
 // ---- backward of combine: one launch; returns (grad expert_y, grad topk_weights), two allocations
@@ -330,7 +347,8 @@ at::Tensor dispatch_backward(int64_t id, at::Tensor& state, const at::Tensor& gr
 // Without weight_grads the second is empty ([0, topk]) and the expert ranks skip this rank's dot
 // products (kernels.h, CombineBackwardArgs).
 std::tuple<at::Tensor, at::Tensor> combine_backward(int64_t id, at::Tensor& state, const at::Tensor& grad_out,
-                                                    const at::Tensor& expert_y, const at::Tensor& expert_weights,
+                                                    const at::Tensor& expert_y,
+                                                    const std::optional<at::Tensor>& expert_weights,
                                                     const at::Tensor& expert_offsets,
                                                     const at::Tensor& expert_num_tokens, const at::Tensor& src_tokens,
                                                     const at::Tensor& recv_token, const at::Tensor& recv_pos,
@@ -342,7 +360,7 @@ std::tuple<at::Tensor, at::Tensor> combine_backward(int64_t id, at::Tensor& stat
   const SendRoute route = send_route(dest_mask, e);
   check_tensor(grad_out, "grad_out", e, {route.num_tokens, c.hidden}, engine_dtype(id));
   check_expert_rows(expert_y, "expert_y", id, e);
-  check_tensor(expert_weights, "expert_weights", e, rows_shape(c), at::kFloat);
+  if (expert_weights.has_value()) check_tensor(*expert_weights, "expert_weights", e, rows_shape(c), at::kFloat);
   check_tensor(expert_offsets, "expert_offsets", e, {c.experts_per_rank() + 1}, at::kInt);
   check_tensor(expert_num_tokens, "expert_num_tokens", e, {c.experts_per_rank()}, at::kInt);
   at::Tensor grad_expert_y = at::empty_like(expert_y);  // the kernel writes every row
@@ -353,7 +371,7 @@ std::tuple<at::Tensor, at::Tensor> combine_backward(int64_t id, at::Tensor& stat
   args.grad_topk_weights = weight_grads ? grad_topk_weights.data_ptr<float>() : nullptr;
   args.route = route;
   args.expert_y = expert_y.data_ptr();
-  args.expert_weights = expert_weights.data_ptr<float>();
+  args.expert_weights = expert_weights.has_value() ? expert_weights->data_ptr<float>() : nullptr;  // none: 1
   args.expert_offsets = expert_offsets.data_ptr<int32_t>();
   args.expert_num_tokens = expert_num_tokens.data_ptr<int32_t>();
   args.grad_expert_y = grad_expert_y.data_ptr();
@@ -378,21 +396,24 @@ at::Tensor dispatch_send_meta(int64_t, at::Tensor&, const at::Tensor& x, const s
 DispatchOutputs::Tuple dispatch_recv_meta(int64_t id, at::Tensor&) {
   return DispatchOutputs::empty(id, at::Device(at::kMeta)).as_tuple();
 }
-at::Tensor combine_meta(int64_t id, at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+at::Tensor combine_meta(int64_t id, at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, const at::Tensor&,
                         const at::Tensor&, const at::Tensor&, const at::Tensor& dest_mask) {
   return token_rows_meta(id, dest_mask);
 }
-void combine_send_meta(int64_t, at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                       const at::Tensor&) {}
+void combine_send_meta(int64_t, at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, const at::Tensor&,
+                       const at::Tensor&, const at::Tensor&) {}
 at::Tensor combine_recv_meta(int64_t id, at::Tensor&, const at::Tensor& dest_mask) {
   return token_rows_meta(id, dest_mask);
 }
-at::Tensor dispatch_backward_meta(int64_t id, at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                  const at::Tensor&, const at::Tensor& dest_mask) {
-  return token_rows_meta(id, dest_mask);
+std::tuple<at::Tensor, at::Tensor> dispatch_backward_meta(int64_t id, at::Tensor&, const at::Tensor&,
+                                                          const std::optional<at::Tensor>&, const at::Tensor&,
+                                                          const at::Tensor&, const at::Tensor&,
+                                                          const at::Tensor& dest_mask, bool, bool weight_grads) {
+  return {token_rows_meta(id, dest_mask), at::empty({weight_grads ? dest_mask.size(0) : 0, config_by_id(id).topk},
+                                                    dest_mask.options().dtype(at::kFloat))};
 }
 std::tuple<at::Tensor, at::Tensor> combine_backward_meta(int64_t id, at::Tensor&, const at::Tensor&,
-                                                         const at::Tensor& expert_y, const at::Tensor&,
+                                                         const at::Tensor& expert_y, const std::optional<at::Tensor>&,
                                                          const at::Tensor&, const at::Tensor&, const at::Tensor&,
                                                          const at::Tensor&, const at::Tensor&,
                                                          const at::Tensor& dest_mask, bool weight_grads) {
@@ -423,20 +444,21 @@ TORCH_LIBRARY(moe_a2a, m) {
       "dispatch_recv(int engine, Tensor(a!) state) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, "
       "Tensor, Tensor)");
   m.def(
-      "combine(int engine, Tensor(a!) state, Tensor expert_y, Tensor expert_weights, Tensor src_tokens, "
+      "combine(int engine, Tensor(a!) state, Tensor expert_y, Tensor? expert_weights, Tensor src_tokens, "
       "Tensor recv_token, Tensor recv_pos, Tensor dest_mask) -> Tensor");
   m.def(
-      "combine_send(int engine, Tensor(a!) state, Tensor expert_y, Tensor expert_weights, Tensor src_tokens, "
+      "combine_send(int engine, Tensor(a!) state, Tensor expert_y, Tensor? expert_weights, Tensor src_tokens, "
       "Tensor recv_token, Tensor recv_pos) -> ()");
   m.def("combine_recv(int engine, Tensor(a!) state, Tensor dest_mask) -> Tensor");
-  // backward of dispatch: one launch
+  // backward of dispatch: one launch; returns (grad x, grad topk_weights: [0, topk] without weight_grads)
   m.def(
-      "dispatch_backward(int engine, Tensor(a!) state, Tensor grad_expert_x, Tensor src_tokens, "
-      "Tensor recv_token, Tensor recv_pos, Tensor dest_mask) -> Tensor");
+      "dispatch_backward(int engine, Tensor(a!) state, Tensor grad_expert_x, Tensor? grad_expert_weights, "
+      "Tensor src_tokens, Tensor recv_token, Tensor recv_pos, Tensor dest_mask, bool weights_at_experts=False, "
+      "bool weight_grads=False) -> (Tensor, Tensor)");
   // backward of combine: one launch; returns (grad expert_y, grad topk_weights: [0, topk] without
   // weight_grads)
   m.def(
-      "combine_backward(int engine, Tensor(a!) state, Tensor grad_out, Tensor expert_y, Tensor expert_weights, "
+      "combine_backward(int engine, Tensor(a!) state, Tensor grad_out, Tensor expert_y, Tensor? expert_weights, "
       "Tensor expert_offsets, Tensor expert_num_tokens, Tensor src_tokens, Tensor recv_token, Tensor recv_pos, "
       "Tensor dest_mask, bool weight_grads=True) -> (Tensor, Tensor)");
 }

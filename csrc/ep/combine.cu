@@ -8,7 +8,9 @@
 // exist and where their experts' outputs are comes from the dispatch's RecvRoute, so the same
 // kernel serves the forward pass and, later, the backward of dispatch. Receive half (receive_unit):
 // out[t] = the sum over the ranks t went to, in ascending rank order, fp32, cast once: bitwise the
-// same whatever the arrival order.
+// same whatever the arrival order. With the weights at the experts (kWeightGrads, the backward of
+// dispatch of such a layer), each used pair's weight gradient rides along as a flagged comb_w word
+// (send_weight_grad, receive_weight_grads; docs/design/weights-at-experts.md).
 #include "block_turns.cuh"
 #include "ep_device.cuh"
 #include "flagged_rows.cuh"
@@ -83,12 +85,29 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void set_position(const EpContext& c, const Combin
   sh.weight[r][k] = a.expert_weights == nullptr || p < 0 ? 1.0f : a.expert_weights[p];
 }
 
+// kWeightGrads: pair (token, k) of source src, whose expert is here at row p (or had no row left:
+// kDroppedPair, gradient 0), sends its weight's gradient to src as a flagged comb_w word, one
+// relaxed store: src's token side awaits a word for every used pair (receive_weight_grads). Called
+// once a pair: by the part of its group that holds chunk 0. Other pairs (expert elsewhere) send none.
+template <bool kWeightGrads>
+MOE_A2A_DEVICE MOE_A2A_INLINE void send_weight_grad(const EpBuffers& b, const CombineArgs& a, int src, int token, int k,
+                                                    int p, uint32_t flag) {
+  if constexpr (kWeightGrads) {
+    const bool here = static_cast<size_t>(p) < output_rows(b.c);
+    if (!here && p != kDroppedPair) return;
+    const float grad = here && a.pair_weight_grads != nullptr ? a.pair_weight_grads[p] : 0.0f;
+    st_relaxed_sys(b.comb_w(src, token) + k, with_round_flag(__float_as_uint(grad), flag));
+  }
+}
+
 // sh.pos[r][k], sh.weight[r][k] and sh.token[r] of batch rows [batch, batch + n): where each
 // (row, k)'s expert output is (-1: none here), its weight, and the row's token (-1: an empty
 // slot). One thread per (row, k). The weights are loaded here, once a row, not by each of its
-// chunks' tasks, where each load was one more memory latency before the rows' loads.
+// chunks' tasks, where each load was one more memory latency before the rows' loads. kWeightGrads:
+// each pair's weight gradient too (send_weight_grad).
+template <bool kWeightGrads>
 MOE_A2A_DEVICE MOE_A2A_INLINE void load_positions(const EpBuffers& b, const CombineArgs& a, CombineShared& sh,
-                                                  int batch, int n) {
+                                                  int batch, int n, uint32_t flag) {
   const EpConfig& cfg = b.c.cfg;
   const SourceRows& in = sh.batch;
   for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
@@ -103,6 +122,9 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void load_positions(const EpBuffers& b, const Comb
     const bool used = token >= 0 && token < sh.src_tokens[in.src[i]];
     set_position(b.c, a, sh, r, k, used ? p : -1);
     if (k == 0) sh.token[r] = used ? token : -1;
+    if constexpr (kWeightGrads) {
+      if (used && sh.chunk_first[i] == 0) send_weight_grad<kWeightGrads>(b, a, in.src[i], token, k, p, flag);
+    }
   }
 }
 
@@ -154,7 +176,7 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void sum_partials(const EpBuffers& b, const Combin
 
 // The partial sums of combine unit `u` of every source in `sources` that has one, in one batch,
 // then one partial signal to each of those sources.
-template <TokenType kType>
+template <TokenType kType, bool kWeightGrads>
 MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, int u, uint32_t sources,
                                   uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
@@ -168,7 +190,7 @@ MOE_A2A_DEVICE void send_partials(const EpBuffers& b, const CombineArgs& a, Comb
   const uint32_t flag = round_flag(epoch);
   for (int batch = 0; batch < rows; batch += kRowBatch) {
     const int n = min(kRowBatch, rows - batch);
-    load_positions(b, a, sh, batch, n);
+    load_positions<kWeightGrads>(b, a, sh, batch, n, flag);
     __syncthreads();
     if (wave_id() == 0) prof.record(ProfilerEvent::kCombineRoute, route_start, n);
     sum_partials<kType>(b, a, sh, batch, n, span, vecs, flag, prof);
@@ -225,14 +247,22 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void number_own_slots(const EpConfig& cfg, Combine
 
 // sh.pos[r][k] and sh.weight[r][k] of this rank's own rows for tokens group.begin + [first,
 // first + n) of the unit (load_positions, for the token side); -1 where a token did not come here.
+// kWeightGrads, in the unit that holds chunk 0: each own pair's weight gradient into this rank's
+// own comb_w, where receive_weight_grads takes it with the peers'.
+template <bool kWeightGrads>
 MOE_A2A_DEVICE MOE_A2A_INLINE void load_own_positions(const EpBuffers& b, const CombineArgs& a, CombineShared& sh,
-                                                      int first, int n) {
+                                                      TokenRange group, GroupPart unit, int first, int n,
+                                                      uint32_t flag) {
   const EpConfig& cfg = b.c.cfg;
   for (int j = threadIdx.x; j < n * cfg.topk; j += blockDim.x) {
     const auto [r, k] = pair_of(b.c, j);
     const bool here = (sh.mask[first + r] >> cfg.rank) & 1u;
-    set_position(b.c, a, sh, r, k,
-                 here ? a.recv_route.pos[b.row_index(cfg.rank, sh.own_slot[first + r]) * cfg.topk + k] : -1);
+    const int p = here ? a.recv_route.pos[b.row_index(cfg.rank, sh.own_slot[first + r]) * cfg.topk + k] : -1;
+    set_position(b.c, a, sh, r, k, p);
+    if constexpr (kWeightGrads) {
+      if (here && unit.chunk_first == 0)
+        send_weight_grad<kWeightGrads>(b, a, cfg.rank, group.begin + first + r, k, p, flag);
+    }
   }
 }
 
@@ -281,16 +311,16 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void store_sum(const CombineArgs& a, int t, int ch
 
 // receive_unit's sums with this rank's own rows (own_direct), once the peers' partials are in: in
 // batches of kRowBatch tokens, each batch's own positions loaded first (load_own_positions).
-template <TokenType kType>
+template <TokenType kType, bool kWeightGrads>
 MOE_A2A_DEVICE void reduce_with_own_rows(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, TokenRange group,
-                                         GroupPart unit, ProfilerTrack& prof) {
+                                         GroupPart unit, uint32_t flag, ProfilerTrack& prof) {
   const int vecs = b.vecs_per_row();
   number_own_slots(b.c.cfg, sh, group);
   __syncthreads();
   const int tokens = group.end - group.begin;
   for (int first = 0; first < tokens; first += kRowBatch) {
     const int n = min(kRowBatch, tokens - first);
-    load_own_positions(b, a, sh, first, n);
+    load_own_positions<kWeightGrads>(b, a, sh, group, unit, first, n, flag);
     __syncthreads();
     for (int task = wave_id(); task < n * unit.chunk_count; task += kWavesPerBlock) {
       const int r = task / unit.chunk_count, chunk = unit.chunk_first + task % unit.chunk_count;
@@ -304,9 +334,29 @@ MOE_A2A_DEVICE void reduce_with_own_rows(const EpBuffers& b, const CombineArgs& 
   }
 }
 
+// kWeightGrads: the weight gradients of the pairs of this unit's group, if this rank asked for them
+// (CombineArgs::grad_topk_weights), in the unit that holds chunk 0, after its sums, whose loads the
+// words' flights overlap: each used pair's comb_w word, from the rank its expert is on (or this
+// one's own, load_own_positions). False after a timeout (reported).
+template <bool kWeightGrads>
+MOE_A2A_DEVICE bool receive_weight_grads(const EpBuffers& b, const CombineArgs& a, TokenRange group, GroupPart unit,
+                                         uint64_t epoch, int u) {
+  if constexpr (kWeightGrads) {
+    if (a.grad_topk_weights == nullptr || unit.chunk_first != 0) return true;
+    const bool arrived = await_weight_grads(b, a.route, a.grad_topk_weights, group, round_flag(epoch));
+    // Which peer answers pair (t, k) is not known here (dest_mask names ranks, not slots): peer -1.
+    if (!arrived) {
+      report_error(b.c, ErrorCode::kTimeout, -1, static_cast<int>(WaitSite::kDispatchGradWeights), u,
+                   signal_epoch(signal_word(epoch, 0)), 0);
+    }
+    return __syncthreads_and(arrived) != 0;
+  }
+  return true;
+}
+
 // Out[t] for this rank's combine unit `u` (`unit`: its chunks of its group's tokens), once every
-// rank's partials for it are in. False after a timeout.
-template <TokenType kType>
+// rank's partials for it are in; kWeightGrads: then its weight gradients. False after a timeout.
+template <TokenType kType, bool kWeightGrads>
 MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, CombineShared& sh, int u, GroupPart unit,
                                  bool own_direct, uint64_t epoch, ProfilerTrack& prof) {
   const EpConfig& cfg = b.c.cfg;
@@ -336,7 +386,8 @@ MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, Combi
     prof.record_wait(ProfilerEvent::kCombineWait, wait_start, cfg.world);
   }
   if (own_direct) {
-    reduce_with_own_rows<kType>(b, a, sh, group, unit, prof);
+    reduce_with_own_rows<kType, kWeightGrads>(b, a, sh, group, unit, round_flag(epoch), prof);
+    if constexpr (kWeightGrads) return receive_weight_grads<kWeightGrads>(b, a, group, unit, epoch, u);
     return true;
   }
   for (int task = wave_id(); task < (group.end - group.begin) * unit.chunk_count; task += kWavesPerBlock) {
@@ -368,12 +419,18 @@ MOE_A2A_DEVICE bool receive_unit(const EpBuffers& b, const CombineArgs& a, Combi
       sh.timed_out = true;
   }
   __syncthreads();  // sh.mask is rewritten by the next unit; sh.timed_out is final
+  if constexpr (kWeightGrads) {
+    if (flagged && sh.timed_out) return false;
+    return receive_weight_grads<kWeightGrads>(b, a, group, unit, epoch, u);
+  }
   return !(flagged && sh.timed_out);
 }
 
 // kOwnRows (own_rows_instance): the instance that may sum this rank's own rows on the token side
-// (own_direct); the other leaves that code out (protocol.md, "Code size").
-template <TokenType kType, bool kOwnRows>
+// (own_direct); the other leaves that code out (protocol.md, "Code size"). kWeightGrads
+// (CombineArgs::sends_weight_grads): the backward of dispatch with the weights at the experts, the
+// only launch that carries the pairs' weight gradients; the forward combine is built without it.
+template <TokenType kType, bool kOwnRows, bool kWeightGrads>
 __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c_passed, CombineArgs a_passed, Role role) {
   MOE_A2A_READ_IN_PLACE(c, a);  // c and a, where the launch put them (AMD: no copy in scratch)
   __shared__ CombineShared sh;
@@ -434,7 +491,7 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c_passed, C
     if (a.await_ready && !await_every_start(b, sh, epoch, WaitSite::kDispatchGradReady)) return;  // engine failed
   }
   const auto send_step = [&](int u) {
-    if (u < src_units) send_partials<kType>(b, a, sh, u, answered, epoch, prof);
+    if (u < src_units) send_partials<kType, kWeightGrads>(b, a, sh, u, answered, epoch, prof);
   };
   // First this block's first unit, or, a sending block of a split, all of them. Then turns: send
   // the partials of this block's next unit of every source, receive its next unit (a block that
@@ -451,7 +508,9 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c_passed, C
       send_step(next);
       next += send.stride;
     } else {
-      if (!receive_unit<kType>(b, a, sh, u, group_part(u, my_parts, chunks), own_direct, epoch, prof)) return;
+      if (!receive_unit<kType, kWeightGrads>(b, a, sh, u, group_part(u, my_parts, chunks), own_direct, epoch, prof)) {
+        return;
+      }
       u += recv.stride;
     }
   }
@@ -462,13 +521,21 @@ __global__ void __launch_bounds__(kEpBlock) combine_kernel(EpContext c_passed, C
   if (receives(role)) end_round(b);
 }
 
-template <TokenType kType>
-void launch_combine_kernel(const EpContext& ctx, const CombineArgs& args, Role role, hipStream_t stream) {
+template <TokenType kType, bool kWeightGrads>
+void launch_combine_instance(const EpContext& ctx, const CombineArgs& args, Role role, hipStream_t stream) {
   const dim3 grid(ctx.cfg.num_blocks), block(kEpBlock);
   if (own_rows_instance(role, args.route.num_tokens))
-    launch_kernel(combine_kernel<kType, true>, grid, block, stream, ctx.early_launch, ctx, args, role);
+    launch_kernel(combine_kernel<kType, true, kWeightGrads>, grid, block, stream, ctx.early_launch, ctx, args, role);
   else
-    launch_kernel(combine_kernel<kType, false>, grid, block, stream, ctx.early_launch, ctx, args, role);
+    launch_kernel(combine_kernel<kType, false, kWeightGrads>, grid, block, stream, ctx.early_launch, ctx, args, role);
+}
+
+template <TokenType kType>
+void launch_combine_kernel(const EpContext& ctx, const CombineArgs& args, Role role, hipStream_t stream) {
+  if (args.sends_weight_grads)
+    launch_combine_instance<kType, true>(ctx, args, role, stream);
+  else
+    launch_combine_instance<kType, false>(ctx, args, role, stream);
 }
 
 }  // namespace

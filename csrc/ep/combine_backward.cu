@@ -293,7 +293,8 @@ MOE_A2A_DEVICE void answer_rows(const EpBuffers& b, const CombineBackwardArgs& a
       dropped = p == kDroppedPair;
       if (static_cast<size_t>(p) >= out_rows) p = -1;  // k's expert is on another rank (also p < 0)
     }
-    const float w = p >= 0 ? a.expert_weights[p] : 0.0f;
+    // No weights: a combine of the weights-at-experts layout summed its rows unweighted.
+    const float w = p < 0 ? 0.0f : a.expert_weights != nullptr ? a.expert_weights[p] : 1.0f;
     const Vec16* grad_out = !used       ? nullptr
                             : src == me ? static_cast<const Vec16*>(a.grad_out) + static_cast<size_t>(token) * vecs
                                         : b.recv_x(me, src, token);
@@ -510,22 +511,12 @@ MOE_A2A_DEVICE bool receive_weight_grads(const EpBuffers& b, const CombineBackwa
   for (int r = 0; r < cfg.world; ++r) peer_failed |= r != me && (sh.payload[r] & kFlagErrorBit) != 0;
   if (peer_failed) return true;
   // The signals were relaxed: each pair's word may land after them, so it is awaited by its flag.
-  const uint32_t flag = round_flag(epoch);
-  const TokenRange own = cfg.token_group(a.route.num_tokens, g);
-  bool arrived = true;
-  for (int i = own.begin * cfg.topk + static_cast<int>(threadIdx.x); i < own.end * cfg.topk;
-       i += static_cast<int>(blockDim.x)) {
-    const auto [t, k] = pair_of(b.c, i);
-    uint32_t grad = 0;  // no expert answers for an unused slot: its gradient is 0
-    if (!slot_unused(a.route.dest_mask[t], k) &&
-        !await_flagged_word(b.comb_w(me, t) + k, flag, &grad, b.c.timeout_ticks, b.timed_out())) {
-      // Which peer answers pair (t, k) is not known here (dest_mask names ranks, not slots): peer -1.
-      report_error(b.c, ErrorCode::kTimeout, -1, static_cast<int>(WaitSite::kWeightGrad), g,
-                   signal_epoch(signal_word(epoch, 0)), 0);
-      arrived = false;
-      break;
-    }
-    a.grad_topk_weights[i] = __uint_as_float(grad);
+  const bool arrived =
+      await_weight_grads(b, a.route, a.grad_topk_weights, cfg.token_group(a.route.num_tokens, g), round_flag(epoch));
+  // Which peer answers pair (t, k) is not known here (dest_mask names ranks, not slots): peer -1.
+  if (!arrived) {
+    report_error(b.c, ErrorCode::kTimeout, -1, static_cast<int>(WaitSite::kWeightGrad), g,
+                 signal_epoch(signal_word(epoch, 0)), 0);
   }
   return __syncthreads_and(arrived) != 0;  // every thread goes on to end_round, or none
 }

@@ -201,12 +201,16 @@ void EpEngine::dispatch_backward(const CombineArgs& args, hipStream_t stream) {
   // after every peer's signal from its backward of combine, a kernel after its last combine. After
   // any other round it waits for every rank's start signal first (protocol.md, "Why nothing is
   // overwritten too early").
+  // With the weights at the experts it also writes the peers' comb_w words, which a backward of combine that asked for
+  // weight gradients leaves for its token side to read: after such a round it waits as well. (An AllToAll with the
+  // weights at the experts never asks, on any rank; weights-at-experts.md, "Invariants".)
   CombineArgs a = args;
-  a.await_ready = state_.last != kCombineBackwardRound;
+  a.await_ready = state_.last != kCombineBackwardRound || (a.sends_weight_grads && state_.last_asked_weight_grads);
   take({kDispatchBackwardSend, kCombineRecv}, [&] { launch_combine(ctx_, a, Role::kBoth, stream); });
 }
 void EpEngine::combine_backward(const CombineBackwardArgs& args, hipStream_t stream) {
   take({kCombineBackward}, [&] { launch_combine_backward(ctx_, args, stream); });
+  state_.last_asked_weight_grads = args.grad_topk_weights != nullptr;
 }
 
 void EpEngine::set_rounds_for_test(uint64_t rounds) {

@@ -70,7 +70,8 @@ class EpEngine {
   struct RoundState {
     int round = -1;  // -1 between rounds
     int step = 0;
-    int last = -1;  // the kind of the last round completed (-1: none yet), as round
+    int last = -1;                         // the kind of the last round completed (-1: none yet), as round
+    bool last_asked_weight_grads = false;  // that round, a backward of combine, asked for weight gradients
   };
   // Raises unless the calls `steps` may come now, in this order, and returns the state after
   // them; take() launches, then stores it (a launch that throws leaves the state as it was).

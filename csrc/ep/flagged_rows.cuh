@@ -1,6 +1,7 @@
 // Rows sent as flagged words: combine's partial sums for a rank with few tokens
 // (EpConfig::flagged_partials); and single flagged words: dispatch's counts (recv_count) and the
-// backward of combine's weight gradients (comb_w). Each 4 bytes of a row travel in one 8-byte word next to a 32-bit
+// pairs' weight gradients (comb_w) of the backward of combine, or of the backward of dispatch with the weights at the
+// experts. Each 4 bytes of a row travel in one 8-byte word next to a 32-bit
 // flag that names the round, written with one relaxed system-scope store (8 bytes are one
 // single-copy-atomic access on both vendors): a reader that finds the round's flag has the data,
 // with no fence and no signal. Why, and why nothing stale passes: docs/design/protocol.md,
@@ -41,6 +42,27 @@ MOE_A2A_DEVICE inline bool await_flagged_word(uint64_t* w, uint32_t flag, uint32
   }
   *data = static_cast<uint32_t>(v);
   st_relaxed_sys(w, uint64_t{0});
+  return true;
+}
+
+// The token side of a round that carries each pair's weight gradient back as a comb_w word (the
+// backward of combine, step 3; the backward of dispatch with the weights at the experts): the
+// gradients of every pair of this rank's tokens [tokens.begin, tokens.end) into grad_topk_weights,
+// 0 for an unused slot (no expert answers it), else its word once it carries `flag`. Every thread
+// of the block, a pair at a time; false (this thread) after a timeout, which the caller reports.
+MOE_A2A_DEVICE MOE_A2A_INLINE bool await_weight_grads(const EpBuffers& b, const SendRoute& route,
+                                                      float* grad_topk_weights, TokenRange tokens, uint32_t flag) {
+  const int me = b.c.cfg.rank, topk = b.c.cfg.topk;
+  for (int i = tokens.begin * topk + static_cast<int>(threadIdx.x); i < tokens.end * topk;
+       i += static_cast<int>(blockDim.x)) {
+    const auto [t, k] = pair_of(b.c, i);
+    uint32_t grad = 0;
+    if (!slot_unused(route.dest_mask[t], k) &&
+        !await_flagged_word(b.comb_w(me, t) + k, flag, &grad, b.c.timeout_ticks, b.timed_out())) {
+      return false;
+    }
+    grad_topk_weights[i] = __uint_as_float(grad);
+  }
   return true;
 }
 

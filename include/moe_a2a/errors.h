@@ -26,7 +26,8 @@ enum class ErrorCode : uint32_t {
   X(kDispatchGradReady, "combine-send (backward of dispatch)", "combine start") \
   X(kOutputGrad, "combine-backward", "output gradients of token group")         \
   X(kWeightGrad, "combine-backward", "weight gradients of token group")         \
-  X(kCombineStart, "combine-recv", "combine start")
+  X(kCombineStart, "combine-recv", "combine start")                             \
+  X(kDispatchGradWeights, "combine-recv (backward of dispatch)", "weight gradients of combine unit")
 
 enum class WaitSite : int32_t {
 #define MOE_A2A_WAIT_ENUM(id, call, signal) id,

@@ -64,11 +64,27 @@ def _combine_round(engine: int, state: torch.Tensor, expert_y, expert_weights, r
     )
 
 
-def _dispatch_backward_round(engine: int, grad_expert_x, route: _Route):
-    """The backward of dispatch: an unweighted combine of the rows' gradients over the route."""
+def _dispatch_backward_round(
+    engine: int, grad_expert_x, route: _Route, weights_at_experts=False, grad_expert_weights=None, weight_grads=False
+):
+    """The backward of dispatch: an unweighted combine of the rows' gradients over the route.
+    Returns (grad x, grad topk_weights). With the weights at the experts, the expert side also
+    sends each pair's grad_expert_weights (None: 0) home; the second is [T, topk] if
+    weight_grads, else empty (each rank decides for itself)."""
     state = _backward_state(route.dest_mask)
+    if grad_expert_weights is not None:
+        grad_expert_weights = grad_expert_weights.float().contiguous()
     return torch.ops.moe_a2a.dispatch_backward(
-        engine, state, grad_expert_x.contiguous(), route.src_tokens, route.recv_token, route.recv_pos, route.dest_mask
+        engine,
+        state,
+        grad_expert_x.contiguous(),
+        grad_expert_weights,
+        route.src_tokens,
+        route.recv_token,
+        route.recv_pos,
+        route.dest_mask,
+        weights_at_experts,
+        weight_grads,
     )
 
 
@@ -104,28 +120,40 @@ def _backward_state(like: torch.Tensor) -> torch.Tensor:
 
 class _DispatchFunction(torch.autograd.Function):
     """dispatch with autograd: the gradient of x[t] is the sum of the gradients of the rows
-    that carried token t, sent back by an unweighted combine over the forward's route."""
+    that carried token t, sent back by an unweighted combine over the forward's route. With the
+    weights at the experts, expert_weights is differentiable too, and the same round carries each
+    pair's weight gradient back to topk_weights (docs/design/weights-at-experts.md)."""
 
     @staticmethod
-    def forward(ctx, engine, state, x, topk_idx, topk_weights):
+    def forward(ctx, engine, state, x, topk_idx, topk_weights, weights_at_experts):
         out, dest_mask = _dispatch_round(engine, state, x, None, topk_idx, topk_weights)
-        ctx.engine = engine
+        ctx.engine, ctx.weights_at_experts = engine, weights_at_experts
         ctx.save_for_backward(*out.route(dest_mask))
-        ctx.mark_non_differentiable(*out[1:], dest_mask)
-        # The nine outputs without a gradient would each get a zero-filled one (an allocation
-        # and a kernel per backward) that backward never reads.
+        differentiable = ("expert_x", "expert_weights") if weights_at_experts else ("expert_x",)
+        ctx.mark_non_differentiable(*(t for n, t in zip(out._fields, out) if n not in differentiable), dest_mask)
+        # The outputs without a gradient would each get a zero-filled one (an allocation and a
+        # kernel per backward) that backward never reads.
         ctx.set_materialize_grads(False)
         ctx.expert_x_like = (out.expert_x.shape, out.expert_x.dtype)
         return (*out, dest_mask)
 
     @staticmethod
-    def backward(ctx, grad_expert_x, *_non_differentiable):
-        if grad_expert_x is None:  # not expected (expert_x is the only differentiable output); the
+    def backward(ctx, grad_expert_x, *grads):
+        if grad_expert_x is None:  # no gradient path reached expert_x (only expert_weights); the
             # round is collective, so it runs anyway
             shape, dtype = ctx.expert_x_like
             grad_expert_x = torch.zeros(shape, dtype=dtype, device=ctx.saved_tensors[0].device)
-        grad_x = _dispatch_backward_round(ctx.engine, grad_expert_x, _Route(*ctx.saved_tensors))
-        return None, None, grad_x, None, None
+        grad_expert_weights = grads[_DispatchOutputs._fields.index("expert_weights") - 1]
+        weight_grads = ctx.weights_at_experts and ctx.needs_input_grad[4]
+        grad_x, grad_w = _dispatch_backward_round(
+            ctx.engine,
+            grad_expert_x,
+            _Route(*ctx.saved_tensors),
+            ctx.weights_at_experts,
+            grad_expert_weights if ctx.weights_at_experts else None,
+            weight_grads,
+        )
+        return None, None, grad_x, None, grad_w if weight_grads else None, None
 
 
 class _CombineFunction(torch.autograd.Function):

@@ -86,7 +86,9 @@ class Dispatched:
                        up to expert_alignment (default 1: no padding; padding rows are zeros),
                        so expert_offsets[1:] are the group ends of torch._grouped_mm
     expert_meta:       [..rows.., 3] int32: source rank, source token, k
-    expert_weights:    [..rows..] float32: the router weight of that (token, k)
+    expert_weights:    [..rows..] float32: the router weight of that (token, k); rows of no
+                       expert undefined. With weights_at_experts, differentiable: its gradient
+                       goes to dispatch's topk_weights (rows of no expert: not read)
 
     Aliasing: every tensor here is a fresh tensor of the caller's (torch's allocator, the
     current stream), not a view of an internal buffer: it stays valid and unchanged for as
@@ -151,6 +153,7 @@ class AllToAll:
         fp8_pow2_scales: bool = False,
         profile: bool = False,
         profile_capacity: int = DEFAULT_PROFILE_CAPACITY,
+        weights_at_experts: bool = False,
     ):
         """Collective: every rank of `group` must call it with the same arguments.
 
@@ -204,7 +207,15 @@ class AllToAll:
 
         profile=True turns the in-kernel profiler on (needs a build with MOE_A2A_PROFILE=1);
         profile_capacity is the number of records each wave of each block keeps, later ones
-        are counted as dropped."""
+        are counted as dropped.
+
+        weights_at_experts=True (training): the experts apply the router weights, not combine.
+        combine() then sums the rows unweighted, and d.expert_weights is differentiable: an
+        expert that scales its rows by it (for a SwiGLU expert, its hidden activation h before
+        the down projection: y = (w * h) @ w_down) gets the weight's gradient from its own
+        backward, over F values of h instead of H of y, and dispatch's backward carries it home to
+        topk_weights. The backward of combine then reads no expert output: it is the frozen
+        router's round (docs/design/weights-at-experts.md). The same on every rank."""
         group = group if group is not None else dist.group.WORLD
         self._group = GroupRef(group, "AllToAll")
         self.rank = dist.get_rank(group)
@@ -219,6 +230,7 @@ class AllToAll:
         self.dtype = dtype
         self.dispatch_dtype = dispatch_dtype
         self.fp8_pow2_scales = bool(fp8_pow2_scales)
+        self.weights_at_experts = bool(weights_at_experts)
         _check_dispatch_outputs_match_core()
         self.profile = bool(profile)
         _check_profiler(self.profile, profile_capacity)
@@ -250,11 +262,11 @@ class AllToAll:
 
     def _require_same_everywhere(self, config: dict, timeout_s: float, group, dev: torch.device) -> None:
         """Collective: raises on every rank unless every rank has the same config (but its rank),
-        num_buffers, timeout_s and profile."""
+        num_buffers, timeout_s, profile and weights_at_experts."""
         same_everywhere = {k: v for k, v in config.items() if k != "rank"}
         require_same(
-            f"the AllToAll config ({', '.join(same_everywhere)}, num_buffers, timeout_s, profile)",
-            (same_everywhere, self.num_buffers, float(timeout_s), self.profile),
+            f"the AllToAll config ({', '.join(same_everywhere)}, num_buffers, timeout_s, profile, weights_at_experts)",
+            (same_everywhere, self.num_buffers, float(timeout_s), self.profile, self.weights_at_experts),
             group,
             dev,
         )
@@ -344,7 +356,7 @@ class AllToAll:
         self._no_grad_in_split_calls("combine_send", expert_y, dispatched._topk_weights)
         r = dispatched._route
         torch.ops.moe_a2a.combine_send(
-            engine, self._state, expert_y, dispatched.expert_weights, r.src_tokens, r.recv_token, r.recv_pos
+            engine, self._state, expert_y, self._combine_weights(dispatched), r.src_tokens, r.recv_token, r.recv_pos
         )
         return _Pending(dispatched._round, dispatched=dispatched)
 
@@ -375,23 +387,31 @@ class AllToAll:
         # the op (no autograd kernel) never reaches torch's deprecated autograd fallback, whose
         # grad_fn warns when backward gets to it.
         w = topk_weights.detach() if topk_weights.requires_grad else topk_weights
-        if _needs_grad(x):
+        # With the weights at the experts, topk_weights' gradient comes back through dispatch's backward.
+        weights_here = self.weights_at_experts and _needs_grad(topk_weights)
+        if _needs_grad(x) or weights_here:
             if self.dispatch_dtype is not None:
                 raise RuntimeError(
-                    "moe_a2a: fp8 dispatch is forward-only and x requires grad; for training create the "
-                    "AllToAll without dispatch_dtype (bf16 rows), or dispatch under torch.no_grad()"
+                    "moe_a2a: fp8 dispatch is forward-only and x (or, with weights_at_experts, topk_weights) "
+                    "requires grad; for training create the AllToAll without dispatch_dtype (bf16 rows), or "
+                    "dispatch under torch.no_grad()"
                 )
-            *out, dest_mask = _DispatchFunction.apply(engine, self._state, x, topk_idx, w)
+            *out, dest_mask = _DispatchFunction.apply(
+                engine, self._state, x, topk_idx, topk_weights if weights_here else w, self.weights_at_experts
+            )
             out = _DispatchOutputs(*out)
         else:
             out, dest_mask = _dispatch_round(engine, self._state, x, x_scale, topk_idx, w)
         self._began(round_)
         # An unused slot's weight gets a zero gradient from combine's backward (the route marks it).
-        return self._dispatched(round_, out, dest_mask, topk_weights)
+        # With the weights at the experts combine takes none, so it gets no topk_weights to differentiate.
+        return self._dispatched(round_, out, dest_mask, None if self.weights_at_experts else topk_weights)
 
     def combine(self, expert_y: torch.Tensor, dispatched: Dispatched) -> torch.Tensor:
         """Differentiable with respect to expert_y and to the topk_weights given to dispatch (when
-        these need no gradient, the backward computes none and skips its read of expert_y).
+        these need no gradient, the backward computes none and skips its read of expert_y). With
+        weights_at_experts the rows are summed unweighted, and topk_weights' gradient comes
+        through dispatch's backward instead (from d.expert_weights'), so the backward reads no y.
         expert_y's gradient, in the rows of no expert: 0 where an expert's GEMM reads them
         (padded: past each expert's count; packed: a segment's alignment padding); packed rows
         past the last segment, which no expert reads, are undefined, as in expert_x. After a
@@ -413,13 +433,13 @@ class AllToAll:
                 expert_y,
                 dispatched._topk_weights,
                 expert_x,
-                dispatched.expert_weights,
+                self._combine_weights(dispatched),
                 dispatched.expert_offsets,
                 dispatched.expert_num_tokens,
                 *r,
             )
         else:
-            out = _combine_round(engine, self._state, expert_y, dispatched.expert_weights, r)
+            out = _combine_round(engine, self._state, expert_y, self._combine_weights(dispatched), r)
         self._open[self._buffer(dispatched._round)] = None
         return out
 
@@ -437,6 +457,10 @@ class AllToAll:
             _route=out.route(dest_mask),
             _topk_weights=topk_weights,
         )
+
+    def _combine_weights(self, dispatched: Dispatched) -> Optional[torch.Tensor]:
+        """The weights combine applies to the rows: none where the experts applied them."""
+        return None if self.weights_at_experts else dispatched.expert_weights
 
     @staticmethod
     def _no_grad_in_split_calls(call: str, *tensors):

@@ -71,11 +71,19 @@ def expert_row_mask(expert_offsets: torch.Tensor, expert_num_tokens: torch.Tenso
     return (e >= 0) & (rows - starts[ec] < counts[ec])
 
 
-def _expert_mlp(xe, w_gate, w_up, w_down):
-    return (F.silu(xe @ w_gate) * (xe @ w_up)) @ w_down
+def _hidden(gate, up, row_weights):
+    """SwiGLU's hidden activation, each row scaled by its router weight where the experts apply
+    them (row_weights [rows] float32, 0 in rows of no expert; None: unscaled). The product is
+    taken in float32 and rounded once to h's dtype."""
+    h = F.silu(gate) * up
+    return h if row_weights is None else (h * row_weights.unsqueeze(-1)).to(h.dtype)
 
 
-def _swiglu_grouped_mm(x, expert_offsets, w_gate, w_up, w_down):
+def _expert_mlp(xe, w_gate, w_up, w_down, row_weights=None):
+    return _hidden(xe @ w_gate, xe @ w_up, row_weights) @ w_down
+
+
+def _swiglu_grouped_mm(x, expert_offsets, w_gate, w_up, w_down, row_weights=None):
     # offs = the cumulative group ends. grouped_mm reads and writes only rows < offs[-1] and
     # its weight gradients sum only over each group's rows, so the undefined rows past the
     # last expert (possibly NaN) never reach a weight gradient. Their outputs (and the
@@ -85,19 +93,20 @@ def _swiglu_grouped_mm(x, expert_offsets, w_gate, w_up, w_down):
         offs = offs.to(torch.int32)
     gate = torch._grouped_mm(x, w_gate, offs=offs)
     up = torch._grouped_mm(x, w_up, offs=offs)
-    return torch._grouped_mm(F.silu(gate) * up, w_down, offs=offs)
+    return torch._grouped_mm(_hidden(gate, up, row_weights), w_down, offs=offs)
 
 
-def _swiglu_grouped_gemv(x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down, rows_per_expert):
+def _swiglu_grouped_gemv(x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down, rows_per_expert, row_weights=None):
     # moe_a2a.grouped_gemv on the weights' transposes ([E, F, H] and [E, H, F] views, contiguous
     # along their output): each active expert's weights read once. Rows of no expert: undefined.
     p = gemv.rows_per_pass(rows_per_expert)
     gate = gemv.grouped_gemv(x, w_gate.transpose(1, 2), expert_offsets, expert_num_tokens, p)
     up = gemv.grouped_gemv(x, w_up.transpose(1, 2), expert_offsets, expert_num_tokens, p)
-    return gemv.grouped_gemv(F.silu(gate) * up, w_down.transpose(1, 2), expert_offsets, expert_num_tokens, p)
+    h = _hidden(gate, up, row_weights)
+    return gemv.grouped_gemv(h, w_down.transpose(1, 2), expert_offsets, expert_num_tokens, p)
 
 
-def _swiglu_loop(x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down):
+def _swiglu_loop(x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down, row_weights=None):
     # One host sync for all offsets and counts, then plain matmuls on each expert's slice.
     # Only slices of valid rows enter a matmul, so garbage rows reach neither an output nor a
     # gradient; rows of no expert are written as zeros.
@@ -114,19 +123,20 @@ def _swiglu_loop(x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down):
                 f"expert_swiglu: local expert {e} has rows [{s}, {s + n}), which is outside the "
                 f"{R} rows of expert_x or overlaps the previous expert (ends at row {pos})"
             )
+        rw = None if row_weights is None else row_weights[s : s + max(n, 0)]
         if n == 0:  # keeps the expert in the graph: its weight gradient is a defined zero
-            pieces.append(_expert_mlp(flat[:0], w_gate[e], w_up[e], w_down[e]))
+            pieces.append(_expert_mlp(flat[:0], w_gate[e], w_up[e], w_down[e], None if rw is None else rw[:0]))
             continue
         if s > pos:
             pieces.append(flat.new_zeros(s - pos, H))
-        pieces.append(_expert_mlp(flat[s : s + n], w_gate[e], w_up[e], w_down[e]))
+        pieces.append(_expert_mlp(flat[s : s + n], w_gate[e], w_up[e], w_down[e], rw))
         pos = s + n
     if pos < R:
         pieces.append(flat.new_zeros(R - pos, H))
     return torch.cat(pieces).reshape(x.shape)
 
 
-def _swiglu_padded_bmm(x, expert_num_tokens, w_gate, w_up, w_down):
+def _swiglu_padded_bmm(x, expert_num_tokens, w_gate, w_up, w_down, row_weights=None):
     # Rows past num_tokens[e] are garbage that may hold NaN bit patterns. torch.where
     # replaces them (a multiply by a 0/1 mask would keep NaN * 0 = NaN, and bmm's weight
     # gradient x^T @ dy would then be NaN). The where on the output keeps those rows zero
@@ -134,7 +144,7 @@ def _swiglu_padded_bmm(x, expert_num_tokens, w_gate, w_up, w_down):
     E, cap, _ = x.shape
     valid = (torch.arange(cap, device=x.device) < expert_num_tokens.long()[:, None]).unsqueeze(-1)
     xm = torch.where(valid, x, 0.0)
-    h = F.silu(torch.bmm(xm, w_gate)) * torch.bmm(xm, w_up)
+    h = _hidden(torch.bmm(xm, w_gate), torch.bmm(xm, w_up), row_weights)
     return torch.where(valid, torch.bmm(h, w_down), 0.0)
 
 
@@ -159,6 +169,7 @@ def expert_swiglu(
     *,
     impl: str = "auto",
     rows_per_expert: float = math.inf,
+    row_weights: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """The local experts' SwiGLU MLPs on dispatch's output:
     y = (silu(x @ w_gate[e]) * (x @ w_up[e])) @ w_down[e] for the rows of each local expert e.
@@ -168,6 +179,11 @@ def expert_swiglu(
     w_gate, w_up [E_local, H, F], w_down [E_local, F, H], in expert_x's dtype.
     Returns expert_x's shape and dtype, ready for ep.combine. Differentiable w.r.t. expert_x
     and the weights; rows of no expert never make a weight gradient NaN.
+
+    row_weights (an AllToAll with weights_at_experts: d.expert_weights, [..rows..] float32):
+    each row's router weight, applied to its hidden activation, y = (w * h) @ w_down, h =
+    silu(x @ w_gate) * (x @ w_up) (the product in float32, rounded once); differentiable. Its
+    values in rows of no expert are ignored (taken as 0).
 
     impl: "auto" (default) picks by layout and device:
       packed -> "grouped_mm" (torch._grouped_mm with offs = expert_offsets[1:]) for bf16 on
@@ -205,16 +221,26 @@ def expert_swiglu(
         raise ValueError("expert_swiglu: impl='grouped_mm' needs the packed layout")
     if impl == "bmm" and layout != "padded":
         raise ValueError("expert_swiglu: impl='bmm' needs the padded layout")
+    if row_weights is not None:
+        if tuple(row_weights.shape) != tuple(expert_x.shape[:-1]) or row_weights.dtype != torch.float32:
+            raise ValueError(
+                f"expert_swiglu: row_weights must be float32 {list(expert_x.shape[:-1])} (d.expert_weights), "
+                f"got {row_weights.dtype} {list(row_weights.shape)}"
+            )
+        # Rows of no expert hold undefined weights (NaN bits, maybe): 0 there, or a NaN times an
+        # alignment row's 0 would reach w_down's gradient.
+        rows = expert_row_mask(expert_offsets, expert_num_tokens, row_weights.numel())
+        row_weights = torch.where(rows, row_weights.reshape(-1), 0.0).reshape(row_weights.shape)
 
     if impl == "auto":
         if layout == "padded":
             impl = "bmm"
         elif all(gemv.applies(expert_x, w.transpose(1, 2), rows_per_expert) for w in (w_gate, w_up, w_down)):
             return _swiglu_grouped_gemv(expert_x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down,
-                                        rows_per_expert)  # fmt: skip
+                                        rows_per_expert, row_weights)  # fmt: skip
         elif _grouped_mm_expected(expert_x):
             try:
-                return _swiglu_grouped_mm(expert_x, expert_offsets, w_gate, w_up, w_down)
+                return _swiglu_grouped_mm(expert_x, expert_offsets, w_gate, w_up, w_down, row_weights)
             except torch.OutOfMemoryError:
                 raise
             except (RuntimeError, NotImplementedError) as e:
@@ -228,10 +254,10 @@ def expert_swiglu(
         else:
             impl = "loop"
     if impl == "grouped_mm":
-        return _swiglu_grouped_mm(expert_x, expert_offsets, w_gate, w_up, w_down)
+        return _swiglu_grouped_mm(expert_x, expert_offsets, w_gate, w_up, w_down, row_weights)
     if impl == "bmm":
-        return _swiglu_padded_bmm(expert_x, expert_num_tokens, w_gate, w_up, w_down)
-    return _swiglu_loop(expert_x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down)
+        return _swiglu_padded_bmm(expert_x, expert_num_tokens, w_gate, w_up, w_down, row_weights)
+    return _swiglu_loop(expert_x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down, row_weights)
 
 
 # --------------------------------------------------------------------------- weights
@@ -311,6 +337,11 @@ class ExpertParallelMoE(nn.Module):
     plug in (d.expert_x, d.expert_x_scale). fp8 dispatch is forward-only with respect to x (the
     expert weights still get gradients).
 
+    weights_at_experts=True applies the router weights in the experts, to each row's hidden
+    activation, and combines unweighted (AllToAll(weights_at_experts=)): in training the router's
+    gradient then comes from the experts' own backward, over the F-wide activation, and the
+    backward of combine reads no expert output. The same values, rounded differently.
+
     profile=True builds the layer's AllToAll with the in-kernel profiler on (AllToAll(profile=):
     a build with MOE_A2A_PROFILE=1); ``moe_a2a.trace.save(path, layer.ep)`` then writes the
     forward and backward rounds' timelines.
@@ -340,6 +371,7 @@ class ExpertParallelMoE(nn.Module):
         timeout_s: float = 5.0,
         dispatch_dtype: Optional[torch.dtype] = None,
         profile: bool = False,
+        weights_at_experts: bool = False,
     ):
         super().__init__()
         import torch.distributed as dist
@@ -403,6 +435,8 @@ class ExpertParallelMoE(nn.Module):
             extra["device"] = _with_index(torch.device(device))
         if profile:
             extra["profile"] = True
+        if weights_at_experts:
+            extra["weights_at_experts"] = True
         self.ep = AllToAll(
             group,
             num_experts,
@@ -506,8 +540,9 @@ class ExpertParallelMoE(nn.Module):
         d = self.ep.dispatch(x, topk_idx, topk_weights)
         rows = d.expert_x if d.expert_x_scale is None else dequantize_fp8(d.expert_x, d.expert_x_scale, self.dtype)
         rows_per_expert = self.max_num_tokens * self.experts_per_token / self.w_gate.shape[0]
+        row_weights = d.expert_weights if self.ep.weights_at_experts else None
         y = expert_swiglu(rows, d.expert_offsets, d.expert_num_tokens, self.w_gate, self.w_up, self.w_down, self.layout,
-                          rows_per_expert=rows_per_expert)  # fmt: skip
+                          rows_per_expert=rows_per_expert, row_weights=row_weights)  # fmt: skip
         return self.ep.combine(y, d)
 
     # ---- lifetime ----

@@ -132,9 +132,16 @@ struct CombineArgs {
   // combine publishes a start signal; this one then waits for all of them before writing). Set
   // by EpEngine::dispatch_backward.
   bool await_ready;
+  // Backward of dispatch with the router weights applied at the experts (AllToAll's
+  // weights_at_experts; docs/design/weights-at-experts.md): the expert side sends every used pair's
+  // weight gradient back to its token's rank as a flagged comb_w word (0 for a pair dropped at
+  // dispatch), and the token side, if it asked, awaits them. Every rank of the round sets it alike.
+  bool sends_weight_grads;
+  const float* pair_weight_grads;  // send half: [output_rows], the gradient of expert_weights; nullptr: 0
   // receive half (token side)
-  void* out;        // [num_tokens, hidden]
-  SendRoute route;  // of the matching dispatch
+  void* out;                 // [num_tokens, hidden]
+  float* grad_topk_weights;  // with sends_weight_grads: [num_tokens, topk]; nullptr: not asked
+  SendRoute route;           // of the matching dispatch
 };
 
 // Backward of combine, one launch. Token side: grad_out[t] goes to every rank that token t went
@@ -151,7 +158,7 @@ struct CombineBackwardArgs {
   SendRoute route;
   // expert side
   const void* expert_y;              // [output_rows, hidden] saved by the forward pass
-  const float* expert_weights;       // [output_rows]
+  const float* expert_weights;       // [output_rows]; nullptr: 1 (the combine was unweighted)
   const int32_t* expert_offsets;     // [experts_per_rank + 1]
   const int32_t* expert_num_tokens;  // [experts_per_rank]
   void* grad_expert_y;               // [output_rows, hidden], written whole

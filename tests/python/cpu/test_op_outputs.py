@@ -84,7 +84,11 @@ def test_no_output_aliases_an_input_or_another_output(engine):
     _, grad_w = op("combine_backward", engine, meta(1, dtype=torch.int64), torch.empty_like(combined), y,
                    d.expert_weights, d.expert_offsets, d.expert_num_tokens, *route, dest_mask, False)  # fmt: skip
     assert grad_w.shape == (0, 2)
-    op("dispatch_backward", engine, meta(1, dtype=torch.int64), y, *route, dest_mask)
+    op("dispatch_backward", engine, meta(1, dtype=torch.int64), y, None, *route, dest_mask)
+    # with the weights at the experts, and each pair's weight gradient asked for: a [T, topk] second output
+    _, grad_w = op("dispatch_backward", engine, meta(1, dtype=torch.int64), y, d.expert_weights, *route, dest_mask,
+                   True, True)  # fmt: skip
+    assert grad_w.shape == (T, 2)
 
     dest_mask = op("dispatch_send", engine, state, x, None, idx, w)
     d = _DispatchOutputs(*op("dispatch_recv", engine, state))

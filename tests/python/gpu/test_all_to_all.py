@@ -219,7 +219,7 @@ def test_no_op_output_aliases_an_input_or_another_output(layout, world, rank):
         fresh_state = torch.empty(1, dtype=torch.int64, device=x.device)  # as the backward rounds' (_backward_state)
         op("combine_backward", engine, fresh_state, torch.ones_like(combined), y, d.expert_weights,
            d.expert_offsets, d.expert_num_tokens, *route, dest_mask)  # fmt: skip
-        op("dispatch_backward", engine, fresh_state, torch.ones_like(y), *route, dest_mask)
+        op("dispatch_backward", engine, fresh_state, torch.ones_like(y), None, *route, dest_mask)
 
         dest_mask = op("dispatch_send", engine, state, x, None, idx, w)
         d = _DispatchOutputs(*op("dispatch_recv", engine, state))

@@ -102,7 +102,7 @@ def test_backward_of_dispatch_after_a_forward_round_waits_for_every_peer(T, worl
             out = ep.combine_recv(pending)
         else:
             out = ep.combine(y, d)
-        grad_x = _dispatch_backward_round(ep._engine, d.expert_x, d._route)  # every row's gradient: its x
+        grad_x, _ = _dispatch_backward_round(ep._engine, d.expert_x, d._route)  # every row's gradient: its x
         ep.synchronize()
         check_round(d, out, inputs, rank, world, E)
         used = (idx >= 0).sum(dim=1, keepdim=True).float()  # an unweighted sum of a token's rows
