@@ -18,6 +18,7 @@ from test_autograd import CASES, TOKEN_COUNTS, TOL, token_counts
 
 import moe_a2a
 from moe_a2a import reference as ref
+from moe_a2a.layers import ExpertParallelMoE
 
 
 def weighted_at_experts(ep, x, idx, w, rank):
@@ -28,22 +29,21 @@ def weighted_at_experts(ep, x, idx, w, rank):
     return ep.combine(y, d)
 
 
-# (tokens a rank, hidden, num_sms) of the combine kernel's ways of carrying the words: a few
+# (tokens a rank, hidden, num_sms, counts) of the combine kernel's ways of carrying the words: a few
 # tokens (flagged partial sums, groups split into parts: only the part that holds chunk 0 sends a
-# pair's word), and from kOwnRowsDirectTokens (1024) tokens on with every rank alike, this rank's
-# own rows summed on the token side, whose own pairs' words it writes itself.
-PATHS = {"flagged-parts": (24, 2048, None), "own-rows-direct": (1100, 256, 8)}
+# pair's word), with each of test_autograd's count patterns; and from kOwnRowsDirectTokens (1024)
+# tokens on with every rank alike, this rank's own rows summed on the token side, whose own pairs'
+# words it writes itself.
+PATHS = {f"flagged-parts-{tokens}": (24, 2048, None, tokens) for tokens in TOKEN_COUNTS}
+PATHS["own-rows-direct"] = (1100, 256, 8, "equal")
 
 
 @pytest.mark.parametrize("layout,dtype", CASES, ids=[f"{lay}-{str(d)[6:]}" for lay, d in CASES])
-@pytest.mark.parametrize("tokens", TOKEN_COUNTS)
 @pytest.mark.parametrize("path", list(PATHS))
-def test_gradients_match_closed_form(layout, dtype, tokens, path, world, rank):
-    T, H, num_sms = PATHS[path]
-    if path == "own-rows-direct" and tokens != "random":
-        pytest.skip("own rows direct needs every rank to hold about as many tokens as this one")
+def test_gradients_match_closed_form(layout, dtype, path, world, rank):
+    T, H, num_sms, tokens = PATHS[path]
     E, K = 8 * world, 4
-    counts = [T] * world if path == "own-rows-direct" else token_counts(tokens, world, T)
+    counts = [T] * world if tokens == "equal" else token_counts(tokens, world, T)
     inputs = ref.generate_all_inputs(world, E, K, H, T, dtype, seed=91, num_tokens=counts)
     inputs = [ref.Routing(r.x.float().to(dtype), r.topk_idx, r.topk_weights) for r in inputs]
     with moe_a2a.AllToAll(
@@ -124,7 +124,7 @@ def test_layer_matches_weights_at_combine(layout, world, rank):
     g = torch.randn(T, H, generator=torch.Generator().manual_seed(98 + rank)).cuda()
     results = []
     for at_experts in (False, True):
-        with moe_a2a.ExpertParallelMoE(
+        with ExpertParallelMoE(
             H, F, E, K, T, dtype=torch.float32, layout=layout, init_seed=5, weights_at_experts=at_experts
         ) as layer:
             xi = x.clone().requires_grad_()
