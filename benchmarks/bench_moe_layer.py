@@ -460,9 +460,16 @@ def bench_tokens(ctx, args, T, counts, flusher):
             j = get(i)
             return ep.dispatch(pool[j], *routes[j])
 
-        def experts_of(d):
+        def experts_of(d):  # with the weights at the experts, applied here as the layer does
             return expert_swiglu(
-                d.expert_x, d.expert_offsets, d.expert_num_tokens, layer.w_gate, layer.w_up, layer.w_down, layer.layout
+                d.expert_x,
+                d.expert_offsets,
+                d.expert_num_tokens,
+                layer.w_gate,
+                layer.w_up,
+                layer.w_down,
+                layer.layout,
+                row_weights=d.expert_weights if args.weights_at_experts else None,
             )
 
         def fwd_bwd_prep(i):

@@ -29,12 +29,12 @@ from typing import Iterable, Optional, Tuple
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from . import grouped_gemv as gemv
 from ._collective import GroupRef
 from .dense_moe import check_expert_weights, route
 from .reference import dequantize_fp8
+from .swiglu import swiglu
 
 __all__ = [
     "LAYOUTS",
@@ -71,16 +71,8 @@ def expert_row_mask(expert_offsets: torch.Tensor, expert_num_tokens: torch.Tenso
     return (e >= 0) & (rows - starts[ec] < counts[ec])
 
 
-def _hidden(gate, up, row_weights):
-    """SwiGLU's hidden activation, each row scaled by its router weight where the experts apply
-    them (row_weights [rows] float32, 0 in rows of no expert; None: unscaled). The product is
-    taken in float32 and rounded once to h's dtype."""
-    h = F.silu(gate) * up
-    return h if row_weights is None else (h * row_weights.unsqueeze(-1)).to(h.dtype)
-
-
 def _expert_mlp(xe, w_gate, w_up, w_down, row_weights=None):
-    return _hidden(xe @ w_gate, xe @ w_up, row_weights) @ w_down
+    return swiglu(xe @ w_gate, xe @ w_up, row_weights) @ w_down
 
 
 def _swiglu_grouped_mm(x, expert_offsets, w_gate, w_up, w_down, row_weights=None):
@@ -93,7 +85,8 @@ def _swiglu_grouped_mm(x, expert_offsets, w_gate, w_up, w_down, row_weights=None
         offs = offs.to(torch.int32)
     gate = torch._grouped_mm(x, w_gate, offs=offs)
     up = torch._grouped_mm(x, w_up, offs=offs)
-    return torch._grouped_mm(_hidden(gate, up, row_weights), w_down, offs=offs)
+    # rows past the last expert: zeros, not computed (half of the buffer at its default capacity)
+    return torch._grouped_mm(swiglu(gate, up, row_weights, offs[-1:]), w_down, offs=offs)
 
 
 def _swiglu_grouped_gemv(x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down, rows_per_expert, row_weights=None):
@@ -102,7 +95,7 @@ def _swiglu_grouped_gemv(x, expert_offsets, expert_num_tokens, w_gate, w_up, w_d
     p = gemv.rows_per_pass(rows_per_expert)
     gate = gemv.grouped_gemv(x, w_gate.transpose(1, 2), expert_offsets, expert_num_tokens, p)
     up = gemv.grouped_gemv(x, w_up.transpose(1, 2), expert_offsets, expert_num_tokens, p)
-    h = _hidden(gate, up, row_weights)
+    h = swiglu(gate, up, row_weights, expert_offsets[-1:])
     return gemv.grouped_gemv(h, w_down.transpose(1, 2), expert_offsets, expert_num_tokens, p)
 
 
@@ -144,7 +137,7 @@ def _swiglu_padded_bmm(x, expert_num_tokens, w_gate, w_up, w_down, row_weights=N
     E, cap, _ = x.shape
     valid = (torch.arange(cap, device=x.device) < expert_num_tokens.long()[:, None]).unsqueeze(-1)
     xm = torch.where(valid, x, 0.0)
-    h = _hidden(torch.bmm(xm, w_gate), torch.bmm(xm, w_up), row_weights)
+    h = swiglu(torch.bmm(xm, w_gate), torch.bmm(xm, w_up), row_weights)
     return torch.where(valid, torch.bmm(h, w_down), 0.0)
 
 
@@ -182,8 +175,9 @@ def expert_swiglu(
 
     row_weights (an AllToAll with weights_at_experts: d.expert_weights, [..rows..] float32):
     each row's router weight, applied to its hidden activation, y = (w * h) @ w_down, h =
-    silu(x @ w_gate) * (x @ w_up) (the product in float32, rounded once); differentiable. Its
-    values in rows of no expert are ignored (taken as 0).
+    silu(x @ w_gate) * (x @ w_up); differentiable. Its values in rows of no expert are ignored
+    (taken as 0). The activation, weighted or not, is moe_a2a.swiglu: one kernel each way on a
+    GPU, the products in float32 and each output rounded once.
 
     impl: "auto" (default) picks by layout and device:
       packed -> "grouped_mm" (torch._grouped_mm with offs = expert_offsets[1:]) for bf16 on
@@ -197,8 +191,9 @@ def expert_swiglu(
                 (rows_per_expert: the AllToAll's max_num_tokens x top-k / local experts, a
                 decode step's), moe_a2a.grouped_gemv first (rows of no expert undefined).
       padded -> "bmm" (torch.where-masked batched matmuls; rows of no expert are zeros).
-    The elementwise SiLU product (and, padded, the bmm) runs over every row of expert_x,
-    used or not, so size the AllToAll's capacity to the expected load.
+    Packed, the activation skips the rows past the last expert; the padded bmm and its activation
+    run over every row of expert_x, used or not, so size the AllToAll's capacity to the expected
+    load.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"expert_swiglu: layout must be one of {LAYOUTS}, got {layout!r}")

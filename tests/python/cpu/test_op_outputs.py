@@ -101,5 +101,12 @@ def test_no_output_aliases_an_input_or_another_output(engine):
     fused = op("grouped_gemv", rows, weights, d.expert_offsets, d.expert_num_tokens, 0, True)  # the SwiGLU fused
     assert fused.shape == (rows.shape[0], weights.shape[1] // 2)
 
+    # the experts' SwiGLU, weighted, and its backward
+    gate = torch.empty(rows.shape[0], 16, dtype=torch.bfloat16, device="meta")
+    h = op("swiglu", gate, torch.empty_like(gate), d.expert_weights.reshape(-1), d.expert_offsets[-1:])
+    _, _, grad_w = op("swiglu_backward", torch.empty_like(h), gate, torch.empty_like(gate),
+                      d.expert_weights.reshape(-1), d.expert_offsets[-1:], True)  # fmt: skip
+    assert grad_w.shape == (rows.shape[0],)
+
     schemas = {s.name.split("::")[1] for s in torch._C._jit_get_all_schemas() if s.name.startswith("moe_a2a::")}
     assert set(op.names) == schemas, f"ops not checked: {schemas - set(op.names)}"
