@@ -68,17 +68,24 @@ def test_gradients_match_closed_form(layout, dtype, tokens, grid, world, rank):
     inputs = ref.generate_all_inputs(world, E, K, H, T, dtype, seed=71, num_tokens=counts)
     inputs = [ref.Routing(r.x.float().to(dtype), r.topk_idx, r.topk_weights) for r in inputs]
     with moe_a2a.AllToAll(dist.group.WORLD, E, K, H, T, dtype, layout=layout, num_sms=num_sms) as ep:
-        for step in range(3):  # backward rounds must leave the AllToAll ready for the next forward
-            x = inputs[rank].x.cuda().requires_grad_()
-            w = inputs[rank].topk_weights.cuda().requires_grad_()
-            g = torch.randn(x.shape, generator=torch.Generator().manual_seed(100 * step + rank)).to(dtype)
-            out, _ = one_round(ep, x, inputs[rank].topk_idx.cuda(), w, rank)
-            (out.float() * g.cuda().float()).sum().backward()
-            ep.synchronize()
-            want_out, want_gx, want_gw, gw_magnitude = closed_form(inputs[rank], g, E // world, dtype)
-            torch.testing.assert_close(out.detach().cpu().double(), want_out, **TOL[dtype])
-            torch.testing.assert_close(x.grad.cpu().double(), want_gx, **TOL[dtype])
-            assert_dot_products_close(w.grad.cpu().double(), want_gw, gw_magnitude)
+        check_rounds_against_closed_form(ep, inputs, lambda *a: one_round(*a)[0], E // world, dtype, rank)
+
+
+def check_rounds_against_closed_form(ep, inputs, round_fn, experts_per_rank, dtype, rank, steps=3):
+    """`steps` forward rounds out = round_fn(ep, x, topk_idx, topk_weights, rank), each followed by
+    its backward (loss sum(out * g)), this rank's out, grad x and grad w against the closed form.
+    Several: the backward rounds must leave the AllToAll ready for the next forward."""
+    for step in range(steps):
+        x = inputs[rank].x.cuda().requires_grad_()
+        w = inputs[rank].topk_weights.cuda().requires_grad_()
+        g = torch.randn(x.shape, generator=torch.Generator().manual_seed(100 * step + rank)).to(dtype)
+        out = round_fn(ep, x, inputs[rank].topk_idx.cuda(), w, rank)
+        (out.float() * g.cuda().float()).sum().backward()
+        ep.synchronize()
+        want_out, want_gx, want_gw, gw_magnitude = closed_form(inputs[rank], g, experts_per_rank, dtype)
+        torch.testing.assert_close(out.detach().cpu().double(), want_out, **TOL[dtype])
+        torch.testing.assert_close(x.grad.cpu().double(), want_gx, **TOL[dtype])
+        assert_dot_products_close(w.grad.cpu().double(), want_gw, gw_magnitude)
 
 
 def test_router_gradient_without_input_gradient(world, rank):
@@ -130,13 +137,19 @@ def test_dropped_pairs_get_zero_weight_gradients(world, rank):
                 torch.cuda._sleep(1_000_000_000)  # about 0.5 s: the round and its backward are queued first
             out, _ = one_round(ep, x, idx, w, rank)
             (out * g_cuda[: x.shape[0]]).sum().backward()
-        with pytest.raises(RuntimeError, match="capacity|max_recv_tokens|reported an error"):
-            ep.synchronize()
-        _, _, want_gw, gw_magnitude = closed_form(full[rank], g, E // world, torch.float32)
-        got = w.grad.cpu().double()
-        dropped = got == 0
-        assert bool(dropped.any()), "no pair was dropped: the test's capacity does not bind"
-        assert_dot_products_close(torch.where(dropped, want_gw, got), want_gw, gw_magnitude)
+        check_dropped_pairs(ep, w, full[rank], g, E // world)
+
+
+def check_dropped_pairs(ep, w, inputs, g, experts_per_rank):
+    """After a round that dropped pairs at dispatch and its backward: the overflow is raised, w's
+    gradient is 0 for some pairs (the dropped ones) and the closed form's for the others."""
+    with pytest.raises(RuntimeError, match="capacity|max_recv_tokens|reported an error"):
+        ep.synchronize()
+    _, _, want_gw, gw_magnitude = closed_form(inputs, g, experts_per_rank, torch.float32)
+    got = w.grad.cpu().double()
+    dropped = got == 0
+    assert bool(dropped.any()), "no pair was dropped: the test's capacity does not bind"
+    assert_dot_products_close(torch.where(dropped, want_gw, got), want_gw, gw_magnitude)
 
 
 def test_a_pair_no_expert_answers_times_out_naming_a_peer(world, rank):
