@@ -1,9 +1,11 @@
 // The experts' SwiGLU, weighted or not, as torch ops (csrc/experts/swiglu.h):
-//   swiglu(gate [rows, F], up [rows, F], row_weights [rows] float32?, rows_used [1] int32?) -> h [rows, F]
-//   swiglu_backward(grad_h, gate, up, row_weights?, rows_used?, weight_grads) -> (grad_gate, grad_up,
-//       grad_weights: [rows] float32 if weight_grads, else [0])
+//   swiglu(gate [rows, F], up [rows, F], row_weights [rows] float32?, expert_offsets [E + 1] int32?,
+//          expert_num_tokens [E] int32?) -> h [rows, F]
+//   swiglu_backward(grad_h, gate, up, row_weights?, expert_offsets?, expert_num_tokens?, weight_grads)
+//       -> (grad_gate, grad_up, grad_weights: [rows] float32 if weight_grads, else [0])
 // gate, up and grad_h: bfloat16, float16 or float32, alike, contiguous, F a multiple of a 16-byte
-// vector's elements. Rows at or past rows_used[0] come out as zeros. Every output is a fresh tensor
+// vector's elements. Given the experts' rows (both or neither), the rows of no expert come out as
+// zeros. Every output is a fresh tensor
 // of torch's allocator on the current stream. Autograd: moe_a2a.swiglu (Python) pairs the two.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -25,8 +27,25 @@ void check_rows(const at::Tensor& t, const char* name, const at::Tensor& gate) {
                       gate.device().str());
 }
 
+void check_expert_rows(const std::optional<at::Tensor>& offsets, const std::optional<at::Tensor>& counts,
+                       const at::Tensor& gate) {
+  MOE_A2A_TORCH_CHECK(offsets.has_value() == counts.has_value(),
+                      "moe_a2a.swiglu: expert_offsets and expert_num_tokens go together");
+  if (!offsets.has_value()) return;
+  const int64_t experts = counts->numel();
+  MOE_A2A_TORCH_CHECK(counts->scalar_type() == at::kInt && counts->dim() == 1 && counts->is_contiguous() &&
+                          offsets->scalar_type() == at::kInt && offsets->dim() == 1 && offsets->is_contiguous() &&
+                          offsets->numel() >= experts && experts > 0,
+                      "moe_a2a.swiglu: expert_num_tokens must be int32 [E > 0] and expert_offsets int32 [E + 1], "
+                      "contiguous, got ",
+                      c10::toString(counts->scalar_type()), " ", shape_str(counts->sizes()), " and ",
+                      c10::toString(offsets->scalar_type()), " ", shape_str(offsets->sizes()));
+  MOE_A2A_TORCH_CHECK(counts->device() == gate.device() && offsets->device() == gate.device(),
+                      "moe_a2a.swiglu: the experts' rows must be on ", gate.device().str());
+}
+
 SwigluArgs swiglu_args(const at::Tensor& gate, const at::Tensor& up, const std::optional<at::Tensor>& row_weights,
-                       const std::optional<at::Tensor>& rows_used) {
+                       const std::optional<at::Tensor>& offsets, const std::optional<at::Tensor>& counts) {
   const at::ScalarType t = gate.scalar_type();
   MOE_A2A_TORCH_CHECK(t == at::kBFloat16 || t == at::kHalf || t == at::kFloat,
                       "moe_a2a.swiglu: gate must be bfloat16, float16 or float32, got ", c10::toString(t));
@@ -50,19 +69,18 @@ SwigluArgs swiglu_args(const at::Tensor& gate, const at::Tensor& up, const std::
                         ", contiguous, got ", c10::toString(w.scalar_type()), " ", shape_str(w.sizes()));
     a.row_weights = w.data_ptr<float>();
   }
-  if (rows_used.has_value()) {
-    const at::Tensor& n = *rows_used;
-    MOE_A2A_TORCH_CHECK(n.scalar_type() == at::kInt && n.numel() == 1 && n.device() == gate.device(),
-                        "moe_a2a.swiglu: rows_used must be one int32 on ", gate.device().str(), ", got ",
-                        c10::toString(n.scalar_type()), " ", shape_str(n.sizes()));
-    a.rows_used = n.data_ptr<int32_t>();
+  check_expert_rows(offsets, counts, gate);
+  if (offsets.has_value()) {
+    a.expert_offsets = offsets->data_ptr<int32_t>();
+    a.expert_counts = counts->data_ptr<int32_t>();
+    a.experts = static_cast<int32_t>(counts->numel());
   }
   return a;
 }
 
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up, const std::optional<at::Tensor>& row_weights,
-                  const std::optional<at::Tensor>& rows_used) {
-  SwigluArgs a = swiglu_args(gate, up, row_weights, rows_used);
+                  const std::optional<at::Tensor>& offsets, const std::optional<at::Tensor>& counts) {
+  SwigluArgs a = swiglu_args(gate, up, row_weights, offsets, counts);
   const c10::cuda::CUDAGuard guard(gate.device());
   at::Tensor h = at::empty_like(gate);
   a.h = h.data_ptr();
@@ -73,9 +91,10 @@ at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up, const std::optio
 std::tuple<at::Tensor, at::Tensor, at::Tensor> swiglu_backward(const at::Tensor& grad_h, const at::Tensor& gate,
                                                                const at::Tensor& up,
                                                                const std::optional<at::Tensor>& row_weights,
-                                                               const std::optional<at::Tensor>& rows_used,
+                                                               const std::optional<at::Tensor>& offsets,
+                                                               const std::optional<at::Tensor>& counts,
                                                                bool weight_grads) {
-  SwigluArgs a = swiglu_args(gate, up, row_weights, rows_used);
+  SwigluArgs a = swiglu_args(gate, up, row_weights, offsets, counts);
   check_rows(grad_h, "grad_h", gate);
   const c10::cuda::CUDAGuard guard(gate.device());
   at::Tensor grad_gate = at::empty_like(gate), grad_up = at::empty_like(up);
@@ -89,15 +108,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> swiglu_backward(const at::Tensor&
 }
 
 at::Tensor swiglu_meta(const at::Tensor& gate, const at::Tensor&, const std::optional<at::Tensor>&,
-                       const std::optional<at::Tensor>&) {
+                       const std::optional<at::Tensor>&, const std::optional<at::Tensor>&) {
   return at::empty_like(gate);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> swiglu_backward_meta(const at::Tensor&, const at::Tensor& gate,
-                                                                    const at::Tensor& up,
-                                                                    const std::optional<at::Tensor>&,
-                                                                    const std::optional<at::Tensor>&,
-                                                                    bool weight_grads) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> swiglu_backward_meta(
+    const at::Tensor&, const at::Tensor& gate, const at::Tensor& up, const std::optional<at::Tensor>&,
+    const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, bool weight_grads) {
   return {at::empty_like(gate), at::empty_like(up),
           at::empty({weight_grads ? gate.size(0) : 0}, gate.options().dtype(at::kFloat))};
 }
@@ -106,10 +123,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> swiglu_backward_meta(const at::Te
 }  // namespace moe_a2a
 
 TORCH_LIBRARY_FRAGMENT(moe_a2a, m) {
-  m.def("swiglu(Tensor gate, Tensor up, Tensor? row_weights=None, Tensor? rows_used=None) -> Tensor");
   m.def(
-      "swiglu_backward(Tensor grad_h, Tensor gate, Tensor up, Tensor? row_weights=None, Tensor? rows_used=None, "
-      "bool weight_grads=False) -> (Tensor, Tensor, Tensor)");
+      "swiglu(Tensor gate, Tensor up, Tensor? row_weights=None, Tensor? expert_offsets=None, "
+      "Tensor? expert_num_tokens=None) -> Tensor");
+  m.def(
+      "swiglu_backward(Tensor grad_h, Tensor gate, Tensor up, Tensor? row_weights=None, "
+      "Tensor? expert_offsets=None, Tensor? expert_num_tokens=None, bool weight_grads=False) -> "
+      "(Tensor, Tensor, Tensor)");
 }
 TORCH_LIBRARY_IMPL(moe_a2a, CUDA, m) {
   m.impl("swiglu", &moe_a2a::swiglu);

@@ -1,5 +1,5 @@
 // The experts' SwiGLU, weighted or not, one kernel each way (swiglu.h). A block takes a row at a
-// time, its threads a 16-byte vector each (a row of 2048 bf16 values is one vector a thread of a
+// time (a row of no expert: zeros, nothing read), its threads a 16-byte vector each (a row of 2048 bf16 values is one vector a thread of a
 // 256-thread block): loads of gate and up (and, backward, of the gradient), the products in fp32,
 // one store of each output vector. The backward sums each thread's grad_w products, then the
 // wave's (butterfly), then the block's waves in ascending order: a fixed order.
@@ -15,13 +15,37 @@ inline constexpr int kSwigluThreads = 256;
 inline constexpr int kSwigluWaves = kSwigluThreads / kWaveSize;
 inline constexpr int64_t kSwigluMaxBlocks = 1 << 16;  // rows beyond: the blocks loop
 
-MOE_A2A_DEVICE MOE_A2A_INLINE float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
+// expf, not __expf, and silu as x / (1 + exp(-x)): torch's formula and function, so that the
+// unweighted h rounds as torch's does.
+MOE_A2A_DEVICE MOE_A2A_INLINE float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+MOE_A2A_DEVICE MOE_A2A_INLINE float silu(float x) { return x / (1.0f + expf(-x)); }
 
-// Rows [0, used) are computed, the others written as zeros.
-MOE_A2A_DEVICE MOE_A2A_INLINE int64_t used_rows(const SwigluArgs& a) {
-  if (a.rows_used == nullptr) return a.rows;
-  const int64_t n = *a.rows_used;
-  return n < 0 ? 0 : (n < a.rows ? n : a.rows);
+// Whether row r is an expert's: the last expert that starts at or before it (binary search over
+// the ascending offsets; an empty expert that shares its start with the next is passed over) holds
+// it. Every thread of the block alike: the same loads, from L1.
+MOE_A2A_DEVICE MOE_A2A_INLINE bool expert_row(const SwigluArgs& a, int64_t r) {
+  if (a.expert_offsets == nullptr) return true;
+  int lo = 0, hi = a.experts;  // the first expert that starts past r is in [lo, hi]
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (a.expert_offsets[mid] <= r) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  const int e = lo - 1;
+  return e >= 0 && r - a.expert_offsets[e] < a.expert_counts[e];
+}
+
+// v rounded to the element type, as a value stored and read back would be.
+template <TokenType kType>
+MOE_A2A_DEVICE MOE_A2A_INLINE float rounded(float v) {
+  if constexpr (kType == TokenType::kFloat32) {
+    return v;
+  } else {
+    return to_float<kType>(from_float<kType>(v));
+  }
 }
 
 MOE_A2A_DEVICE MOE_A2A_INLINE void zero_row(void* rows, int64_t r, int vecs) {
@@ -33,9 +57,8 @@ template <TokenType kType>
 __global__ void __launch_bounds__(kSwigluThreads) swiglu_kernel(SwigluArgs a) {
   constexpr int n = kVecElems<kType>;
   const int vecs = a.cols / n;
-  const int64_t used = used_rows(a);
   for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
-    if (r >= used) {
+    if (!expert_row(a, r)) {
       zero_row(a.h, r, vecs);
       continue;
     }
@@ -48,7 +71,9 @@ __global__ void __launch_bounds__(kSwigluThreads) swiglu_kernel(SwigluArgs a) {
       unpack_vec<kType>(gate[v], g);
       unpack_vec<kType>(up[v], u);
 #pragma unroll
-      for (int i = 0; i < n; ++i) out[i] = g[i] * sigmoid(g[i]) * u[i] * w;
+      for (int i = 0; i < n; ++i) {  // torch's roundings: silu(g), the product, then (weighted) times w
+        out[i] = rounded<kType>(rounded<kType>(silu(g[i])) * u[i]) * w;
+      }
       h[v] = pack_vec<kType>(out);
     }
   }
@@ -59,9 +84,8 @@ __global__ void __launch_bounds__(kSwigluThreads) swiglu_backward_kernel(SwigluA
   constexpr int n = kVecElems<kType>;
   __shared__ float wave_dw[kSwigluWaves];
   const int vecs = a.cols / n;
-  const int64_t used = used_rows(a);
   for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
-    if (r >= used) {
+    if (!expert_row(a, r)) {
       zero_row(a.grad_gate, r, vecs);
       zero_row(a.grad_up, r, vecs);
       if (a.grad_weights != nullptr && threadIdx.x == 0) a.grad_weights[r] = 0.0f;
@@ -82,8 +106,7 @@ __global__ void __launch_bounds__(kSwigluThreads) swiglu_backward_kernel(SwigluA
 #pragma unroll
       for (int i = 0; i < n; ++i) {
         const float s = sigmoid(g[i]);
-        const float silu = g[i] * s;
-        const float dh_silu = dh[i] * silu;
+        const float dh_silu = dh[i] * (g[i] * s);
         dg[i] = dh[i] * u[i] * w * (s * (1.0f + g[i] * (1.0f - s)));  // silu'(g) = s (1 + g (1 - s))
         du[i] = dh_silu * w;
         dw = fmaf(dh_silu, u[i], dw);

@@ -34,7 +34,7 @@ from . import grouped_gemv as gemv
 from ._collective import GroupRef
 from .dense_moe import check_expert_weights, route
 from .reference import dequantize_fp8
-from .swiglu import swiglu
+from .swiglu import expert_row_mask, swiglu
 
 __all__ = [
     "LAYOUTS",
@@ -55,27 +55,11 @@ _GROUPED_MM_FAILED = {}
 # --------------------------------------------------------------------------- local experts
 
 
-def expert_row_mask(expert_offsets: torch.Tensor, expert_num_tokens: torch.Tensor, num_rows: int) -> torch.Tensor:
-    """bool [num_rows]: True for the flat rows of dispatch's expert_x (viewed as [-1, H]) that
-    belong to an expert, i.e. offsets[e] <= row < offsets[e] + num_tokens[e] for some e.
-
-    Works for both layouts (offsets ascending) and never synchronises with the host.
-    """
-    rows = torch.arange(int(num_rows), device=expert_offsets.device)
-    starts = expert_offsets[:-1].long().contiguous()
-    counts = expert_num_tokens.long()
-    # The last expert starting at or before each row; an empty expert that shares its start
-    # with the next one is skipped by right=True.
-    e = torch.searchsorted(starts, rows, right=True) - 1
-    ec = e.clamp(min=0)
-    return (e >= 0) & (rows - starts[ec] < counts[ec])
-
-
 def _expert_mlp(xe, w_gate, w_up, w_down, row_weights=None):
     return swiglu(xe @ w_gate, xe @ w_up, row_weights) @ w_down
 
 
-def _swiglu_grouped_mm(x, expert_offsets, w_gate, w_up, w_down, row_weights=None):
+def _swiglu_grouped_mm(x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down, row_weights=None):
     # offs = the cumulative group ends. grouped_mm reads and writes only rows < offs[-1] and
     # its weight gradients sum only over each group's rows, so the undefined rows past the
     # last expert (possibly NaN) never reach a weight gradient. Their outputs (and the
@@ -85,8 +69,9 @@ def _swiglu_grouped_mm(x, expert_offsets, w_gate, w_up, w_down, row_weights=None
         offs = offs.to(torch.int32)
     gate = torch._grouped_mm(x, w_gate, offs=offs)
     up = torch._grouped_mm(x, w_up, offs=offs)
-    # rows past the last expert: zeros, not computed (half of the buffer at its default capacity)
-    return torch._grouped_mm(swiglu(gate, up, row_weights, offs[-1:]), w_down, offs=offs)
+    # rows of no expert: zeros, not computed (half of the buffer at its default capacity)
+    h = swiglu(gate, up, row_weights, expert_offsets, expert_num_tokens)
+    return torch._grouped_mm(h, w_down, offs=offs)
 
 
 def _swiglu_grouped_gemv(x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down, rows_per_expert, row_weights=None):
@@ -95,7 +80,7 @@ def _swiglu_grouped_gemv(x, expert_offsets, expert_num_tokens, w_gate, w_up, w_d
     p = gemv.rows_per_pass(rows_per_expert)
     gate = gemv.grouped_gemv(x, w_gate.transpose(1, 2), expert_offsets, expert_num_tokens, p)
     up = gemv.grouped_gemv(x, w_up.transpose(1, 2), expert_offsets, expert_num_tokens, p)
-    h = swiglu(gate, up, row_weights, expert_offsets[-1:])
+    h = swiglu(gate, up, row_weights, expert_offsets, expert_num_tokens)
     return gemv.grouped_gemv(h, w_down.transpose(1, 2), expert_offsets, expert_num_tokens, p)
 
 
@@ -129,7 +114,7 @@ def _swiglu_loop(x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down, row
     return torch.cat(pieces).reshape(x.shape)
 
 
-def _swiglu_padded_bmm(x, expert_num_tokens, w_gate, w_up, w_down, row_weights=None):
+def _swiglu_padded_bmm(x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down, row_weights=None):
     # Rows past num_tokens[e] are garbage that may hold NaN bit patterns. torch.where
     # replaces them (a multiply by a 0/1 mask would keep NaN * 0 = NaN, and bmm's weight
     # gradient x^T @ dy would then be NaN). The where on the output keeps those rows zero
@@ -137,7 +122,7 @@ def _swiglu_padded_bmm(x, expert_num_tokens, w_gate, w_up, w_down, row_weights=N
     E, cap, _ = x.shape
     valid = (torch.arange(cap, device=x.device) < expert_num_tokens.long()[:, None]).unsqueeze(-1)
     xm = torch.where(valid, x, 0.0)
-    h = swiglu(torch.bmm(xm, w_gate), torch.bmm(xm, w_up), row_weights)
+    h = swiglu(torch.bmm(xm, w_gate), torch.bmm(xm, w_up), row_weights, expert_offsets, expert_num_tokens)
     return torch.where(valid, torch.bmm(h, w_down), 0.0)
 
 
@@ -222,10 +207,8 @@ def expert_swiglu(
                 f"expert_swiglu: row_weights must be float32 {list(expert_x.shape[:-1])} (d.expert_weights), "
                 f"got {row_weights.dtype} {list(row_weights.shape)}"
             )
-        # Rows of no expert hold undefined weights (NaN bits, maybe): 0 there, or a NaN times an
-        # alignment row's 0 would reach w_down's gradient.
-        rows = expert_row_mask(expert_offsets, expert_num_tokens, row_weights.numel())
-        row_weights = torch.where(rows, row_weights.reshape(-1), 0.0).reshape(row_weights.shape)
+        # Rows of no expert hold undefined weights (NaN bits, maybe): swiglu leaves them out (or a
+        # NaN times an alignment row's 0 would reach w_down's gradient).
 
     if impl == "auto":
         if layout == "padded":
@@ -235,7 +218,9 @@ def expert_swiglu(
                                         rows_per_expert, row_weights)  # fmt: skip
         elif _grouped_mm_expected(expert_x):
             try:
-                return _swiglu_grouped_mm(expert_x, expert_offsets, w_gate, w_up, w_down, row_weights)
+                return _swiglu_grouped_mm(
+                    expert_x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down, row_weights
+                )
             except torch.OutOfMemoryError:
                 raise
             except (RuntimeError, NotImplementedError) as e:
@@ -249,9 +234,9 @@ def expert_swiglu(
         else:
             impl = "loop"
     if impl == "grouped_mm":
-        return _swiglu_grouped_mm(expert_x, expert_offsets, w_gate, w_up, w_down, row_weights)
+        return _swiglu_grouped_mm(expert_x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down, row_weights)
     if impl == "bmm":
-        return _swiglu_padded_bmm(expert_x, expert_num_tokens, w_gate, w_up, w_down, row_weights)
+        return _swiglu_padded_bmm(expert_x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down, row_weights)
     return _swiglu_loop(expert_x, expert_offsets, expert_num_tokens, w_gate, w_up, w_down, row_weights)
 
 

@@ -103,9 +103,10 @@ def test_no_output_aliases_an_input_or_another_output(engine):
 
     # the experts' SwiGLU, weighted, and its backward
     gate = torch.empty(rows.shape[0], 16, dtype=torch.bfloat16, device="meta")
-    h = op("swiglu", gate, torch.empty_like(gate), d.expert_weights.reshape(-1), d.expert_offsets[-1:])
+    expert_rows = (d.expert_offsets, d.expert_num_tokens)
+    h = op("swiglu", gate, torch.empty_like(gate), d.expert_weights.reshape(-1), *expert_rows)
     _, _, grad_w = op("swiglu_backward", torch.empty_like(h), gate, torch.empty_like(gate),
-                      d.expert_weights.reshape(-1), d.expert_offsets[-1:], True)  # fmt: skip
+                      d.expert_weights.reshape(-1), *expert_rows, True)  # fmt: skip
     assert grad_w.shape == (rows.shape[0],)
 
     schemas = {s.name.split("::")[1] for s in torch._C._jit_get_all_schemas() if s.name.startswith("moe_a2a::")}

@@ -229,6 +229,11 @@ def test_no_op_output_aliases_an_input_or_another_output(layout, world, rank):
         # the experts' small-rows linear layer (no all-to-all)
         weights = torch.randn(d.expert_num_tokens.shape[0], 16, H, dtype=dtype, device=x.device)
         op("grouped_gemv", d.expert_x.reshape(-1, H), weights, d.expert_offsets, d.expert_num_tokens, 2)
+        # the experts' SwiGLU, weighted, and its backward
+        rows = d.expert_x.reshape(-1, H)
+        expert_rows = (d.expert_offsets, d.expert_num_tokens)
+        h = op("swiglu", rows, rows, d.expert_weights.reshape(-1), *expert_rows)
+        op("swiglu_backward", h, rows, rows, d.expert_weights.reshape(-1), *expert_rows, True)
         ep.synchronize()
         schemas = {s.name.split("::")[1] for s in torch._C._jit_get_all_schemas() if s.name.startswith("moe_a2a::")}
         assert set(checked) == schemas, f"ops not checked: {schemas - set(checked)}"
