@@ -547,5 +547,7 @@ class ExpertParallelMoE(nn.Module):
             f"hidden_dim={self.hidden_dim}, ffn_dim={self.ffn_dim}, num_experts={self.num_experts}, "
             f"experts_per_token={self.experts_per_token}, local experts {self.expert_range.start}.."
             f"{self.expert_range.stop - 1} on rank {self.rank}/{self.world}, layout={self.layout}, "
-            f"dtype={self.dtype}" + (f", dispatch_dtype={self.dispatch_dtype}" if self.dispatch_dtype else "")
+            f"dtype={self.dtype}"
+            + (f", dispatch_dtype={self.dispatch_dtype}" if self.dispatch_dtype else "")
+            + (", weights_at_experts=True" if self.ep.weights_at_experts else "")
         )

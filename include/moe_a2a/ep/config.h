@@ -33,8 +33,9 @@
 //                                                 kFlagErrorBit)
 //   comb_x      [world src][max_tokens][hidden]   partial sums sent back by expert rank `src`,
 //                                                 indexed by this rank's token
-//   comb_w      [max_tokens][topk]                backward of combine: gradient of this rank's
-//                                                 router weight (t, k), written by the rank
+//   comb_w      [max_tokens][topk]                backward of combine (or, with the weights at
+//                                                 the experts, of dispatch): gradient of this
+//                                                 rank's router weight (t, k), written by the rank
 //                                                 that owns expert topk_idx[t][k], as a flagged
 //                                                 word (fp32 bits and the round's flag; 0 once
 //                                                 read)
