@@ -1,8 +1,9 @@
 // The experts' SwiGLU, weighted or not, one kernel each way (swiglu.h). A block takes a row at a
-// time (a row of no expert: zeros, nothing read), its threads a 16-byte vector each (a row of 2048 bf16 values is one vector a thread of a
-// 256-thread block): loads of gate and up (and, backward, of the gradient), the products in fp32,
-// one store of each output vector. The backward sums each thread's grad_w products, then the
-// wave's (butterfly), then the block's waves in ascending order: a fixed order.
+// time (a row of no expert: zeros, nothing read), its threads a 16-byte vector each (a row of 2048
+// bf16 values is one vector a thread of a 256-thread block): loads of gate and up (and, backward,
+// of the gradient), the products in fp32, one store of each output vector. The backward sums each
+// thread's grad_w products, then the wave's (butterfly), then the block's waves in ascending
+// order: a fixed order.
 #include "experts/swiglu.h"
 
 #include "ep/token_vectors.cuh"
