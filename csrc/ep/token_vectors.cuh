@@ -87,6 +87,16 @@ MOE_A2A_DEVICE MOE_A2A_INLINE uint16_t from_float(float f) {
   }
 }
 
+// v rounded to the element type, as a value stored and read back would be.
+template <TokenType kType>
+MOE_A2A_DEVICE MOE_A2A_INLINE float rounded(float v) {
+  if constexpr (kType == TokenType::kFloat32) {
+    return v;
+  } else {
+    return to_float<kType>(from_float<kType>(v));
+  }
+}
+
 // The kVecElems<kType> elements of v as floats, in memory order.
 template <TokenType kType>
 MOE_A2A_DEVICE MOE_A2A_INLINE void unpack_vec(const Vec16& v, float (&f)[8]) {

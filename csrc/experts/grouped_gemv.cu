@@ -53,16 +53,6 @@ MOE_A2A_DEVICE MOE_A2A_INLINE void store_element(void* y, int64_t i, float v) {
   }
 }
 
-// v rounded to the element type, as a value stored in y and read back would be.
-template <TokenType kType>
-MOE_A2A_DEVICE MOE_A2A_INLINE float rounded(float v) {
-  if constexpr (kType == TokenType::kFloat32) {
-    return v;
-  } else {
-    return to_float<kType>(from_float<kType>(v));
-  }
-}
-
 // The SwiGLU of one gate and one up sum, rounded as the unfused chain rounds: the projection's
 // output (gate, up) in the element type, silu(gate) in it (torch's x / (1 + exp(-x)) in fp32), then
 // their product. So the fused op gives the bits of act_fn(gate) * up over grouped_gemv's output.

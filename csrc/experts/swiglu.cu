@@ -39,16 +39,6 @@ MOE_A2A_DEVICE MOE_A2A_INLINE bool expert_row(const SwigluArgs& a, int64_t r) {
   return e >= 0 && r - a.expert_offsets[e] < a.expert_counts[e];
 }
 
-// v rounded to the element type, as a value stored and read back would be.
-template <TokenType kType>
-MOE_A2A_DEVICE MOE_A2A_INLINE float rounded(float v) {
-  if constexpr (kType == TokenType::kFloat32) {
-    return v;
-  } else {
-    return to_float<kType>(from_float<kType>(v));
-  }
-}
-
 MOE_A2A_DEVICE MOE_A2A_INLINE void zero_row(void* rows, int64_t r, int vecs) {
   Vec16* row = static_cast<Vec16*>(rows) + r * vecs;
   for (int v = threadIdx.x; v < vecs; v += blockDim.x) row[v] = Vec16{0u, 0u, 0u, 0u};
