@@ -5,8 +5,8 @@
 //       -> (grad_gate, grad_up, grad_weights: [rows] float32 if weight_grads, else [0])
 // gate, up and grad_h: bfloat16, float16 or float32, alike, contiguous, F a multiple of a 16-byte
 // vector's elements. Given the experts' rows (both or neither), the rows of no expert come out as
-// zeros. Every output is a fresh tensor
-// of torch's allocator on the current stream. Autograd: moe_a2a.swiglu (Python) pairs the two.
+// zeros. Every output is a fresh tensor of torch's allocator on the current stream. Autograd:
+// moe_a2a.swiglu (Python) pairs the two.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
